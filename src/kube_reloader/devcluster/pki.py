@@ -1,0 +1,194 @@
+"""Credentials for a dev cluster: a CA, the API server's serving certificate, an admin client
+certificate, an admin bearer token and the service-account signing key.
+
+Everything is generated fresh for each cluster and lives only in its state directory (mode
+0600), so the kubeconfig verifies the server for real instead of skipping TLS verification.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = dt.timedelta(days=365)
+
+
+@dataclass(frozen=True, slots=True)
+class Pki:
+    """Paths of every generated credential."""
+
+    root: Path
+
+    @property
+    def ca_crt(self) -> Path:
+        return self.root / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+    @property
+    def serving_crt(self) -> Path:
+        return self.root / "apiserver.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.root / "apiserver.key"
+
+    @property
+    def admin_crt(self) -> Path:
+        return self.root / "admin.crt"
+
+    @property
+    def admin_key(self) -> Path:
+        return self.root / "admin.key"
+
+    @property
+    def sa_key(self) -> Path:
+        return self.root / "sa.key"
+
+    @property
+    def sa_pub(self) -> Path:
+        return self.root / "sa.pub"
+
+    @property
+    def tokens_csv(self) -> Path:
+        return self.root / "tokens.csv"
+
+    @property
+    def token_file(self) -> Path:
+        return self.root / "admin.token"
+
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+
+def generate(root: Path) -> Pki:
+    """Write a complete, fresh PKI into `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    pki = Pki(root)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-reloader-dev-ca")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True,
+                content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )  # fmt: skip
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(pki.ca_key, ca_key)
+    _write(pki.ca_crt, ca_cert.public_bytes(serialization.Encoding.PEM))
+
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.DNSName("kubernetes.default.svc.cluster.local"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+    ]
+    _leaf(
+        pki.serving_crt, pki.serving_key, ca_cert, ca_key, now,
+        cn="kube-apiserver", orgs=(), sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH,
+    )  # fmt: skip
+    _leaf(
+        pki.admin_crt, pki.admin_key, ca_cert, ca_key, now,
+        cn="kube-reloader-admin", orgs=("system:masters",), sans=[],
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )  # fmt: skip
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(pki.sa_key, sa_key)
+    _write(
+        pki.sa_pub,
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    )
+
+    token = secrets.token_hex(24)
+    _write(pki.token_file, token.encode() + b"\n")
+    _write(pki.tokens_csv, f'{token},kube-reloader-admin,admin-uid,"system:masters"\n'.encode())
+    return pki
+
+
+def _leaf(
+    crt_path: Path,
+    key_path: Path,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    now: dt.datetime,
+    *,
+    cn: str,
+    orgs: tuple[str, ...],
+    sans: list[x509.GeneralName],
+    usage: x509.ObjectIdentifier,
+) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attrs))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    _write_key(key_path, key)
+    _write(crt_path, cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+    _write(
+        path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)

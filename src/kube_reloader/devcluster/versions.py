@@ -1,0 +1,44 @@
+"""Pinned component versions and the cache directory they are built into."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KUBERNETES = "1.36.3"
+ETCD = "3.6.16"
+KWOK = "0.8.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    kubernetes: str = KUBERNETES
+    etcd: str = ETCD
+    kwok: str = KWOK
+
+    @property
+    def staging(self) -> str:
+        """k8s.io/kubernetes v1.X.Y pairs with staging modules v0.X.Y."""
+        return "0." + self.kubernetes.split(".", 1)[1]
+
+    @property
+    def minor(self) -> str:
+        return self.kubernetes.split(".")[1]
+
+    @property
+    def slug(self) -> str:
+        return f"k8s-v{self.kubernetes}_etcd-v{self.etcd}_kwok-v{self.kwok}"
+
+
+def cache_root(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("KUBE_RELOADER_CACHE_DIR"):
+        return Path(env["KUBE_RELOADER_CACHE_DIR"])
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kube-reloader"
+
+
+def cache_dir(versions: Versions = Versions(), env: dict[str, str] | None = None) -> Path:
+    """`${XDG_CACHE_HOME:-~/.cache}/kube-reloader/<versions>`; binaries go in its `bin/`."""
+    return cache_root(env) / versions.slug

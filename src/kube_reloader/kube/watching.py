@@ -1,0 +1,219 @@
+"""A reflector: LIST, then WATCH from the list's resourceVersion, forever, losing nothing.
+
+The reflector keeps the last projection of every object it has seen (the caller chooses the
+projection, so this is as small as the caller wants). That store is what makes it safe: when
+the watch window expires (`410 Gone`) or the stream breaks for longer than the server keeps
+history, it relists and diffs the fresh list against the store, emitting the ADDED, MODIFIED
+and DELETED events that happened while nobody was watching. Bookmarks keep the resume point
+fresh on quiet resources, so an idle watch rarely expires at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar
+
+from kube_reloader.kube import errors
+from kube_reloader.kube.client import DEFAULT_PAGE_SIZE, Client
+from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.kube.resources import Resource
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+class HasMetadata(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+T = TypeVar("T", bound=HasMetadata)
+
+
+class EventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    SYNCED = "SYNCED"  # the store now mirrors a complete LIST (initial sync or relist)
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorEvent(Generic[T]):
+    """A change to the store. `synthesized` marks events inferred by diffing a relist."""
+
+    type: EventType
+    key: Key
+    object: T | None
+    old: T | None = None
+    synthesized: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Jittered exponential backoff between failed LIST/WATCH attempts."""
+
+    base: float = 0.5
+    cap: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        ceiling = min(self.cap, self.base * (2 ** max(0, failures - 1)))
+        return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not crypto
+
+
+def key_of(obj: HasMetadata) -> Key:
+    return (obj.metadata.namespace, obj.metadata.name)
+
+
+class Reflector(Generic[T]):
+    """Mirror one resource type into `store` and report every change as an event."""
+
+    def __init__(
+        self,
+        client: Client,
+        resource: Resource,
+        *,
+        type: type[T],  # noqa: A002 - mirrors msgspec's keyword
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_timeout: tuple[int, int] = (240, 360),
+        backoff: Backoff | None = None,
+        store: Mapping[Key, T] | None = None,
+        resource_version: str | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.type = type
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff or Backoff()
+        self.store: dict[Key, T] = dict(store or {})
+        #: where the next watch resumes; empty means "LIST first"
+        self.resource_version = resource_version or ""
+        self.synced = asyncio.Event()
+        self.lists = 0
+        self.relists = 0
+        self.watch_restarts = 0
+        self.errors = 0
+        self._on_error = on_error
+
+    def __repr__(self) -> str:
+        scope = f" in {self.namespace}" if self.namespace else ""
+        return f"<Reflector {self.resource}{scope} rv={self.resource_version or '-'}>"
+
+    async def events(self) -> AsyncIterator[ReflectorEvent[T]]:
+        """Run forever (until cancelled), yielding every change to the store."""
+        failures = 0
+        while True:
+            try:
+                if not self.resource_version:
+                    async for ev in self._relist():
+                        yield ev
+                    failures = 0
+                async for ev in self._watch():
+                    failures = 0
+                    yield ev
+                self.watch_restarts += 1  # the server closed the stream: resume from rv
+            except errors.Gone:
+                log.info(
+                    "watch expired, relisting",
+                    extra={"resource": str(self.resource), "resource_version": self.resource_version},
+                )
+                self.resource_version = ""
+                self.watch_restarts += 1
+            except (errors.KubeError, OSError) as exc:
+                failures += 1
+                self.errors += 1
+                self.watch_restarts += 1
+                if self._on_error is not None:
+                    self._on_error(exc)
+                delay = self.backoff.delay(failures)
+                log.warning(
+                    "list/watch failed, retrying",
+                    extra={
+                        "resource": str(self.resource),
+                        "error": str(exc),
+                        "retry_in_seconds": round(delay, 2),
+                        "failures": failures,
+                    },
+                )
+                if isinstance(exc, errors.ApiError) and exc.code in (400, 422):
+                    self.resource_version = ""  # a malformed resume point: start over
+                await asyncio.sleep(delay)
+
+    async def _relist(self) -> AsyncIterator[ReflectorEvent[T]]:
+        result = await self.client.list(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=self.page_size,
+            type=self.type,
+        )
+        if self.lists:
+            self.relists += 1
+        self.lists += 1
+        fresh: dict[Key, T] = {}
+        for obj in result.items:
+            fresh[key_of(obj)] = obj
+        old_store = self.store
+        self.store = fresh
+        self.resource_version = result.resource_version
+        for key, old in old_store.items():
+            new = fresh.get(key)
+            if new is None or new.metadata.uid != old.metadata.uid:
+                yield ReflectorEvent(EventType.DELETED, key, old, old, synthesized=True)
+        for key, obj in fresh.items():
+            prev = old_store.get(key)
+            if prev is None or prev.metadata.uid != obj.metadata.uid:
+                yield ReflectorEvent(EventType.ADDED, key, obj, None, synthesized=bool(self.relists))
+            elif prev.metadata.resourceVersion != obj.metadata.resourceVersion:
+                yield ReflectorEvent(EventType.MODIFIED, key, obj, prev, synthesized=True)
+        self.synced.set()
+        yield ReflectorEvent(EventType.SYNCED, ("", ""), None)
+
+    async def _watch(self) -> AsyncIterator[ReflectorEvent[T]]:
+        timeout = random.randint(*self.watch_timeout)  # noqa: S311 - spread reconnects
+        if not self.synced.is_set():
+            self.synced.set()  # resumed from a known resourceVersion: the store is current
+        async for ev in self.client.watch(
+            self.resource,
+            namespace=self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=timeout,
+            type=self.type,
+        ):
+            if ev.type == "BOOKMARK":
+                self.resource_version = str(ev.object) or self.resource_version
+                continue
+            obj: Any = ev.object
+            key = key_of(obj)
+            rv = obj.metadata.resourceVersion
+            if ev.type == "DELETED":
+                old = self.store.pop(key, None)
+                self.resource_version = rv or self.resource_version
+                yield ReflectorEvent(EventType.DELETED, key, obj, old)
+                continue
+            old = self.store.get(key)
+            self.store[key] = obj
+            self.resource_version = rv or self.resource_version
+            if old is None:
+                yield ReflectorEvent(EventType.ADDED, key, obj, None)
+            elif old.metadata.uid != obj.metadata.uid:
+                yield ReflectorEvent(EventType.DELETED, key, old, old, synthesized=True)
+                yield ReflectorEvent(EventType.ADDED, key, obj, None)
+            else:
+                yield ReflectorEvent(EventType.MODIFIED, key, obj, old)

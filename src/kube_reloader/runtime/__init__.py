@@ -1,0 +1,1 @@
+"""asyncio wiring of the pure core to the Kubernetes edge (reflectors, queues, workers)."""
