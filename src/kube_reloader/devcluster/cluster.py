@@ -53,8 +53,12 @@ class ClusterError(RuntimeError):
 class Proc:
     name: str
     pid: int
-    argv0: str
+    argv: list[str]
     log: str
+
+    @property
+    def argv0(self) -> str:
+        return self.argv[0]
 
 
 @dataclass
@@ -66,6 +70,7 @@ class State:
     kubeconfig: str
     nodes: int
     procs: list[Proc] = field(default_factory=list)
+    minimal: bool = False
     started_at: float = 0.0
     ready_seconds: float = 0.0
 
@@ -137,12 +142,24 @@ class DevCluster:
 
     # ------------------------------------------------------------------ up
 
-    def up(self, *, nodes: int = 1, build: bool = True, timeout: float = 120.0) -> State:
-        """Start the cluster (or reuse a healthy one) and return its state once ready."""
+    def up(
+        self,
+        *,
+        nodes: int = 1,
+        build: bool = True,
+        timeout: float = 120.0,
+        minimal: bool = False,
+        ports: Mapping[str, int] | None = None,
+    ) -> State:
+        """Start the cluster (or reuse a healthy one) and return its state once ready.
+
+        `minimal` starts only etcd and kube-apiserver (no controllers, no nodes): enough
+        for API-level work, and quick to restart. `ports` pins some ports (tests use it).
+        """
         state = self.load_state()
         if state is not None:
             statuses = self.status(state)
-            if all(s.running and s.healthy for s in statuses):
+            if statuses and all(s.running and s.healthy for s in statuses):
                 self.report(f"[dev-cluster] already running; kubeconfig: {state.kubeconfig}")
                 return state
             bad = ", ".join(s.name for s in statuses if not (s.running and s.healthy))
@@ -169,20 +186,22 @@ class DevCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         pkimod.generate(self.pki.root)
-        ports = {
+        chosen = {
             name: _free_port()
             for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager",
                          "kube-scheduler", "kwok")
         }  # fmt: skip
+        chosen.update(ports or {})
         state = State(
             versions={
                 "kubernetes": self.versions.kubernetes,
                 "etcd": self.versions.etcd,
                 "kwok": self.versions.kwok,
             },
-            ports=ports,
+            ports=chosen,
             kubeconfig=str(self.kubeconfig),
-            nodes=nodes,
+            nodes=0 if minimal else nodes,
+            minimal=minimal,
             started_at=time.time(),
         )
         self._save(state)
@@ -256,6 +275,8 @@ class DevCluster:
         api = f"https://127.0.0.1:{p['kube-apiserver']}"
         self._wait(state, "kube-apiserver", deadline, lambda: _http_ok(f"{api}/readyz", ca_ctx))
         self._write_kubeconfig(api)
+        if state.minimal:
+            return
 
         kcfg = str(self.kubeconfig)
         delegated = [
@@ -361,12 +382,19 @@ class DevCluster:
                 start_new_session=True,
                 cwd=self.state_dir,
             )
-        state.procs.append(Proc(name=name, pid=proc.pid, argv0=argv[0], log=str(log_path)))
+        record = Proc(name=name, pid=proc.pid, argv=list(argv), log=str(log_path))
+        names = [p.name for p in state.procs]
+        if name in names:
+            state.procs[names.index(name)] = record  # keep start order for `down`
+        else:
+            state.procs.append(record)
         self._save(state)
         self.report(f"[dev-cluster] started {name} (pid {proc.pid})")
 
-    def _check_alive(self, state: State) -> None:
+    def _check_alive(self, state: State, only: str | None = None) -> None:
         for proc in state.procs:
+            if only is not None and proc.name != only:
+                continue
             if not _alive(proc.pid):
                 hint = _last_error_line(Path(proc.log))
                 raise ClusterError(
@@ -375,11 +403,17 @@ class DevCluster:
                 )
 
     def _wait(
-        self, state: State, name: str, deadline: float, probe: Callable[[], bool]
+        self,
+        state: State,
+        name: str,
+        deadline: float,
+        probe: Callable[[], bool],
+        *,
+        only: bool = False,
     ) -> None:
         t0 = time.monotonic()
         while True:
-            self._check_alive(state)
+            self._check_alive(state, name if only else None)
             if probe():
                 self.report(f"[dev-cluster] {name} healthy after {time.monotonic() - t0:.1f}s")
                 return
@@ -418,14 +452,11 @@ class DevCluster:
 
     # ------------------------------------------------------------------ status / down
 
-    def status(self, state: State | None = None) -> list[ComponentStatus]:
-        state = state or self.load_state()
-        if state is None:
-            return []
+    def _probes(self, state: State) -> dict[str, Callable[[], bool]]:
         p = state.ports
         ca = self.pki.ca_crt
         ca_ctx = ssl.create_default_context(cafile=str(ca)) if ca.exists() else _insecure()
-        probes: dict[str, Callable[[], bool]] = {
+        return {
             "etcd": lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"),
             "kube-apiserver": lambda: _http_ok(
                 f"https://127.0.0.1:{p['kube-apiserver']}/readyz", ca_ctx
@@ -438,9 +469,15 @@ class DevCluster:
             ),
             "kwok": lambda: _http_ok(f"http://127.0.0.1:{p['kwok']}/healthz"),
         }
+
+    def status(self, state: State | None = None) -> list[ComponentStatus]:
+        state = state or self.load_state()
+        if state is None:
+            return []
+        probes = self._probes(state)
         out = []
         by_name = {proc.name: proc for proc in state.procs}
-        for name in COMPONENTS:
+        for name in COMPONENTS[:2] if state.minimal else COMPONENTS:
             proc = by_name.get(name)
             if proc is None:
                 out.append(ComponentStatus(name, None, False, False, "not started"))
@@ -450,6 +487,53 @@ class DevCluster:
             detail = "ok" if healthy else ("unhealthy" if running else "not running")
             out.append(ComponentStatus(name, proc.pid, running, healthy, f"{detail} (log: {proc.log})"))
         return out
+
+    def restart(self, name: str, *, timeout: float = 60.0) -> None:
+        """Stop one component (SIGTERM, then SIGKILL) and start it again with the same flags."""
+        state = self._require_state()
+        proc = next((p for p in state.procs if p.name == name), None)
+        if proc is None:
+            raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
+        self._stop_one(proc, grace=8.0)
+        self._spawn(state, name, proc.argv)
+        self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
+
+    def stop_component(self, name: str) -> None:
+        """Stop one component, keeping its record so `start_component` can bring it back."""
+        state = self._require_state()
+        proc = next((p for p in state.procs if p.name == name), None)
+        if proc is None:
+            raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
+        self._stop_one(proc, grace=8.0)
+
+    def start_component(self, name: str, *, timeout: float = 60.0) -> None:
+        state = self._require_state()
+        proc = next((p for p in state.procs if p.name == name), None)
+        if proc is None:
+            raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
+        if _alive(proc.pid) and _same_process(proc):
+            return
+        self._spawn(state, name, proc.argv)
+        self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision; returns that revision.
+
+        After this, a watch from any older resourceVersion that the API server's watch
+        cache does not hold fails with 410 Gone.
+        """
+        state = self._require_state()
+        base = f"http://127.0.0.1:{state.ports['etcd']}/v3/kv"
+        header = _post_json(f"{base}/range", {"key": "AA==", "limit": 1})["header"]
+        revision = int(header["revision"])
+        _post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _require_state(self) -> State:
+        state = self.load_state()
+        if state is None:
+            raise ClusterError(f"dev-cluster: not running ({self.state_dir})")
+        return state
 
     def down(self) -> list[str]:
         """Stop every recorded process and remove the state directory. Returns what stopped."""
@@ -463,24 +547,25 @@ class DevCluster:
         return stopped
 
     def _stop_procs(self, state: State, grace: float = 8.0) -> list[str]:
-        """SIGTERM in reverse start order, one at a time (the apiserver needs etcd to shut
-        down quickly), then SIGKILL whatever outlives `grace` seconds."""
-        stopped = []
-        for proc in reversed(state.procs):
-            if not (_alive(proc.pid) and _same_process(proc)):
-                continue
+        """Stop in reverse start order, one at a time: the apiserver shuts down quickly only
+        while etcd is still there."""
+        return [p.name for p in reversed(state.procs) if self._stop_one(p, grace)]
+
+    def _stop_one(self, proc: Proc, grace: float) -> bool:
+        """SIGTERM the process group, SIGKILL it after `grace` seconds. False if not running."""
+        if not (_alive(proc.pid) and _same_process(proc)):
+            return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while _alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _alive(proc.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while _alive(proc.pid) and time.monotonic() < deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+            while _alive(proc.pid):
                 time.sleep(0.02)
-            if _alive(proc.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                while _alive(proc.pid):
-                    time.sleep(0.02)
-            stopped.append(proc.name)
-        return stopped
+        return True
 
     def _remove_dir(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -532,6 +617,17 @@ def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def _post_json(url: str, body: Mapping[str, Any]) -> Any:
+    req = urllib.request.Request(  # noqa: S310 - a loopback etcd URL we built
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
+            return json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ClusterError(f"dev-cluster: etcd request {url} failed: {exc}") from exc
 
 
 def _alive(pid: int) -> bool:

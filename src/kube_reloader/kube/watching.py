@@ -161,7 +161,10 @@ class Reflector(Generic[T]):
             limit=self.page_size,
             type=self.type,
         )
-        if self.lists:
+        # Diffing against known state (a relist, or a resume whose point expired): every
+        # event below is inferred, not observed.
+        diffing = bool(self.lists or self.store)
+        if diffing:
             self.relists += 1
         self.lists += 1
         fresh: dict[Key, T] = {}
@@ -177,7 +180,7 @@ class Reflector(Generic[T]):
         for key, obj in fresh.items():
             prev = old_store.get(key)
             if prev is None or prev.metadata.uid != obj.metadata.uid:
-                yield ReflectorEvent(EventType.ADDED, key, obj, None, synthesized=bool(self.relists))
+                yield ReflectorEvent(EventType.ADDED, key, obj, None, synthesized=diffing)
             elif prev.metadata.resourceVersion != obj.metadata.resourceVersion:
                 yield ReflectorEvent(EventType.MODIFIED, key, obj, prev, synthesized=True)
         self.synced.set()

@@ -1,0 +1,335 @@
+"""The async client against the real kube-apiserver: every verb, every patch type, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.projections import Object
+from tests import builders
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.cluster
+
+
+async def test_create_get_and_delete_round_trip_a_configmap(client: Client, namespace: str) -> None:
+    created = await client.create(
+        resources.CONFIGMAPS, builders.configmap("cm", namespace, {"a": "1"})
+    )
+    assert created["metadata"]["uid"]
+    got = await client.get(resources.CONFIGMAPS, "cm", namespace=namespace)
+    assert got["data"] == {"a": "1"}
+    await client.delete(resources.CONFIGMAPS, "cm", namespace=namespace)
+    with pytest.raises(errors.NotFound, match='configmaps "cm" not found'):
+        await client.get(resources.CONFIGMAPS, "cm", namespace=namespace)
+
+
+async def test_get_decodes_straight_into_a_typed_projection(client: Client, namespace: str) -> None:
+    await client.create(
+        resources.CONFIGMAPS,
+        builders.configmap("typed", namespace, {"big": "x" * 1000}, labels={"l": "v"}),
+    )
+    obj = await client.get(resources.CONFIGMAPS, "typed", namespace=namespace, type=Object)
+    assert isinstance(obj, Object)
+    assert (obj.metadata.name, obj.metadata.namespace, obj.metadata.labels) == (
+        "typed",
+        namespace,
+        {"l": "v"},
+    )
+    assert not hasattr(obj, "data")
+
+
+async def test_list_paginates_over_more_than_five_hundred_objects(
+    client: Client, namespace: str
+) -> None:
+    sem = asyncio.Semaphore(32)
+
+    async def make(i: int) -> None:
+        async with sem:
+            await client.create(resources.CONFIGMAPS, builders.configmap(f"cm-{i:04d}", namespace))
+
+    await asyncio.gather(*(make(i) for i in range(520)))
+    pages = [
+        len(page.items or ())
+        async for page in client.list_pages(
+            resources.CONFIGMAPS, namespace=namespace, limit=200, type=Object
+        )
+    ]
+    # 520 ours + kube-root-ca.crt published by kube-controller-manager (may lag behind)
+    assert pages[:2] == [200, 200]
+    assert len(pages) == 3
+    listed = await client.list(resources.CONFIGMAPS, namespace=namespace, limit=100, type=Object)
+    names = {o.metadata.name for o in listed.items}
+    assert {f"cm-{i:04d}" for i in range(520)} <= names
+    assert listed.resource_version.isdigit()
+
+
+async def test_list_filters_by_label_selector(client: Client, namespace: str) -> None:
+    for i, team in enumerate(["a", "b", "a"]):
+        await client.create(
+            resources.CONFIGMAPS, builders.configmap(f"l{i}", namespace, labels={"team": team})
+        )
+    listed = await client.list(resources.CONFIGMAPS, namespace=namespace, label_selector="team=a")
+    assert sorted(o["metadata"]["name"] for o in listed.items) == ["l0", "l2"]
+
+
+@pytest.mark.parametrize(
+    ("patch_type", "patch", "expected_env"),
+    [
+        (
+            PatchType.STRATEGIC,
+            {"spec": {"template": {"spec": {"containers": [{"name": "app", "env": [{"name": "X", "value": "1"}]}]}}}},
+            [{"name": "X", "value": "1"}],
+        ),
+        (
+            PatchType.MERGE,
+            {"spec": {"template": {"metadata": {"annotations": {"k": "v"}}}}},
+            None,
+        ),
+        (
+            PatchType.JSON,
+            [{"op": "add", "path": "/spec/template/spec/containers/0/env", "value": [{"name": "J", "value": "2"}]}],
+            [{"name": "J", "value": "2"}],
+        ),
+    ],
+    ids=["strategic merge", "json merge", "json patch"],
+)  # fmt: skip
+async def test_patch_applies_each_patch_type_with_a_field_manager(
+    client: Client,
+    namespace: str,
+    patch_type: PatchType,
+    patch: object,
+    expected_env: object,
+) -> None:
+    await client.create(resources.DEPLOYMENTS, builders.deployment("web", namespace))
+    out = await client.patch(
+        resources.DEPLOYMENTS,
+        "web",
+        patch,  # type: ignore[arg-type]
+        namespace=namespace,
+        patch_type=patch_type,
+        field_manager="Reloader",
+    )
+    container = out["spec"]["template"]["spec"]["containers"][0]
+    assert container.get("env") == expected_env
+    if patch_type is PatchType.MERGE:
+        assert out["spec"]["template"]["metadata"]["annotations"] == {"k": "v"}
+    managers = {m["manager"] for m in out["metadata"]["managedFields"]}
+    assert "Reloader" in managers
+
+
+async def test_server_side_apply_patch_is_supported(client: Client, namespace: str) -> None:
+    body = builders.configmap("applied", namespace, {"k": "v"})
+    out = await client.patch(
+        resources.CONFIGMAPS,
+        "applied",
+        body,
+        namespace=namespace,
+        patch_type=PatchType.APPLY,
+        field_manager="kube-reloader-tests",
+        force=True,
+    )
+    assert out["data"] == {"k": "v"}
+
+
+async def test_strategic_merge_patch_on_a_custom_resource_is_unsupported_media_type(
+    client: Client, namespace: str
+) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets{namespace.replace('-', '')}.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {
+                "plural": f"widgets{namespace.replace('-', '')}",
+                "singular": f"widget{namespace.replace('-', '')}",
+                "kind": f"Widget{namespace.replace('-', '').capitalize()}",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    await client.create(resources.CUSTOMRESOURCEDEFINITIONS, crd)
+    res = resources.Resource(
+        "example.com", "v1", crd["spec"]["names"]["plural"], crd["spec"]["names"]["kind"]
+    )
+    try:
+        body = {"apiVersion": "example.com/v1", "kind": res.kind, "metadata": {"name": "w"}, "spec": {"a": 1}}
+        for _ in range(100):  # the new resource is served a moment after the CRD is created
+            try:
+                await client.create(res, body, namespace=namespace)
+                break
+            except errors.NotFound:
+                await asyncio.sleep(0.1)
+        with pytest.raises(errors.UnsupportedMediaType):
+            await client.patch(res, "w", {"spec": {"a": 2}}, namespace=namespace)
+        out = await client.patch(
+            res, "w", {"spec": {"a": 2}}, namespace=namespace, patch_type=PatchType.MERGE
+        )
+        assert out["spec"] == {"a": 2}
+    finally:
+        await client.delete(resources.CUSTOMRESOURCEDEFINITIONS, crd["metadata"]["name"])
+
+
+async def test_update_with_a_stale_resource_version_raises_conflict(
+    client: Client, namespace: str
+) -> None:
+    created = await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "1"}))
+    await client.patch(
+        resources.CONFIGMAPS, "c", {"data": {"v": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+    )
+    created["data"] = {"v": "3"}
+    with pytest.raises(errors.Conflict, match="the object has been modified"):
+        await client.update(resources.CONFIGMAPS, created)
+    fresh = await client.get(resources.CONFIGMAPS, "c", namespace=namespace)
+    fresh["data"] = {"v": "3"}
+    updated = await client.update(resources.CONFIGMAPS, fresh)
+    assert updated["data"] == {"v": "3"}
+
+
+async def test_create_of_an_existing_name_raises_already_exists(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.SECRETS, builders.secret("s", namespace, {"k": "v"}))
+    with pytest.raises(errors.AlreadyExists) as info:
+        await client.create(resources.SECRETS, builders.secret("s", namespace, {"k": "v"}))
+    assert info.value.code == 409
+    assert not isinstance(info.value, errors.Conflict)
+
+
+async def test_invalid_object_raises_invalid_with_the_api_message(
+    client: Client, namespace: str
+) -> None:
+    with pytest.raises(errors.Invalid, match="Invalid value"):
+        await client.create(resources.CONFIGMAPS, builders.configmap("Not_A_DNS_Name", namespace))
+
+
+async def test_delete_with_background_propagation_removes_a_job_and_its_pods(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.JOBS, builders.job("once", namespace))
+
+    async def pods() -> list[object]:
+        listed = await client.list(resources.PODS, namespace=namespace, label_selector="job-name=once")
+        return listed.items
+
+    await eventually(pods, what="the Job's pod")
+    await client.delete(resources.JOBS, "once", namespace=namespace, propagation_policy="Background")
+
+    async def job_gone() -> bool:
+        try:
+            await client.get(resources.JOBS, "once", namespace=namespace)
+        except errors.NotFound:
+            return True
+        return False
+
+    await eventually(job_gone, what="the Job to be deleted")
+
+    async def pods_gone() -> bool:
+        return not await pods()
+
+    await eventually(pods_gone, what="the garbage collector to delete the Job's pods")
+
+
+async def test_client_certificate_credentials_authenticate(kubeconfig_path: Path) -> None:
+    cfg = config.load_kubeconfig([kubeconfig_path], context="kube-reloader-dev-cert")
+    async with Client(cfg) as c:
+        ns = await c.get(resources.NAMESPACES, "default")
+    assert ns["metadata"]["name"] == "default"
+
+
+async def test_client_certificate_given_as_data_authenticates(
+    kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    pki = kubeconfig_path.parent / "pki"
+    server = config.load_kubeconfig([kubeconfig_path]).server
+
+    def b64(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": "u", "user": {"client-certificate-data": b64("admin.crt"), "client-key-data": b64("admin.key")}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "kube-system"}}],
+        "current-context": "x",
+    }  # fmt: skip
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    cfg = config.load_kubeconfig([path])
+    assert cfg.namespace == "kube-system"
+    async with Client(cfg) as c:
+        got = await c.get(resources.NAMESPACES, cfg.namespace)
+    assert got["metadata"]["name"] == "kube-system"
+
+
+async def test_wrong_token_raises_unauthorized(kubeconfig_path: Path) -> None:
+    good = config.load_kubeconfig([kubeconfig_path])
+    bad = config.ConnectionConfig(
+        server=good.server,
+        credentials=config.StaticCredentials(config.AuthState(token="not-a-token")),
+        ca_pem=good.ca_pem,
+    )
+    async with Client(bad) as c:
+        with pytest.raises(errors.Unauthorized):
+            await c.get(resources.NAMESPACES, "default")
+
+
+async def test_untrusted_server_certificate_is_refused(kubeconfig_path: Path) -> None:
+    good = config.load_kubeconfig([kubeconfig_path])
+    other_ca = (kubeconfig_path.parent / "pki" / "admin.crt").read_bytes()  # not a CA
+    cfg = config.ConnectionConfig(server=good.server, credentials=good.credentials, ca_pem=other_ca)
+    async with Client(cfg) as c:
+        with pytest.raises(errors.ConnectionFailed, match="cannot reach"):
+            await c.get(resources.NAMESPACES, "default")
+
+
+async def test_service_account_without_rbac_gets_forbidden(client: Client, namespace: str) -> None:
+    await client.create(
+        resources.SERVICEACCOUNTS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": namespace}},
+    )
+    token = await _token_request(client, namespace, "nobody")
+    cfg = config.ConnectionConfig(
+        server=client.config.server,
+        credentials=config.StaticCredentials(config.AuthState(token=token)),
+        ca_pem=client.config.ca_pem,
+    )
+    async with Client(cfg) as c:
+        with pytest.raises(errors.Forbidden, match="cannot list resource"):
+            await c.list(resources.SECRETS, namespace=namespace)
+
+
+async def _token_request(client: Client, namespace: str, sa: str) -> str:
+    body = msgspec.json.encode(
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
+    )
+    data = await client.request(
+        "POST",
+        resources.SERVICEACCOUNTS.path(namespace, sa, "token"),
+        body=body,
+        content_type="application/json",
+    )
+    token: str = msgspec.json.decode(data)["status"]["token"]
+    return token
