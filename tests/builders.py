@@ -39,7 +39,7 @@ def secret(
     name: str,
     namespace: str | None = None,
     string_data: dict[str, str] | None = None,
-    type: str = "Opaque",  # noqa: A002
+    type: str = "Opaque",
     **meta: Any,
 ) -> Manifest:
     return {
@@ -134,7 +134,9 @@ def daemonset(
     }
 
 
-def job(name: str, namespace: str | None = None, *, template: Manifest | None = None, **meta: Any) -> Manifest:
+def job(
+    name: str, namespace: str | None = None, *, template: Manifest | None = None, **meta: Any
+) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -159,8 +161,7 @@ def cronjob(
             "jobTemplate": {
                 "spec": {
                     "backoffLimit": 0,
-                    "template": template
-                    or pod_template({"cronjob": name}, restart_policy="Never"),
+                    "template": template or pod_template({"cronjob": name}, restart_policy="Never"),
                 }
             },
         },

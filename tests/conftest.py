@@ -8,6 +8,7 @@ kube-controller-manager, kube-scheduler, kwok) started once per test session by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
@@ -58,10 +59,8 @@ async def namespace(client: Client) -> AsyncIterator[str]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
     )
     yield name
-    try:
+    with contextlib.suppress(errors.NotFound):
         await client.delete(resources.NAMESPACES, name)
-    except errors.NotFound:
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kube_reloader import __version__
-from kube_reloader.devcluster.building import BuildError, Builder
+from kube_reloader.devcluster.building import Builder, BuildError
 from kube_reloader.devcluster.cluster import ClusterError, DevCluster, default_state_dir
 
 
@@ -48,7 +48,9 @@ def _cmd_down(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     stopped = cluster.down()
     _report(
-        f"[dev-cluster] stopped {', '.join(stopped)}" if stopped else "[dev-cluster] nothing running"
+        f"[dev-cluster] stopped {', '.join(stopped)}"
+        if stopped
+        else "[dev-cluster] nothing running"
     )
     return 0
 
@@ -92,31 +94,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser(
         "dev-cluster",
-        help="a real local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)",
+        help="a local control plane: etcd, kube-apiserver, controller-manager, scheduler, kwok",
         allow_abbrev=False,
     )
     dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--name", default="default", help="cluster name (default: %(default)s)")
-        p.add_argument("--state-dir", help="state directory (default: per-name, under XDG_STATE_HOME)")
+        p.add_argument(
+            "--state-dir", help="state directory (default: per-name, under XDG_STATE_HOME)"
+        )
 
-    p = dev_sub.add_parser("build", help="build the binaries into the cache (no cluster)")
+    p = dev_sub.add_parser(
+        "build", allow_abbrev=False, help="build the binaries into the cache (no cluster)"
+    )
     p.set_defaults(func=_cmd_build)
-    p = dev_sub.add_parser("up", help="build if needed, start in the background, wait until ready")
+    p = dev_sub.add_parser(
+        "up", allow_abbrev=False, help="build if needed, start in the background, wait until ready"
+    )
     common(p)
     p.add_argument("--nodes", type=int, default=1, help="kwok fake nodes (default: %(default)s)")
     p.add_argument("--no-build", action="store_true", help="fail instead of building")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to become ready")
     p.set_defaults(func=_cmd_up)
-    p = dev_sub.add_parser("down", help="stop every process the cluster started; remove its state")
+    p = dev_sub.add_parser(
+        "down", allow_abbrev=False, help="stop every process the cluster started; remove its state"
+    )
     common(p)
     p.set_defaults(func=_cmd_down)
-    p = dev_sub.add_parser("status", help="health of each component")
+    p = dev_sub.add_parser("status", allow_abbrev=False, help="health of each component")
     common(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_status)
-    p = dev_sub.add_parser("kubeconfig", help="print the path of the cluster's kubeconfig")
+    p = dev_sub.add_parser(
+        "kubeconfig", allow_abbrev=False, help="print the path of the cluster's kubeconfig"
+    )
     common(p)
     p.set_defaults(func=_cmd_kubeconfig)
     return parser

@@ -31,7 +31,9 @@ _LEVEL_NAMES = {5: "trace", 10: "debug", 20: "info", 30: "warning", 40: "error",
 
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")}
+    return {
+        k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+    }
 
 
 class JsonFormatter(logging.Formatter):
@@ -62,7 +64,9 @@ class TextFormatter(logging.Formatter):
 
 def _quote(value: Any) -> str:
     text = str(value)
-    return json.dumps(text, ensure_ascii=False) if (not text or " " in text or '"' in text) else text
+    return (
+        json.dumps(text, ensure_ascii=False) if (not text or " " in text or '"' in text) else text
+    )
 
 
 def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:

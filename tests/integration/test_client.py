@@ -174,7 +174,12 @@ async def test_strategic_merge_patch_on_a_custom_resource_is_unsupported_media_t
         "example.com", "v1", crd["spec"]["names"]["plural"], crd["spec"]["names"]["kind"]
     )
     try:
-        body = {"apiVersion": "example.com/v1", "kind": res.kind, "metadata": {"name": "w"}, "spec": {"a": 1}}
+        body = {
+            "apiVersion": "example.com/v1",
+            "kind": res.kind,
+            "metadata": {"name": "w"},
+            "spec": {"a": 1},
+        }
         for _ in range(100):  # the new resource is served a moment after the CRD is created
             try:
                 await client.create(res, body, namespace=namespace)
@@ -194,9 +199,15 @@ async def test_strategic_merge_patch_on_a_custom_resource_is_unsupported_media_t
 async def test_update_with_a_stale_resource_version_raises_conflict(
     client: Client, namespace: str
 ) -> None:
-    created = await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "1"}))
+    created = await client.create(
+        resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "1"})
+    )
     await client.patch(
-        resources.CONFIGMAPS, "c", {"data": {"v": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+        resources.CONFIGMAPS,
+        "c",
+        {"data": {"v": "2"}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
     )
     created["data"] = {"v": "3"}
     with pytest.raises(errors.Conflict, match="the object has been modified"):
@@ -230,11 +241,15 @@ async def test_delete_with_background_propagation_removes_a_job_and_its_pods(
     await client.create(resources.JOBS, builders.job("once", namespace))
 
     async def pods() -> list[object]:
-        listed = await client.list(resources.PODS, namespace=namespace, label_selector="job-name=once")
+        listed = await client.list(
+            resources.PODS, namespace=namespace, label_selector="job-name=once"
+        )
         return listed.items
 
     await eventually(pods, what="the Job's pod")
-    await client.delete(resources.JOBS, "once", namespace=namespace, propagation_policy="Background")
+    await client.delete(
+        resources.JOBS, "once", namespace=namespace, propagation_policy="Background"
+    )
 
     async def job_gone() -> bool:
         try:
@@ -308,7 +323,11 @@ async def test_untrusted_server_certificate_is_refused(kubeconfig_path: Path) ->
 async def test_service_account_without_rbac_gets_forbidden(client: Client, namespace: str) -> None:
     await client.create(
         resources.SERVICEACCOUNTS,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "nobody", "namespace": namespace},
+        },
     )
     token = await _token_request(client, namespace, "nobody")
     cfg = config.ConnectionConfig(
@@ -323,7 +342,11 @@ async def test_service_account_without_rbac_gets_forbidden(client: Client, names
 
 async def _token_request(client: Client, namespace: str, sa: str) -> str:
     body = msgspec.json.encode(
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        }
     )
     data = await client.request(
         "POST",

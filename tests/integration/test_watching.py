@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
+from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.projections import Object, ObjectMeta
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
-from kube_reloader.devcluster.cluster import DevCluster
 from tests import builders
 
 pytestmark = pytest.mark.cluster
@@ -75,7 +75,9 @@ async def reflecting(reflector: Reflector[ConfigMapView]) -> AsyncIterator[Colle
         await col.stop()
 
 
-async def test_watch_streams_added_modified_and_deleted_events(client: Client, namespace: str) -> None:
+async def test_watch_streams_added_modified_and_deleted_events(
+    client: Client, namespace: str
+) -> None:
     listed = await client.list(resources.CONFIGMAPS, namespace=namespace)
     seen: list[tuple[str, str]] = []
 
@@ -96,7 +98,11 @@ async def test_watch_streams_added_modified_and_deleted_events(client: Client, n
     task = asyncio.create_task(consume())
     await client.create(resources.CONFIGMAPS, builders.configmap("w", namespace, {"a": "1"}))
     await client.patch(
-        resources.CONFIGMAPS, "w", {"data": {"a": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+        resources.CONFIGMAPS,
+        "w",
+        {"data": {"a": "2"}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
     )
     await client.delete(resources.CONFIGMAPS, "w", namespace=namespace)
     await asyncio.wait_for(task, 20)
@@ -151,7 +157,11 @@ async def test_reflector_lists_then_reports_live_changes(client: Client, namespa
         assert col.of("pre") == [(EventType.ADDED, False)]
         await client.create(resources.CONFIGMAPS, builders.configmap("live", namespace, {"b": "1"}))
         await client.patch(
-            resources.CONFIGMAPS, "live", {"data": {"b": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+            resources.CONFIGMAPS,
+            "live",
+            {"data": {"b": "2"}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
         )
         await client.delete(resources.CONFIGMAPS, "pre", namespace=namespace)
         await col.wait_for(lambda e: e.type is EventType.DELETED and e.key[1] == "pre")
@@ -159,7 +169,8 @@ async def test_reflector_lists_then_reports_live_changes(client: Client, namespa
         assert refl.store[(namespace, "live")].data == {"b": "2"}
         assert (namespace, "pre") not in refl.store
         modified = next(e for e in col.events if e.type is EventType.MODIFIED)
-        assert modified.old is not None and modified.old.data == {"b": "1"}
+        assert modified.old is not None
+        assert modified.old.data == {"b": "1"}
 
 
 async def test_reflector_relists_after_410_and_synthesizes_the_changes_missed_in_the_gap(
@@ -168,7 +179,8 @@ async def test_reflector_relists_after_410_and_synthesizes_the_changes_missed_in
     client = private_client
     namespace = f"gap-{secrets.token_hex(3)}"
     await client.create(
-        resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        resources.NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
     )
     for name in ("keep", "change", "drop", "recreate"):
         await client.create(resources.CONFIGMAPS, builders.configmap(name, namespace, {"v": "1"}))
@@ -179,11 +191,17 @@ async def test_reflector_relists_after_410_and_synthesizes_the_changes_missed_in
 
     # While nobody watches: one update, one delete, one delete+recreate, one create.
     await client.patch(
-        resources.CONFIGMAPS, "change", {"data": {"v": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+        resources.CONFIGMAPS,
+        "change",
+        {"data": {"v": "2"}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
     )
     await client.delete(resources.CONFIGMAPS, "drop", namespace=namespace)
     await client.delete(resources.CONFIGMAPS, "recreate", namespace=namespace)
-    await client.create(resources.CONFIGMAPS, builders.configmap("recreate", namespace, {"v": "new"}))
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("recreate", namespace, {"v": "new"})
+    )
     await client.create(resources.CONFIGMAPS, builders.configmap("born", namespace, {"v": "1"}))
     # ...and the history the reflector would resume from is gone.
     private_cluster.compact_etcd()
@@ -225,7 +243,9 @@ async def test_reflector_resumes_from_a_valid_resource_version_without_listing(
     assert col.of("a") == []
 
 
-async def test_reflector_survives_the_server_closing_the_watch(client: Client, namespace: str) -> None:
+async def test_reflector_survives_the_server_closing_the_watch(
+    client: Client, namespace: str
+) -> None:
     refl = Reflector(
         client, resources.CONFIGMAPS, type=ConfigMapView, namespace=namespace, watch_timeout=(1, 1)
     )

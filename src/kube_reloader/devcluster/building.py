@@ -77,14 +77,14 @@ class Builder:
 
     def __init__(
         self,
-        versions: Versions = Versions(),
+        versions: Versions | None = None,
         *,
         root: Path | None = None,
         report: Reporter = _stderr,
         go: str = "go",
     ) -> None:
-        self.versions = versions
-        self.binaries = Binaries(root or cache_dir(versions))
+        self.versions = versions or Versions()
+        self.binaries = Binaries(root or cache_dir(self.versions))
         self.report = report
         self.go = go
         self.logs = self.binaries.root / "logs"
@@ -128,9 +128,7 @@ class Builder:
                 stamp = self.binaries.bin / f".{component}.stamp"
                 stamp.write_text(self._stamp_text(component))
                 self.timings[component] = time.monotonic() - t0
-                self.report(
-                    f"[build] {component}: done in {_fmt(self.timings[component])}"
-                )
+                self.report(f"[build] {component}: done in {_fmt(self.timings[component])}")
             if todo:
                 self.report(f"[build] all components built in {_fmt(time.monotonic() - started)}")
         return self.binaries
@@ -172,7 +170,10 @@ class Builder:
         run = self._runner("kwok", work)
         run("resolving modules", [self.go, "get", f"sigs.k8s.io/kwok@v{v.kwok}"])
         info = json.loads(
-            run("locating stages", [self.go, "mod", "download", "-json", f"sigs.k8s.io/kwok@v{v.kwok}"])
+            run(
+                "locating stages",
+                [self.go, "mod", "download", "-json", f"sigs.k8s.io/kwok@v{v.kwok}"],
+            )
         )
         src = Path(info["Dir"])
         self.binaries.stages.mkdir(parents=True, exist_ok=True)

@@ -106,14 +106,14 @@ class DevCluster:
         self,
         state_dir: Path,
         *,
-        versions: Versions = Versions(),
+        versions: Versions | None = None,
         report: Reporter | None = None,
         builder: Builder | None = None,
     ) -> None:
         self.state_dir = state_dir
-        self.versions = versions
+        self.versions = versions or Versions()
         self.report = report or (lambda line: None)
-        self.builder = builder or Builder(versions, report=self.report)
+        self.builder = builder or Builder(self.versions, report=self.report)
         self.pki = pkimod.Pki(state_dir / "pki")
         self.logs = state_dir / "logs"
         self.state_file = state_dir / "state.json"
@@ -241,7 +241,9 @@ class DevCluster:
                 "--log-level=warn",
             ],
         )
-        self._wait(state, "etcd", deadline, lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"))
+        self._wait(
+            state, "etcd", deadline, lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/readyz")
+        )
 
         k = self.pki
         self._spawn(
@@ -317,9 +319,7 @@ class DevCluster:
             ],
         )
         stages = self.state_dir / "kwok-stages.yaml"
-        stages.write_text(
-            "\n---\n".join(f.read_text().strip() for f in bins.stage_files()) + "\n"
-        )
+        stages.write_text("\n---\n".join(f.read_text().strip() for f in bins.stage_files()) + "\n")
         self._spawn(
             state,
             "kwok",
@@ -333,12 +333,9 @@ class DevCluster:
                 f"--server-address=127.0.0.1:{p['kwok']}",
             ],
         )
-        for name in ("kube-controller-manager", "kube-scheduler"):
-            url = f"https://127.0.0.1:{p[name]}/healthz"
-            self._wait(state, name, deadline, lambda url=url: _http_ok(url, _insecure()))
-        self._wait(
-            state, "kwok", deadline, lambda: _http_ok(f"http://127.0.0.1:{p['kwok']}/healthz")
-        )
+        probes = self._probes(state)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._wait(state, name, deadline, probes[name])
         asyncio.run(self._api_ready(state, deadline))
 
     async def _api_ready(self, state: State, deadline: float) -> None:
@@ -419,7 +416,9 @@ class DevCluster:
                 return
             if time.monotonic() > deadline:
                 log = next(p.log for p in state.procs if p.name == name)
-                raise ClusterError(f"dev-cluster: {name} did not become healthy in time (log: {log})")
+                raise ClusterError(
+                    f"dev-cluster: {name} did not become healthy in time (log: {log})"
+                )
             time.sleep(0.1)
 
     def _write_kubeconfig(self, server: str) -> None:
@@ -428,7 +427,10 @@ class DevCluster:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": CONTEXT, "cluster": {"server": server, "certificate-authority": str(k.ca_crt)}}
+                {
+                    "name": CONTEXT,
+                    "cluster": {"server": server, "certificate-authority": str(k.ca_crt)},
+                }
             ],
             "users": [
                 {"name": "admin-token", "user": {"token": k.token()}},
@@ -485,7 +487,9 @@ class DevCluster:
             running = _alive(proc.pid) and _same_process(proc)
             healthy = running and probes[name]()
             detail = "ok" if healthy else ("unhealthy" if running else "not running")
-            out.append(ComponentStatus(name, proc.pid, running, healthy, f"{detail} (log: {proc.log})"))
+            out.append(
+                ComponentStatus(name, proc.pid, running, healthy, f"{detail} (log: {proc.log})")
+            )
         return out
 
     def restart(self, name: str, *, timeout: float = 60.0) -> None:

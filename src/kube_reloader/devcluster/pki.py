@@ -20,6 +20,17 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = dt.timedelta(days=365)
+_CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    key_cert_sign=True,
+    crl_sign=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    encipher_only=False,
+    decipher_only=False,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +103,18 @@ def generate(root: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
-        )  # fmt: skip
+        )
         .add_extension(
             x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
         )

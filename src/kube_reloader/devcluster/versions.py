@@ -39,6 +39,6 @@ def cache_root(env: dict[str, str] | None = None) -> Path:
     return Path(base) / "kube-reloader"
 
 
-def cache_dir(versions: Versions = Versions(), env: dict[str, str] | None = None) -> Path:
+def cache_dir(versions: Versions | None = None, env: dict[str, str] | None = None) -> Path:
     """`${XDG_CACHE_HOME:-~/.cache}/kube-reloader/<versions>`; binaries go in its `bin/`."""
-    return cache_root(env) / versions.slug
+    return cache_root(env) / (versions or Versions()).slug

@@ -44,10 +44,10 @@ class PatchType(StrEnum):
 
 
 class ListMeta(msgspec.Struct, omit_defaults=True):
-    resourceVersion: str = ""  # noqa: N815 - the API's field name
+    resourceVersion: str = ""
     # `continue` is a Python keyword, hence the rename.
     continue_: str = msgspec.field(default="", name="continue")
-    remainingItemCount: int | None = None  # noqa: N815
+    remainingItemCount: int | None = None
 
 
 class ListPage(msgspec.Struct, Generic[T]):
@@ -80,7 +80,7 @@ class _RawEvent(msgspec.Struct):
 
 
 class _Meta(msgspec.Struct):
-    resourceVersion: str = ""  # noqa: N815
+    resourceVersion: str = ""
 
 
 class _Bookmark(msgspec.Struct):
@@ -154,18 +154,23 @@ class Client:
         ctx = self._ssl_cache.get(key)
         if ctx is not None:
             return ctx
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         if self.config.insecure_skip_tls_verify:
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         elif self.config.ca_pem:
-            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=None)
+            # Trust exactly the cluster's CA, not the system store.
             try:
-                ctx.load_verify_locations(cadata=self.config.ca_pem.decode("ascii"))
-            except (ssl.SSLError, UnicodeDecodeError) as exc:
+                ctx = ssl.create_default_context(
+                    ssl.Purpose.SERVER_AUTH, cadata=self.config.ca_pem.decode("ascii")
+                )
+            except (ssl.SSLError, UnicodeDecodeError, ValueError) as exc:
                 raise errors.ConfigError(
-                    f"{self.config.source}: certificate authority is not valid PEM"
+                    f"{self.config.source or self.config.server}: "
+                    "certificate authority is not valid PEM"
                 ) from exc
+        else:
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         if auth.cert_pem and auth.key_pem:
             _load_cert_chain(ctx, auth.cert_pem, auth.key_pem, self.config.source)
         self._ssl_cache = {key: ctx}  # credentials rotate; keep only the current context
@@ -187,7 +192,7 @@ class Client:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
-        timeout: aiohttp.ClientTimeout | None = None,
+        client_timeout: aiohttp.ClientTimeout | None = None,
         retry: bool = True,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """Send one request (with auth, retries and error mapping); yield the OK response."""
@@ -214,7 +219,7 @@ class Client:
                     headers=headers,
                     auth=basic,
                     ssl=self._ssl_context(auth),
-                    timeout=timeout or aiohttp.ClientTimeout(total=self._timeout),
+                    timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
                     **kwargs,
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -296,7 +301,7 @@ class Client:
         name: str,
         *,
         namespace: str | None = None,
-        type: Any = RawObject,  # noqa: A002 - mirrors msgspec's keyword
+        type: Any = RawObject,
     ) -> Any:
         """GET one object, decoded as `type` (a plain dict by default)."""
         data = await self.request("GET", resource.path(namespace, name))
@@ -311,7 +316,7 @@ class Client:
         field_selector: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         resource_version: str | None = None,
-        type: Any = RawObject,  # noqa: A002
+        type: Any = RawObject,
     ) -> AsyncIterator[ListPage[Any]]:
         """LIST page by page (`limit` + `continue`), decoding items as `type`."""
         params: dict[str, str] = {}
@@ -324,7 +329,7 @@ class Client:
         if resource_version is not None:
             params["resourceVersion"] = resource_version
         path = resource.path(namespace)
-        decoder = self._decoder(ListPage[type])  # type: ignore[valid-type]
+        decoder = self._decoder(ListPage[type])
         while True:
             data = await self.request("GET", path, params=params)
             try:
@@ -368,7 +373,7 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
-        type: Any = RawObject,  # noqa: A002
+        type: Any = RawObject,
     ) -> ObjectList[Any]:
         """LIST every page; returns all items and the list's resourceVersion.
 
@@ -417,7 +422,7 @@ class Client:
             body=msgspec.json.encode(body),
             content_type="application/json",
         )
-        return self._decode(data, RawObject, f"created {resource.kind}")
+        return self._decode_raw(data, f"created {resource.kind}")
 
     async def update(
         self,
@@ -438,7 +443,7 @@ class Client:
             body=msgspec.json.encode(body),
             content_type="application/json",
         )
-        return self._decode(data, RawObject, f"{resource.kind} {ns or ''}/{name}")
+        return self._decode_raw(data, f"{resource.kind} {ns or ''}/{name}")
 
     async def patch(
         self,
@@ -464,7 +469,7 @@ class Client:
             body=msgspec.json.encode(patch),
             content_type=patch_type.value,
         )
-        return self._decode(data, RawObject, f"{resource.kind} {namespace or ''}/{name}")
+        return self._decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
 
     async def delete(
         self,
@@ -490,7 +495,7 @@ class Client:
             body=msgspec.json.encode(options),
             content_type="application/json",
         )
-        return self._decode(data, RawObject, f"{resource.kind} {namespace or ''}/{name}")
+        return self._decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
 
     # ----------------------------------------------------------------- watch
 
@@ -504,7 +509,7 @@ class Client:
         field_selector: str | None = None,
         timeout_seconds: int = 300,
         allow_bookmarks: bool = True,
-        type: Any = RawObject,  # noqa: A002
+        type: Any = RawObject,
     ) -> AsyncIterator[WatchEvent[Any]]:
         """Stream watch events; each object decoded as `type` straight from its bytes.
 
@@ -531,7 +536,7 @@ class Client:
             total=None, connect=self._timeout, sock_read=timeout_seconds + 30
         )
         path = resource.path(namespace)
-        async with self._open("GET", path, params=params, timeout=timeout) as resp:
+        async with self._open("GET", path, params=params, client_timeout=timeout) as resp:
             try:
                 async for line in _lines(resp.content):
                     try:
@@ -555,6 +560,12 @@ class Client:
                 ) from exc
 
     # ----------------------------------------------------------------- helpers
+
+    def _decode_raw(self, data: bytes, what: str) -> RawObject:
+        obj = self._decode(data, RawObject, what)
+        if not isinstance(obj, dict):
+            raise errors.KubeError(f"{what}: the answer is not a JSON object")
+        return obj
 
     def _decode(self, data: bytes, tp: Any, what: str) -> Any:
         try:

@@ -97,7 +97,9 @@ class TokenFileCredentials:
         if self._token is None or now - self._read_at >= self._reread:
             self._token = _read_token(self._path)
             self._read_at = now
-        return AuthState(token=self._token, cert_pem=self._base.cert_pem, key_pem=self._base.key_pem)
+        return AuthState(
+            token=self._token, cert_pem=self._base.cert_pem, key_pem=self._base.key_pem
+        )
 
     async def invalidate(self) -> bool:
         old = self._token
@@ -391,9 +393,7 @@ def _merge(paths: list[Path]) -> _Merged:
                     raise ConfigError(f"kubeconfig {path}: {section}[{i}] has no name")
                 body = entry.get(inner) or {}
                 if not isinstance(body, dict):
-                    raise ConfigError(
-                        f"kubeconfig {path}: {section}[{i}].{inner} is not a mapping"
-                    )
+                    raise ConfigError(f"kubeconfig {path}: {section}[{i}].{inner} is not a mapping")
                 target.setdefault(str(entry["name"]), (body, base))
         if not merged.current_context and doc.get("current-context"):
             merged.current_context = str(doc["current-context"])
@@ -437,11 +437,11 @@ def _credentials(
             "use an exec credential plugin"
         )
     if user.get("exec"):
-        return ExecCredentials(_exec_config(user["exec"], base, what), cluster=cluster_info, base=tls)
-    if user.get("token"):
-        return StaticCredentials(
-            AuthState(token=str(user["token"]), cert_pem=cert, key_pem=key)
+        return ExecCredentials(
+            _exec_config(user["exec"], base, what), cluster=cluster_info, base=tls
         )
+    if user.get("token"):
+        return StaticCredentials(AuthState(token=str(user["token"]), cert_pem=cert, key_pem=key))
     if user.get("tokenFile"):
         return TokenFileCredentials((base / str(user["tokenFile"])).expanduser(), base=tls)
     if user.get("username") or user.get("password"):

@@ -11,7 +11,7 @@ import msgspec
 
 
 class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True):
-    apiVersion: str = ""  # noqa: N815 - the API's field names
+    apiVersion: str = ""
     kind: str = ""
     name: str = ""
     uid: str = ""
@@ -24,12 +24,12 @@ class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
-    resourceVersion: str = ""  # noqa: N815
+    resourceVersion: str = ""
     generation: int = 0
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     annotations: dict[str, str] = msgspec.field(default_factory=dict)
-    ownerReferences: tuple[OwnerReference, ...] = ()  # noqa: N815
-    deletionTimestamp: str | None = None  # noqa: N815
+    ownerReferences: tuple[OwnerReference, ...] = ()
+    deletionTimestamp: str | None = None
 
 
 class Object(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -64,6 +64,9 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CUSTOMRESOURCEDEFINITIONS = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
     namespaced=False,
 )

@@ -78,7 +78,7 @@ class Reflector(Generic[T]):
         client: Client,
         resource: Resource,
         *,
-        type: type[T],  # noqa: A002 - mirrors msgspec's keyword
+        type: type[T],
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
@@ -128,7 +128,10 @@ class Reflector(Generic[T]):
             except errors.Gone:
                 log.info(
                     "watch expired, relisting",
-                    extra={"resource": str(self.resource), "resource_version": self.resource_version},
+                    extra={
+                        "resource": str(self.resource),
+                        "resource_version": self.resource_version,
+                    },
                 )
                 self.resource_version = ""
                 self.watch_restarts += 1

@@ -1,0 +1,198 @@
+"""The client's HTTP edge (auth retry, throttling, server errors, broken connections)
+against a wire-level fake API server. Everything else is tested against the real one."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube.client import Client, PatchType, RetryPolicy
+
+FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
+
+
+def status(code: int, reason: str, message: str = "msg") -> web.Response:
+    body = {"kind": "Status", "code": code, "reason": reason, "message": message}
+    return web.json_response(body, status=code)
+
+
+class Scripted:
+    """Answers requests from a script; records what it saw."""
+
+    def __init__(self, *answers: Callable[[web.Request], web.StreamResponse]) -> None:
+        self.answers = list(answers)
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.requests.append((request.method, request.path_qs, dict(request.headers), body))
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return answer(request)
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Scripted], Any]]:
+    servers: list[TestServer] = []
+
+    async def start(handler: Scripted) -> str:
+        async def route(request: web.Request) -> web.StreamResponse:
+            return await handler(request)
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", route)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.port}"
+
+    yield start
+    for s in servers:
+        await s.close()
+
+
+class RotatingToken:
+    def __init__(self) -> None:
+        self.tokens = ["old", "new"]
+        self.invalidations = 0
+
+    async def current(self) -> config.AuthState:
+        return config.AuthState(token=self.tokens[0])
+
+    async def invalidate(self) -> bool:
+        self.invalidations += 1
+        if len(self.tokens) > 1:
+            self.tokens.pop(0)
+            return True
+        return False
+
+
+def client_for(url: str, creds: Any = None) -> Client:
+    creds = creds or config.StaticCredentials(config.AuthState(token="t"))
+    return Client(config.ConnectionConfig(server=url, credentials=creds), retry=FAST)
+
+
+async def test_a_401_refreshes_credentials_and_retries_once(serve: Any) -> None:
+    ok = web.json_response({"metadata": {"name": "cm"}})
+    fake = Scripted(lambda r: status(401, "Unauthorized"), lambda r: ok)
+    creds = RotatingToken()
+    async with client_for(await serve(fake), creds) as c:
+        got = await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+    assert got == {"metadata": {"name": "cm"}}
+    assert [r[2]["Authorization"] for r in fake.requests] == ["Bearer old", "Bearer new"]
+    assert creds.invalidations == 1
+
+
+async def test_a_second_401_is_raised_as_unauthorized(serve: Any) -> None:
+    fake = Scripted(lambda r: status(401, "Unauthorized", "token expired"))
+    async with client_for(await serve(fake), RotatingToken()) as c:
+        with pytest.raises(errors.Unauthorized, match="token expired"):
+            await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+    assert len(fake.requests) == 2
+
+
+async def test_429_is_retried_for_writes_too(serve: Any) -> None:
+    fake = Scripted(
+        lambda r: status(429, "TooManyRequests"),
+        lambda r: web.json_response({"metadata": {"name": "d"}}),
+    )
+    async with client_for(await serve(fake)) as c:
+        await c.patch(
+            resources.DEPLOYMENTS, "d", {"spec": {}}, namespace="ns", field_manager="Reloader"
+        )
+    assert [r[0] for r in fake.requests] == ["PATCH", "PATCH"]
+    assert "fieldManager=Reloader" in fake.requests[0][1]
+    assert fake.requests[0][2]["Content-Type"] == PatchType.STRATEGIC.value
+
+
+async def test_5xx_is_retried_for_reads_but_not_for_writes(serve: Any) -> None:
+    fake = Scripted(lambda r: status(503, "ServiceUnavailable"))
+    async with client_for(await serve(fake)) as c:
+        with pytest.raises(errors.ServerError):
+            await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+        reads = len(fake.requests)
+        with pytest.raises(errors.ServerError):
+            await c.patch(resources.DEPLOYMENTS, "d", {}, namespace="ns")
+    assert reads == FAST.attempts
+    assert len(fake.requests) - reads == 1
+
+
+async def test_an_unreachable_server_is_connection_failed(serve: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    async with client_for(f"http://127.0.0.1:{port}") as c:
+        with pytest.raises(errors.ConnectionFailed, match=f"cannot reach http://127.0.0.1:{port}"):
+            await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+
+
+async def test_watch_splits_events_across_chunks_and_raises_an_error_event(serve: Any) -> None:
+    events = [
+        {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "5"}}},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}},
+    ]  # fmt: skip
+    payload = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for i in range(0, len(payload), 7):  # arbitrary chunk boundaries
+            await resp.write(payload[i : i + 7])
+        await resp.write_eof()
+        return resp
+
+    class Handler(Scripted):
+        async def __call__(self, request: web.Request) -> web.StreamResponse:
+            self.requests.append((request.method, request.path_qs, dict(request.headers), b""))
+            return await stream(request)
+
+    fake = Handler(lambda r: web.Response())
+    seen: list[tuple[str, Any]] = []
+
+    async def consume(c: Client) -> None:
+        async for ev in c.watch(resources.CONFIGMAPS, resource_version="3"):
+            seen.append((ev.type, ev.object))
+
+    async with client_for(await serve(fake)) as c:
+        with pytest.raises(errors.Gone, match="too old"):
+            await consume(c)
+    assert seen == [
+        ("ADDED", {"metadata": {"name": "a", "resourceVersion": "5"}}),
+        ("BOOKMARK", "9"),
+    ]
+    query = fake.requests[0][1]
+    assert "watch=true" in query
+    assert "allowWatchBookmarks=true" in query
+    assert "resourceVersion=3" in query
+
+
+async def test_list_follows_continue_tokens(serve: Any) -> None:
+    pages = [
+        {"metadata": {"resourceVersion": "10", "continue": "tok"}, "items": [{"n": 1}]},
+        {"metadata": {"resourceVersion": "10"}, "items": [{"n": 2}]},
+    ]
+    fake = Scripted(lambda r: web.json_response(pages[0]), lambda r: web.json_response(pages[1]))
+    async with client_for(await serve(fake)) as c:
+        result = await c.list(resources.CONFIGMAPS, limit=1)
+    assert result.items == [{"n": 1}, {"n": 2}]
+    assert result.resource_version == "10"
+    assert "continue=tok" in fake.requests[1][1]
+
+
+async def test_an_expired_continue_token_restarts_the_list_once(serve: Any) -> None:
+    fake = Scripted(
+        lambda r: web.json_response({"metadata": {"resourceVersion": "1", "continue": "t"}, "items": [{"n": 1}]}),
+        lambda r: status(410, "Expired", "continue token expired"),
+        lambda r: web.json_response({"metadata": {"resourceVersion": "2"}, "items": [{"n": 1}, {"n": 2}]}),
+    )  # fmt: skip
+    async with client_for(await serve(fake)) as c:
+        result = await c.list(resources.CONFIGMAPS)
+    assert result.items == [{"n": 1}, {"n": 2}]
+    assert result.resource_version == "2"

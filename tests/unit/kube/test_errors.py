@@ -1,0 +1,84 @@
+"""Mapping of API answers to the project's error classes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kube_reloader.kube import errors
+
+
+def status(code: int, reason: str, message: str) -> bytes:
+    return json.dumps(
+        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+         "reason": reason, "message": message}
+    ).encode()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "cls", "transient"),
+    [
+        (400, "BadRequest", errors.BadRequest, False),
+        (401, "Unauthorized", errors.Unauthorized, False),
+        (403, "Forbidden", errors.Forbidden, False),
+        (404, "NotFound", errors.NotFound, False),
+        (409, "Conflict", errors.Conflict, False),
+        (409, "AlreadyExists", errors.AlreadyExists, False),
+        (410, "Expired", errors.Gone, False),
+        (415, "UnsupportedMediaType", errors.UnsupportedMediaType, False),
+        (422, "Invalid", errors.Invalid, False),
+        (429, "TooManyRequests", errors.TooManyRequests, True),
+        (500, "InternalError", errors.ServerError, True),
+        (503, "ServiceUnavailable", errors.ServerError, True),
+        (418, "Teapot", errors.ApiError, False),
+    ],
+)
+def test_status_codes_map_to_specific_error_classes(
+    code: int, reason: str, cls: type[errors.ApiError], transient: bool
+) -> None:
+    err = errors.from_status(code, status(code, reason, "boom"), method="GET", path="/x")
+    assert type(err) is cls
+    assert isinstance(err, errors.Transient) is transient
+    assert (err.code, err.reason, err.message) == (code, reason, "boom")
+
+
+def test_the_api_status_message_is_carried_into_the_error_text() -> None:
+    err = errors.from_status(
+        404, status(404, "NotFound", 'configmaps "app" not found'),
+        method="GET", path="/api/v1/namespaces/ns/configmaps/app",
+    )  # fmt: skip
+    assert str(err) == (
+        'GET /api/v1/namespaces/ns/configmaps/app: 404 NotFound: configmaps "app" not found'
+    )
+
+
+def test_a_non_status_body_is_kept_shortened_as_the_message() -> None:
+    err = errors.from_status(502, b"<html>" + b"x" * 1000)
+    assert isinstance(err, errors.ServerError)
+    assert err.message.startswith("<html>")
+    assert len(err.message) <= 300
+
+
+def test_empty_body_still_gives_a_message() -> None:
+    assert errors.from_status(503, b"").message == "HTTP 503"
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"), [("3", 3.0), ("0.5", 0.5), ("soon", None), (None, None)]
+)
+def test_retry_after_is_parsed_when_numeric(header: str | None, seconds: float | None) -> None:
+    assert errors.from_status(429, b"", retry_after=header).retry_after == seconds
+
+
+def test_watch_error_events_map_like_http_answers() -> None:
+    err = errors.from_watch_error(
+        {
+            "kind": "Status",
+            "code": 410,
+            "reason": "Expired",
+            "message": "too old resource version: 1 (5)",
+        }
+    )
+    assert isinstance(err, errors.Gone)
+    assert "too old resource version" in str(err)
