@@ -42,9 +42,9 @@ def test_down_of_nothing_is_fine(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "nothing running" in capsys.readouterr().err
 
 
-def test_unknown_abbreviations_are_rejected() -> None:
+def test_unknown_abbreviations_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
-        cli.main(["dev-cluster", "up", "--node", "2"])
+        cli.main(["dev-cluster", "up", "--node", "2", "--no-build", "--state-dir", str(tmp_path)])
     assert info.value.code == 2
 
 
