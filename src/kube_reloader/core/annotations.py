@@ -1,0 +1,102 @@
+"""Every annotation key Reloader reads or writes, and the tolerant parsers for their values.
+
+Keys default to Reloader v1's and can be renamed by the same flags (`--auto-annotation` ...);
+`Keys` is the one place they live. Value parsing reproduces v1 exactly: `auto` uses Go's
+`strconv.ParseBool`, while `ignore`, `search` and `match` need the exact string `true`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kube_reloader.core.objects import ResourceType
+
+DOMAIN = "reloader.stakater.com"
+LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
+ROLLOUT_STRATEGY = "reloader.stakater.com/rollout-strategy"
+CRONJOB_INSTANTIATE = "cronjob.kubernetes.io/instantiate"
+
+# Go's strconv.ParseBool
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Annotation keys in effect (v1 defaults; each overridable by its v1 flag)."""
+
+    auto: str = "reloader.stakater.com/auto"
+    configmap_auto: str = "configmap.reloader.stakater.com/auto"
+    secret_auto: str = "secret.reloader.stakater.com/auto"
+    spc_auto: str = "secretproviderclass.reloader.stakater.com/auto"
+    configmap_reload: str = "configmap.reloader.stakater.com/reload"
+    secret_reload: str = "secret.reloader.stakater.com/reload"
+    spc_reload: str = "secretproviderclass.reloader.stakater.com/reload"
+    configmap_exclude: str = "configmaps.exclude.reloader.stakater.com/reload"
+    secret_exclude: str = "secrets.exclude.reloader.stakater.com/reload"
+    spc_exclude: str = "secretproviderclasses.exclude.reloader.stakater.com/reload"
+    search: str = "reloader.stakater.com/search"
+    match: str = "reloader.stakater.com/match"
+    ignore: str = "reloader.stakater.com/ignore"
+    pause_period: str = "deployment.reloader.stakater.com/pause-period"
+    paused_at: str = "deployment.reloader.stakater.com/paused-at"
+
+    def typed_auto(self, rtype: ResourceType) -> str:
+        return {
+            ResourceType.CONFIGMAP: self.configmap_auto,
+            ResourceType.SECRET: self.secret_auto,
+            ResourceType.SECRETPROVIDERCLASS: self.spc_auto,
+        }[rtype]
+
+    def named(self, rtype: ResourceType) -> str:
+        return {
+            ResourceType.CONFIGMAP: self.configmap_reload,
+            ResourceType.SECRET: self.secret_reload,
+            ResourceType.SECRETPROVIDERCLASS: self.spc_reload,
+        }[rtype]
+
+    def exclude(self, rtype: ResourceType) -> str:
+        return {
+            ResourceType.CONFIGMAP: self.configmap_exclude,
+            ResourceType.SECRET: self.secret_exclude,
+            ResourceType.SECRETPROVIDERCLASS: self.spc_exclude,
+        }[rtype]
+
+    def trigger_keys(self, rtype: ResourceType) -> tuple[str, str, str, str]:
+        """The keys whose presence on the workload pins the decision to its own metadata."""
+        return (self.named(rtype), self.search, self.auto, self.typed_auto(rtype))
+
+    def workload_keys(self) -> frozenset[str]:
+        """Every key that matters on a workload or its pod template (for projections)."""
+        return frozenset(
+            {
+                self.auto, self.configmap_auto, self.secret_auto, self.spc_auto,
+                self.configmap_reload, self.secret_reload, self.spc_reload,
+                self.configmap_exclude, self.secret_exclude, self.spc_exclude,
+                self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
+                LAST_RELOADED_FROM,
+            }
+        )  # fmt: skip
+
+    def resource_keys(self) -> frozenset[str]:
+        """Keys that matter on a ConfigMap/Secret/SecretProviderClass."""
+        return frozenset({self.ignore, self.match})
+
+
+def parse_bool(value: str) -> bool | None:
+    """Go's `strconv.ParseBool`: True/False for its accepted spellings, None otherwise."""
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    return None
+
+
+def go_trim_space(value: str) -> str:
+    """Go's `strings.TrimSpace` (ASCII and Unicode white space)."""
+    return value.strip()
+
+
+def split_list(value: str) -> list[str]:
+    """A comma-separated annotation list, each entry trimmed (empty entries kept, as in v1)."""
+    return [go_trim_space(part) for part in value.split(",")]

@@ -1,0 +1,172 @@
+"""Should this workload reload for this resource change? Reloader v1's rules (compat-spec §1.2),
+as one pure function returning a `Decision` that says why.
+
+Order: workload-type ignore, resource `ignore`, exclude (workload metadata only), named list,
+search + match, auto / typed auto / `--auto-reload-all`. The trigger keys are read from the
+workload's own metadata, unless none of them is present there, in which case they are read
+from the pod template (the fallback v1 applies by key presence, not value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kube_reloader.core import regexes
+from kube_reloader.core.annotations import Keys, parse_bool, split_list
+from kube_reloader.core.objects import ResourceType, WorkloadKind
+
+VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
+
+
+class Reason(StrEnum):
+    """Closed set of decision outcomes (a metric label and part of every log line)."""
+
+    WORKLOAD_TYPE_IGNORED = "workload_type_ignored"
+    RESOURCE_IGNORED = "resource_ignored"
+    EXCLUDED = "excluded"
+    NAMED = "named"
+    SEARCH = "search"
+    AUTO = "auto"
+    AUTO_RELOAD_ALL = "auto_reload_all"
+    NO_MATCH = "no_match"
+
+
+class Source(StrEnum):
+    WORKLOAD = "workload metadata"
+    POD_TEMPLATE = "pod template"
+
+
+@dataclass(frozen=True, slots=True)
+class MatchConfig:
+    keys: Keys = field(default_factory=Keys)
+    auto_reload_all: bool = False
+    ignored_workload_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    reload: bool
+    reason: Reason
+    message: str
+    #: True when the match needs the resource to be referenced (search, auto)
+    auto: bool = False
+    source: Source = Source.WORKLOAD
+    #: problems found on the way that did not stop the decision (e.g. invalid regexes)
+    warnings: tuple[str, ...] = ()
+
+
+def ignored_workload_types_valid(values: Sequence[str]) -> bool:
+    """v1 disables the whole filter when any entry is not exactly `jobs` or `cronjobs`."""
+    return all(v in VALID_IGNORED_WORKLOAD_TYPES for v in values)
+
+
+def decide(
+    *,
+    rtype: ResourceType,
+    name: str,
+    resource_annotations: Mapping[str, str],
+    kind: WorkloadKind,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+    config: MatchConfig,
+) -> Decision:
+    keys = config.keys
+    what = f"{rtype.kind} {name!r}"
+
+    # 1. workload-type ignore
+    types = config.ignored_workload_types
+    if types and ignored_workload_types_valid(types):
+        token = {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}.get(kind)
+        if token in types:
+            return Decision(
+                False,
+                Reason.WORKLOAD_TYPE_IGNORED,
+                f"{kind}s are ignored (--ignored-workload-types)",
+            )
+
+    # 2. resource ignore
+    if resource_annotations.get(keys.ignore) == "true":
+        return Decision(False, Reason.RESOURCE_IGNORED, f'{what} carries {keys.ignore}="true"')
+
+    # 3./4. pick the annotation set: workload metadata, or the pod template as a fallback
+    wa = workload_annotations
+    triggers = keys.trigger_keys(rtype)
+    if any(k in wa for k in triggers):
+        src, source = wa, Source.WORKLOAD
+    else:
+        src, source = template_annotations, Source.POD_TEMPLATE
+    named = src.get(keys.named(rtype), "")
+    search = src.get(keys.search, "")
+    auto = src.get(keys.auto, "")
+    typed_auto = src.get(keys.typed_auto(rtype), "")
+
+    # 5. exclude: always and only from the workload's metadata
+    exclude_key = keys.exclude(rtype)
+    if exclude_key in wa and name in split_list(wa[exclude_key]):
+        return Decision(
+            False, Reason.EXCLUDED, f"{what} is listed in {exclude_key} on the workload"
+        )
+
+    # 6. named list
+    warnings: list[str] = []
+    for entry in split_list(named):
+        compiled = regexes.compile_entry(entry)
+        if compiled.error:
+            warnings.append(f"{keys.named(rtype)} on the {source}: {compiled.error}; entry skipped")
+            continue
+        if compiled.search(name):
+            return Decision(
+                True,
+                Reason.NAMED,
+                f"{what} matches {entry!r} in {keys.named(rtype)} on the {source}",
+                auto=False,
+                source=source,
+                warnings=tuple(warnings),
+            )
+
+    # 7. search + match
+    if search == "true" and resource_annotations.get(keys.match) == "true":
+        return Decision(
+            True,
+            Reason.SEARCH,
+            f'{keys.search}="true" on the {source} and {what} carries {keys.match}="true"',
+            auto=True,
+            source=source,
+            warnings=tuple(warnings),
+        )
+
+    # 8. auto, typed auto, --auto-reload-all
+    if parse_bool(auto) or parse_bool(typed_auto):
+        key = keys.auto if parse_bool(auto) else keys.typed_auto(rtype)
+        return Decision(
+            True,
+            Reason.AUTO,
+            f"{key}={src[key]!r} on the {source}",
+            auto=True,
+            source=source,
+            warnings=tuple(warnings),
+        )
+    if auto == "" and typed_auto == "" and config.auto_reload_all:
+        return Decision(
+            True,
+            Reason.AUTO_RELOAD_ALL,
+            "--auto-reload-all and no auto annotation opts out",
+            auto=True,
+            source=source,
+            warnings=tuple(warnings),
+        )
+
+    # 9. nothing matched
+    if auto or typed_auto:
+        msg = f"auto annotation value {auto or typed_auto!r} is not true"
+        if config.auto_reload_all:
+            msg += " (a non-empty value also opts out of --auto-reload-all)"
+    elif named:
+        msg = f"{what} matches no entry of {keys.named(rtype)} on the {source}"
+    elif search == "true":
+        msg = f'{keys.search} is set but {what} does not carry {keys.match}="true"'
+    else:
+        msg = f"no reload annotation for {rtype.kind}s on the workload or its pod template"
+    return Decision(False, Reason.NO_MATCH, msg, source=source, warnings=tuple(warnings))

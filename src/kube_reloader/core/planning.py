@@ -1,0 +1,188 @@
+"""The one entry point of the core: given a resource change and a workload, what to write and why.
+
+`plan()` chains the decision (`matching`), the target container (`references`) and the
+strategy (`strategies`) into a `Plan` whose `outcome` and `message` explain the result, so the
+controller, `explain` and `lint` all say the same thing for the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from kube_reloader.core import hashing, matching, strategies
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.references import PodTemplate, Target, target_container
+
+
+class Event(StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    DELETED = "deleted"
+
+
+class Outcome(StrEnum):
+    RELOAD = "reload"  # a patch must be written
+    UP_TO_DATE = "up_to_date"  # the workload already carries this hash
+    SKIPPED = "skipped"  # the rules say no
+    NO_CONTAINER = "no_container"  # matched (auto/search) but nothing references the resource
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A resource whose content changed (or appeared, or went away)."""
+
+    rtype: ResourceType
+    namespace: str
+    name: str
+    hash: str
+    event: Event = Event.UPDATED
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.rtype.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    kind: WorkloadKind
+    namespace: str
+    name: str
+    annotations: Mapping[str, str]
+    template: PodTemplate
+    uid: str = ""
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind.value, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    match: matching.MatchConfig = field(default_factory=matching.MatchConfig)
+    strategy: strategies.Strategy = strategies.Strategy.ENV_VARS
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    workload: ObjectKey
+    change: Change
+    decision: matching.Decision
+    outcome: Outcome
+    message: str
+    target: Target | None = None
+    patch_type: strategies.PatchType | None = None
+    patch: Any = None
+    env_name: str | None = None
+
+
+def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
+    """Decide and build the patch for one (change, workload) pair. `now` is Unix seconds."""
+    decision = matching.decide(
+        rtype=change.rtype,
+        name=change.name,
+        resource_annotations=change.annotations,
+        kind=workload.kind,
+        workload_annotations=workload.annotations,
+        template_annotations=workload.template.annotations,
+        config=config.match,
+    )
+
+    def result(
+        outcome: Outcome,
+        message: str,
+        target: Target | None = None,
+        patch_type: strategies.PatchType | None = None,
+        patch: Any = None,
+        env_name: str | None = None,
+    ) -> Plan:
+        return Plan(
+            workload.key, change, decision, outcome, message, target, patch_type, patch, env_name
+        )
+
+    if not decision.reload:
+        return result(Outcome.SKIPPED, decision.message)
+    target = target_container(workload.template, change.rtype, change.name, auto=decision.auto)
+    if target.container is None:
+        return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
+    container = target.container
+    env_name = strategies.env_var_name(change.name, change.rtype)
+    tmpl = workload.template
+    if config.strategy is strategies.Strategy.ENV_VARS:
+        if change.event is Event.DELETED:
+            body: Any = strategies.env_remove_patch(tmpl, container, env_name)
+            ptype = strategies.PatchType.JSON
+            done = f"{env_name} is not set on container {container!r}"
+            todo = f"remove {env_name} from container {container!r}"
+        else:
+            body = strategies.env_patch(tmpl, container, env_name, change.hash)
+            ptype = strategies.PatchType.STRATEGIC
+            done = f"container {container!r} already has {env_name}={change.hash}"
+            todo = f"set {env_name}={change.hash} on container {container!r}"
+    else:
+        content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else change.hash
+        ptype = strategies.PatchType.STRATEGIC
+        if strategies.annotation_carries(
+            tmpl, change.rtype, change.name, change.namespace, content
+        ):
+            body = None
+        else:
+            body = strategies.annotation_patch(
+                strategies.annotation_value(
+                    rtype=change.rtype,
+                    name=change.name,
+                    namespace=change.namespace,
+                    hash=content,
+                    container=container,
+                    observed_at=now,
+                )
+            )
+        done = f"the pod template already records {change.rtype.value} {change.name} {content}"
+        todo = f"record {change.rtype.value} {change.name} {content} in the pod template"
+    if body is None:
+        return result(Outcome.UP_TO_DATE, f"{decision.message}; {done}", target, env_name=env_name)
+    return result(
+        Outcome.RELOAD, f"{decision.message}; {todo} ({target.how})", target, ptype, body, env_name
+    )
+
+
+def combine(plans: list[Plan]) -> list[tuple[strategies.PatchType, Any]]:
+    """The writes for several reloading plans of one workload: all strategic-merge bodies
+    become one patch (one rollout); JSON patches (env removal on delete) stay separate,
+    applied one at a time because each one's indexes refer to the object before it."""
+    strategic = [
+        p.patch
+        for p in plans
+        if p.outcome is Outcome.RELOAD and p.patch_type is strategies.PatchType.STRATEGIC
+    ]
+    out: list[tuple[strategies.PatchType, Any]] = []
+    if strategic:
+        out.append((strategies.PatchType.STRATEGIC, strategies.merge_strategic(strategic)))
+    out += [
+        (p.patch_type, p.patch)
+        for p in plans
+        if p.outcome is Outcome.RELOAD and p.patch_type is strategies.PatchType.JSON
+    ]
+    return out
+
+
+def workload_from_manifest(obj: Mapping[str, Any]) -> Workload:
+    """A Deployment/StatefulSet/DaemonSet (or Job) manifest as a `Workload` value."""
+    from kube_reloader.core.references import pod_template_from_manifest
+
+    meta = obj.get("metadata") or {}
+    kind = WorkloadKind(str(obj.get("kind")))
+    spec = obj.get("spec") or {}
+    template = spec.get("template")
+    if kind is WorkloadKind.CRONJOB:
+        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
+    return Workload(
+        kind=kind,
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        annotations=dict(meta.get("annotations") or {}),
+        template=pod_template_from_manifest(template),
+        uid=str(meta.get("uid") or ""),
+    )

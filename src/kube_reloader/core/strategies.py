@@ -1,0 +1,159 @@
+"""What a reload writes: patches built from values, never by mutating the workload.
+
+`env-vars` (default) sets `STAKATER_<NAME>_<TYPE>=<hash>` on one container; `annotations`
+sets `reloader.stakater.com/last-reloaded-from` on the pod template (compat-spec §4). Both
+return `None` when the workload already carries the hash: that is what makes a reload
+idempotent, and what lets a restarted controller skip work already done.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from kube_reloader.core.annotations import LAST_RELOADED_FROM
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.references import PodTemplate
+
+
+class Strategy(StrEnum):
+    ENV_VARS = "env-vars"
+    ANNOTATIONS = "annotations"
+
+
+class PatchType(StrEnum):
+    STRATEGIC = "strategic"
+    MERGE = "merge"
+    JSON = "json"
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    type: PatchType
+    body: Any
+    summary: str
+
+
+def env_var_name(resource_name: str, rtype: ResourceType) -> str:
+    """`STAKATER_` + upper-cased name with runs of non-alphanumerics as one `_` + `_<TYPE>`."""
+    out: list[str] = []
+    last_valid = False
+    for ch in resource_name.upper():
+        if "A" <= ch <= "Z" or "0" <= ch <= "9":
+            out.append(ch)
+            last_valid = True
+        else:
+            if last_valid:
+                out.append("_")
+            last_valid = False
+    return f"STAKATER_{''.join(out)}_{rtype.value}"
+
+
+def env_patch(
+    template: PodTemplate, container: str, env_name: str, value: str
+) -> dict[str, Any] | None:
+    """Strategic-merge body setting one env var on one container; None if already set."""
+    found = template.container(container)
+    if found is not None and found[1].env_value(env_name) == value:
+        return None
+    return {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": container, "env": [{"name": env_name, "value": value}]}]
+                }
+            }
+        }
+    }
+
+
+def env_remove_patch(
+    template: PodTemplate, container: str, env_name: str
+) -> list[dict[str, Any]] | None:
+    """JSON patch removing the env var (on delete). A `test` op guards the index, so a
+    concurrent edit of the env list fails the patch instead of removing the wrong entry."""
+    found = template.container(container)
+    if found is None:
+        return None
+    ci, c = found
+    ei = c.env_index(env_name)
+    if ei is None:
+        return None
+    path = f"/spec/template/spec/containers/{ci}/env/{ei}"
+    return [
+        {"op": "test", "path": f"{path}/name", "value": env_name},
+        {"op": "remove", "path": path},
+    ]
+
+
+def annotation_value(
+    *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, observed_at: int
+) -> str:
+    """v1's compact JSON, fields in Go's order."""
+    return (
+        json.dumps(
+            {
+                "type": rtype.value,
+                "name": name,
+                "namespace": namespace,
+                "hash": hash,
+                "containerRefs": [container],
+                "observedAt": observed_at,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
+
+
+def annotation_carries(
+    template: PodTemplate, rtype: ResourceType, name: str, namespace: str, hash: str
+) -> bool:
+    """Does the pod template's last-reloaded-from already record this exact content?"""
+    raw = template.annotations.get(LAST_RELOADED_FROM)
+    if not raw:
+        return False
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return False
+    return bool(
+        isinstance(doc, dict)
+        and doc.get("type") == rtype.value
+        and doc.get("name") == name
+        and doc.get("namespace") == namespace
+        and doc.get("hash") == hash
+    )
+
+
+def annotation_patch(value: str) -> dict[str, Any]:
+    return {"spec": {"template": {"metadata": {"annotations": {LAST_RELOADED_FROM: value}}}}}
+
+
+def merge_strategic(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine several strategic-merge bodies of the shapes above into one patch."""
+    containers: dict[str, dict[str, str]] = {}
+    annotations: dict[str, str] = {}
+    for body in bodies:
+        tmpl = body["spec"]["template"]
+        for c in (tmpl.get("spec") or {}).get("containers", ()):
+            env = containers.setdefault(c["name"], {})
+            for var in c["env"]:
+                env[var["name"]] = var["value"]
+        annotations.update((tmpl.get("metadata") or {}).get("annotations") or {})
+    template: dict[str, Any] = {}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    if containers:
+        template["spec"] = {
+            "containers": [
+                {"name": n, "env": [{"name": k, "value": v} for k, v in env.items()]}
+                for n, env in containers.items()
+            ]
+        }
+    return {"spec": {"template": template}}
