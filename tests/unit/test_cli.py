@@ -9,17 +9,36 @@ import pytest
 from kube_reloader import __version__, cli
 
 
-def test_no_command_prints_help_and_exits_with_usage_error(
+def test_no_command_runs_the_controller_which_needs_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli.main([]) == 1
+    assert "no Kubernetes credentials" in capsys.readouterr().err
+
+
+def test_a_bad_flag_value_fails_with_one_line_naming_the_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert cli.main([]) == 2
-    assert "dev-cluster" in capsys.readouterr().err
+    assert cli.main(["--reload-strategy=rolling"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --reload-strategy: 'rolling' must be env-vars or annotations"
+
+
+def test_help_lists_reloaders_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--auto-reload-all" in out
+    assert "--is-Argo-Rollouts" in out
+    assert "dev-cluster" in out
 
 
 def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--version"])
-    assert info.value.code == 0
+    assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"kube-reloader {__version__}"
 
 

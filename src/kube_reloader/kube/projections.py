@@ -36,3 +36,106 @@ class Object(msgspec.Struct, frozen=True, omit_defaults=True):
     """The smallest projection: metadata only."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+# --------------------------------------------------------------------------- configs
+
+
+class ConfigMapContent(msgspec.Struct, frozen=True):
+    """A ConfigMap as decoded for hashing; reduced to a hash right after decoding."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    data: dict[str, str] | None = None
+    binaryData: dict[str, bytes] | None = None
+
+
+class SecretContent(msgspec.Struct, frozen=True):
+    """A Secret as decoded for hashing (values base64-decoded to raw bytes by msgspec)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    data: dict[str, bytes] | None = None
+    type: str = ""
+
+
+# --------------------------------------------------------------------------- workloads
+# Only the pod-template fields that reference ConfigMaps/Secrets/SPCs are declared; msgspec
+# skips everything else while decoding.
+
+
+class NameRef(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class SecretVolumeRef(msgspec.Struct, frozen=True):
+    secretName: str = ""
+
+
+class EnvVarSource(msgspec.Struct, frozen=True):
+    configMapKeyRef: NameRef | None = None
+    secretKeyRef: NameRef | None = None
+
+
+class EnvVar(msgspec.Struct, frozen=True):
+    name: str = ""
+    value: str | None = None
+    valueFrom: EnvVarSource | None = None
+
+
+class EnvFromSource(msgspec.Struct, frozen=True):
+    configMapRef: NameRef | None = None
+    secretRef: NameRef | None = None
+
+
+class Container(msgspec.Struct, frozen=True):
+    name: str = ""
+    env: tuple[EnvVar, ...] = ()
+    envFrom: tuple[EnvFromSource, ...] = ()
+    volumeMounts: tuple[NameRef, ...] = ()
+
+
+class ProjectedSource(msgspec.Struct, frozen=True):
+    configMap: NameRef | None = None
+    secret: NameRef | None = None
+
+
+class Projected(msgspec.Struct, frozen=True):
+    sources: tuple[ProjectedSource, ...] = ()
+
+
+class Csi(msgspec.Struct, frozen=True):
+    driver: str = ""
+    volumeAttributes: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Volume(msgspec.Struct, frozen=True):
+    name: str = ""
+    configMap: NameRef | None = None
+    secret: SecretVolumeRef | None = None
+    projected: Projected | None = None
+    csi: Csi | None = None
+
+
+class PodSpec(msgspec.Struct, frozen=True):
+    containers: tuple[Container, ...] = ()
+    initContainers: tuple[Container, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+
+
+class TemplateMeta(msgspec.Struct, frozen=True):
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class PodTemplateSpec(msgspec.Struct, frozen=True):
+    metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+
+
+class WorkloadSpec(msgspec.Struct, frozen=True):
+    template: PodTemplateSpec = msgspec.field(default_factory=PodTemplateSpec)
+
+
+class Workload(msgspec.Struct, frozen=True):
+    """Deployment, StatefulSet or DaemonSet: metadata and the pod template's references."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)

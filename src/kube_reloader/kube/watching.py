@@ -78,7 +78,7 @@ class Reflector(Generic[T]):
         client: Client,
         resource: Resource,
         *,
-        type: type[T],
+        type: type[Any],  # decoded as this, then reduced by `transform`
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
@@ -88,6 +88,7 @@ class Reflector(Generic[T]):
         store: Mapping[Key, T] | None = None,
         resource_version: str | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        transform: Callable[[Any], T] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -107,6 +108,8 @@ class Reflector(Generic[T]):
         self.watch_restarts = 0
         self.errors = 0
         self._on_error = on_error
+        #: reduces each decoded object to what is stored and emitted (e.g. data -> hash)
+        self._transform = transform
 
     def __repr__(self) -> str:
         scope = f" in {self.namespace}" if self.namespace else ""
@@ -171,7 +174,9 @@ class Reflector(Generic[T]):
             self.relists += 1
         self.lists += 1
         fresh: dict[Key, T] = {}
-        for obj in result.items:
+        transform = self._transform
+        for item in result.items:
+            obj = transform(item) if transform is not None else item
             fresh[key_of(obj)] = obj
         old_store = self.store
         self.store = fresh
@@ -205,7 +210,7 @@ class Reflector(Generic[T]):
             if ev.type == "BOOKMARK":
                 self.resource_version = str(ev.object) or self.resource_version
                 continue
-            obj: Any = ev.object
+            obj: Any = ev.object if self._transform is None else self._transform(ev.object)
             key = key_of(obj)
             rv = obj.metadata.resourceVersion
             if ev.type == "DELETED":

@@ -1,4 +1,4 @@
-"""Command line: argv -> the right entry point, with one-line errors and exit codes.
+"""`kube-reloader dev-cluster ...`: build, start, inspect and stop the local control plane.
 
 Exit codes: 0 success, 1 the operation failed, 2 usage error.
 """
@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kube_reloader import __version__
 from kube_reloader.devcluster.building import Builder, BuildError
 from kube_reloader.devcluster.cluster import ClusterError, DevCluster, default_state_dir
 
@@ -84,17 +83,10 @@ def _cmd_kubeconfig(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kube-reloader",
-        description="Restart Kubernetes workloads when the ConfigMaps and Secrets they use change.",
-        allow_abbrev=False,
-    )
-    parser.add_argument("--version", action="version", version=f"kube-reloader {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    dev = sub.add_parser(
-        "dev-cluster",
-        help="a local control plane: etcd, kube-apiserver, controller-manager, scheduler, kwok",
+    dev = argparse.ArgumentParser(
+        prog="kube-reloader dev-cluster",
+        description="A local control plane: etcd, kube-apiserver, controller-manager, "
+        "scheduler and kwok fake nodes, built from the Go module proxy.",
         allow_abbrev=False,
     )
     dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
@@ -131,15 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(p)
     p.set_defaults(func=_cmd_kubeconfig)
-    return parser
+    return dev
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except (BuildError, ClusterError) as exc:

@@ -1,0 +1,26 @@
+"""Command line: argv -> the right entry point, with one-line errors and exit codes.
+
+`kube-reloader [flags]` and `kube-reloader run [flags]` run the controller with Reloader's
+flags (so Stakater's chart works by swapping the image); `kube-reloader dev-cluster ...`
+manages the local control plane. Exit codes: 0 success, 1 failure, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from kube_reloader import __version__
+from kube_reloader.cli import devcluster, run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "dev-cluster":
+        return devcluster.main(args[1:])
+    if args and args[0] == "run":
+        return run.main(args[1:])
+    if args and args[0] in ("--version", "version"):
+        print(f"kube-reloader {__version__}")
+        return 0
+    return run.main(args)

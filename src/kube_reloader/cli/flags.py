@@ -1,0 +1,237 @@
+"""Reloader v1's command line, flag for flag (compat-spec §6.1), turned into `Options`.
+
+pflag semantics are reproduced: boolean flags accept `--flag` and `--flag=<bool>` (never
+`--flag value`); string-slice flags may repeat and each value is split as CSV (so
+`--namespace-selector="a in (b,c)"` survives); several "booleans" are really strings that
+count only when exactly `true`. Invalid values stop the program at startup with one line
+naming the flag; a flag for a feature kube-reloader does not have yet says so instead of
+being ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kube_reloader.core import planning
+from kube_reloader.core.annotations import Keys, parse_bool
+from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
+from kube_reloader.core.strategies import Strategy
+from kube_reloader.logs import LEVELS
+from kube_reloader.runtime.options import Options
+
+BOOL_FLAGS = (
+    "auto-reload-all",
+    "enable-ha",
+    "sync-after-restart",
+    "enable-pprof",
+    "enable-csi-integration",
+)
+# (flag, default, Keys field) for the annotation-renaming flags
+ANNOTATION_FLAGS = (
+    ("configmap-annotation", "configmap_reload"),
+    ("secret-annotation", "secret_reload"),
+    ("auto-annotation", "auto"),
+    ("ignore-annotation", "ignore"),
+    ("configmap-auto-annotation", "configmap_auto"),
+    ("secret-auto-annotation", "secret_auto"),
+    ("auto-search-annotation", "search"),
+    ("search-match-annotation", "match"),
+    ("pause-deployment-annotation", "pause_period"),
+    ("pause-deployment-time-annotation", "paused_at"),
+)
+SLICE_FLAGS = (
+    "resources-to-ignore",
+    "ignored-workload-types",
+    "namespaces",
+    "namespaces-to-ignore",
+    "namespace-selector",
+    "resource-label-selector",
+)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class FlagError(ValueError):
+    """One line, naming the flag."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    options: Options
+    log_format: str
+    log_level: str
+    kubeconfig: str | None
+    context: str | None
+    warnings: tuple[str, ...]
+
+
+def _bool(flag: str) -> Callable[[str], bool]:
+    def parse(value: str) -> bool:
+        parsed = parse_bool(value)
+        if parsed is None:
+            raise argparse.ArgumentTypeError(f"--{flag}: {value!r} is not a boolean")
+        return parsed
+
+    return parse
+
+
+def _csv(value: str) -> list[str]:
+    if value == "":
+        return []
+    return [v for row in csv.reader([value]) for v in row]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kube-reloader",
+        description=(
+            "Run the reload controller (Stakater Reloader v1 compatible flags). "
+            "Other commands: `kube-reloader dev-cluster ...`, `kube-reloader run [flags]`."
+        ),
+        allow_abbrev=False,
+    )
+    for flag in BOOL_FLAGS:
+        parser.add_argument(f"--{flag}", type=_bool(flag), default=False, metavar="BOOL")
+    for flag, field in ANNOTATION_FLAGS:
+        parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
+    for flag in SLICE_FLAGS:
+        parser.add_argument(f"--{flag}", action="append", default=[], metavar="LIST")
+    parser.add_argument("--log-format", default="", help="json, or empty for text")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--webhook-url", default="")
+    parser.add_argument(
+        "--is-Argo-Rollouts", "--is-argo-rollouts", dest="is_argo_rollouts", default="false"
+    )
+    parser.add_argument("--reload-strategy", default="env-vars")
+    parser.add_argument("--reload-on-create", default="false")
+    parser.add_argument("--reload-on-delete", default="false")
+    parser.add_argument("--pprof-addr", default=":6060")
+    # ours, not Reloader's
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    parser.add_argument("--workers", type=int, default=4, help="concurrent workload patches")
+    return parser
+
+
+def normalize_bools(argv: Sequence[str]) -> list[str]:
+    """pflag: a bare boolean flag means `=true`."""
+    bare = {f"--{f}" for f in BOOL_FLAGS}
+    return [f"{a}=true" if a in bare else a for a in argv]
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
+    env = os.environ if env is None else env
+    parser = build_parser()
+    ns = parser.parse_args(normalize_bools(argv))
+    warnings: list[str] = []
+
+    def slice_of(flag: str) -> list[str]:
+        return [v for raw in getattr(ns, flag.replace("-", "_")) for v in _csv(raw)]
+
+    strategy = ns.reload_strategy
+    if strategy not in (s.value for s in Strategy):
+        raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
+    if ns.log_format not in ("", "json", "text"):
+        raise FlagError(f"--log-format: {ns.log_format!r} must be json or empty")
+    if ns.log_level not in LEVELS:
+        raise FlagError(f"--log-level: {ns.log_level!r} must be one of {', '.join(LEVELS)}")
+    if ns.workers < 1:
+        raise FlagError("--workers: must be at least 1")
+
+    ignored = [v.lower() for v in slice_of("resources-to-ignore")]
+    for v in ignored:
+        if v not in ("configmaps", "secrets"):
+            raise FlagError(f"--resources-to-ignore: {v!r} must be configmaps or secrets")
+    if len(set(ignored)) > 1:
+        raise FlagError("--resources-to-ignore: only one of configmaps or secrets can be ignored")
+    resources = tuple(
+        r for r in (ResourceType.CONFIGMAP, ResourceType.SECRET) if r.plural not in ignored
+    )
+
+    workload_types = tuple(slice_of("ignored-workload-types"))
+    if workload_types and not ignored_workload_types_valid(workload_types):
+        warnings.append(
+            f"--ignored-workload-types: {', '.join(workload_types)} contains a value other than "
+            "jobs or cronjobs; as in Reloader, the filter is disabled"
+        )
+
+    unsupported = []
+    if ns.webhook_url:
+        unsupported.append("--webhook-url")
+    if ns.is_argo_rollouts == "true":
+        unsupported.append("--is-Argo-Rollouts=true")
+    if ns.enable_ha:
+        unsupported.append("--enable-ha")
+    if ns.enable_csi_integration:
+        unsupported.append("--enable-csi-integration")
+    if ns.enable_pprof:
+        unsupported.append("--enable-pprof")
+    if env.get("ALERT_ON_RELOAD", "").strip() == "true":
+        unsupported.append("ALERT_ON_RELOAD=true")
+    if unsupported:
+        raise FlagError(
+            f"{', '.join(unsupported)}: not available in this version of kube-reloader yet "
+            "(planned); remove it to run the reload engine without it"
+        )
+
+    namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
+    for n in namespaces:
+        if not _DNS_LABEL.match(n):
+            raise FlagError(f"--namespaces: {n!r} is not a valid namespace name")
+    scope: tuple[str, ...] | None = tuple(namespaces) or None
+    if scope is None and env.get("KUBERNETES_NAMESPACE", "").strip():
+        scope = (env["KUBERNETES_NAMESPACE"].strip(),)
+
+    selectors = {}
+    for flag in ("namespace-selector", "resource-label-selector"):
+        sel = legacy_to_selector(slice_of(flag))
+        try:
+            validate(sel)
+        except SelectorError as exc:
+            raise FlagError(f"--{flag}: {exc}") from None
+        selectors[flag] = sel
+    if scope is not None:
+        for flag in ("namespace-selector", "namespaces-to-ignore"):
+            if slice_of(flag):
+                warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
+
+    keys = Keys(**{field: getattr(ns, flag.replace("-", "_")) for flag, field in ANNOTATION_FLAGS})
+    options = Options(
+        plan=planning.Config(
+            match=MatchConfig(
+                keys=keys,
+                auto_reload_all=bool(ns.auto_reload_all),
+                ignored_workload_types=workload_types,
+            ),
+            strategy=Strategy(strategy),
+        ),
+        namespaces=scope,
+        namespaces_to_ignore=frozenset(slice_of("namespaces-to-ignore"))
+        if scope is None
+        else frozenset(),
+        namespace_selector=selectors["namespace-selector"] if scope is None else "",
+        resource_label_selector=selectors["resource-label-selector"],
+        resources=resources,
+        reload_on_create=ns.reload_on_create == "true",
+        reload_on_delete=ns.reload_on_delete == "true",
+        sync_after_restart=bool(ns.sync_after_restart),
+        workers=ns.workers,
+    )
+    return RunSettings(
+        options=options,
+        log_format=ns.log_format,
+        log_level=ns.log_level,
+        kubeconfig=ns.kubeconfig,
+        context=ns.context,
+        warnings=tuple(warnings),
+    )

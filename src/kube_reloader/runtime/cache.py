@@ -1,0 +1,186 @@
+"""What the controller remembers between events: content hashes and a reverse index.
+
+ConfigMaps and Secrets are reduced to `ConfigEntry` (name, namespace, the annotations that
+matter, content hash) the moment they are decoded, so no Secret value outlives the event that
+carried it. Workloads are reduced to the core's `Workload` value. `WorkloadIndex` maps each
+(namespace, type, name) to the workloads that reference it, plus, per namespace, the workloads
+with a named reload list (which may match resources they do not reference): a change costs
+work proportional to the workloads it can affect, never a LIST.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kube_reloader.core import hashing
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.planning import Workload
+from kube_reloader.core.references import (
+    ENV_PREFIX,
+    Container,
+    EnvVar,
+    PodTemplate,
+    Volume,
+)
+from kube_reloader.kube import projections as p
+from kube_reloader.kube.projections import ObjectMeta
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """A ConfigMap or Secret as remembered: never its data, only its hash."""
+
+    metadata: ObjectMeta
+    rtype: ResourceType
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadEntry:
+    metadata: ObjectMeta
+    workload: Workload
+
+
+def _trim_meta(meta: ObjectMeta, keep: frozenset[str]) -> ObjectMeta:
+    return ObjectMeta(
+        name=meta.name,
+        namespace=meta.namespace,
+        uid=meta.uid,
+        resourceVersion=meta.resourceVersion,
+        annotations={k: v for k, v in meta.annotations.items() if k in keep},
+    )
+
+
+def configmap_entry(obj: p.ConfigMapContent, keys: Keys) -> ConfigEntry:
+    return ConfigEntry(
+        _trim_meta(obj.metadata, keys.resource_keys()),
+        ResourceType.CONFIGMAP,
+        hashing.configmap_hash(obj.data, obj.binaryData),
+    )
+
+
+def secret_entry(obj: p.SecretContent, keys: Keys) -> ConfigEntry:
+    return ConfigEntry(
+        _trim_meta(obj.metadata, keys.resource_keys()),
+        ResourceType.SECRET,
+        hashing.secret_hash(obj.data),
+    )
+
+
+def _container(c: p.Container) -> Container:
+    env = tuple(
+        EnvVar(
+            v.name,
+            v.value if v.name.startswith(ENV_PREFIX) else None,
+            v.valueFrom.configMapKeyRef.name
+            if v.valueFrom and v.valueFrom.configMapKeyRef
+            else None,
+            v.valueFrom.secretKeyRef.name if v.valueFrom and v.valueFrom.secretKeyRef else None,
+        )
+        for v in c.env
+    )
+    return Container(
+        name=c.name,
+        env=env,
+        env_from_configmaps=tuple(
+            e.configMapRef.name for e in c.envFrom if e.configMapRef and e.configMapRef.name
+        ),
+        env_from_secrets=tuple(
+            e.secretRef.name for e in c.envFrom if e.secretRef and e.secretRef.name
+        ),
+        mounts=tuple(m.name for m in c.volumeMounts),
+    )
+
+
+def _volume(v: p.Volume) -> Volume:
+    cms = [v.configMap.name] if v.configMap and v.configMap.name else []
+    secrets = [v.secret.secretName] if v.secret and v.secret.secretName else []
+    if v.projected:
+        cms += [s.configMap.name for s in v.projected.sources if s.configMap and s.configMap.name]
+        secrets += [s.secret.name for s in v.projected.sources if s.secret and s.secret.name]
+    spc = (v.csi.volumeAttributes.get("secretProviderClass") or None) if v.csi else None
+    return Volume(v.name, tuple(cms), tuple(secrets), spc)
+
+
+def workload_entry(kind: WorkloadKind, obj: p.Workload, keys: Keys) -> WorkloadEntry:
+    keep = keys.workload_keys()
+    meta = obj.metadata
+    tmpl = obj.spec.template
+    template = PodTemplate(
+        annotations={k: v for k, v in tmpl.metadata.annotations.items() if k in keep},
+        containers=tuple(_container(c) for c in tmpl.spec.containers),
+        init_containers=tuple(_container(c) for c in tmpl.spec.initContainers),
+        volumes=tuple(
+            _volume(v) for v in tmpl.spec.volumes if v.configMap or v.secret or v.projected or v.csi
+        ),
+    )
+    workload = Workload(
+        kind=kind,
+        namespace=meta.namespace,
+        name=meta.name,
+        annotations={k: v for k, v in meta.annotations.items() if k in keep},
+        template=template,
+        uid=meta.uid,
+    )
+    return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
+
+
+class WorkloadIndex:
+    """All watched workloads, with reverse indexes from resources to workloads."""
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+        self.workloads: dict[ObjectKey, Workload] = {}
+        self._refs: dict[tuple[str, ResourceType, str], set[ObjectKey]] = defaultdict(set)
+        self._named: dict[tuple[str, ResourceType], set[ObjectKey]] = defaultdict(set)
+        self._indexed: dict[
+            ObjectKey, tuple[list[tuple[str, ResourceType, str]], list[tuple[str, ResourceType]]]
+        ] = {}
+
+    def __len__(self) -> int:
+        return len(self.workloads)
+
+    def put(self, workload: Workload) -> None:
+        key = workload.key
+        self.remove(key)
+        self.workloads[key] = workload
+        refs = [(workload.namespace, rtype, name) for rtype, name in workload.template.references()]
+        for r in refs:
+            self._refs[r].add(key)
+        named: list[tuple[str, ResourceType]] = []
+        for rtype in ResourceType:
+            k = self.keys.named(rtype)
+            if k in workload.annotations or k in workload.template.annotations:
+                named.append((workload.namespace, rtype))
+                self._named[(workload.namespace, rtype)].add(key)
+        self._indexed[key] = (refs, named)
+
+    def remove(self, key: ObjectKey) -> None:
+        self.workloads.pop(key, None)
+        refs, named = self._indexed.pop(key, ([], []))
+        for r in refs:
+            bucket = self._refs.get(r)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self._refs[r]
+        for n in named:
+            nbucket = self._named.get(n)
+            if nbucket is not None:
+                nbucket.discard(key)
+                if not nbucket:
+                    del self._named[n]
+
+    def candidates(self, namespace: str, rtype: ResourceType, name: str) -> list[Workload]:
+        """Workloads that reference the resource or carry a named list for its type."""
+        keys = self._refs.get((namespace, rtype, name), set()) | self._named.get(
+            (namespace, rtype), set()
+        )
+        return [self.workloads[k] for k in sorted(keys) if k in self.workloads]
+
+    def in_namespace(self, namespaces: Iterable[str]) -> int:
+        wanted = set(namespaces)
+        return sum(1 for k in self.workloads if k.namespace in wanted)

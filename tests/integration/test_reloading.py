@@ -1,0 +1,582 @@
+"""The reload engine end to end against the real control plane, one namespace per test.
+
+The controller runs in-process, scoped to the test's namespace (`--namespaces`), and every
+assertion is about what lands on the API server: env vars, annotations, Events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from kube_reloader.core import hashing, planning
+from kube_reloader.core.matching import MatchConfig
+from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.strategies import Strategy
+from kube_reloader.kube import resources
+from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.runtime.controller import Controller
+from kube_reloader.runtime.options import Options
+from tests import builders
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.cluster
+
+AUTO = {"reloader.stakater.com/auto": "true"}
+KIND_RESOURCE = {
+    "Deployment": resources.DEPLOYMENTS,
+    "StatefulSet": resources.STATEFULSETS,
+    "DaemonSet": resources.DAEMONSETS,
+}
+BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "Deployment": builders.deployment,
+    "StatefulSet": builders.statefulset,
+    "DaemonSet": builders.daemonset,
+}
+
+
+@contextlib.asynccontextmanager
+async def running(client: Client, namespace: str, **overrides: Any) -> AsyncIterator[Controller]:
+    """Run the controller scoped to `namespace` until the block ends."""
+    strategy = overrides.pop("strategy", Strategy.ENV_VARS)
+    match = overrides.pop("match", MatchConfig())
+    opts = replace(
+        Options(plan=planning.Config(match=match, strategy=strategy), namespaces=(namespace,)),
+        **overrides,
+    )
+    controller = Controller(client, opts)
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop))
+    await asyncio.wait_for(controller.ready.wait(), 30)
+    try:
+        yield controller
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def env_of(
+    client: Client, kind: str, namespace: str, name: str, container: int = 0
+) -> dict[str, str]:
+    obj = await client.get(KIND_RESOURCE[kind], name, namespace=namespace)
+    env = obj["spec"]["template"]["spec"]["containers"][container].get("env") or []
+    return {e["name"]: e.get("value", "") for e in env}
+
+
+async def template_annotations(
+    client: Client, kind: str, namespace: str, name: str
+) -> dict[str, str]:
+    obj = await client.get(KIND_RESOURCE[kind], name, namespace=namespace)
+    return obj["spec"]["template"]["metadata"].get("annotations") or {}
+
+
+async def update_cm(client: Client, namespace: str, name: str, data: dict[str, str]) -> None:
+    await client.patch(
+        resources.CONFIGMAPS, name, {"data": data}, namespace=namespace, patch_type=PatchType.MERGE
+    )
+
+
+def app(*, env_from_configmaps: tuple[str, ...] = (), env_from_secrets: tuple[str, ...] = (),
+        volume_mounts: tuple[str, ...] = (), volumes: list[dict[str, Any]] | None = None,
+        containers: list[dict[str, Any]] | None = None, init: list[dict[str, Any]] | None = None,
+        labels: dict[str, str], template_annotations: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    tmpl = builders.pod_template(
+        labels,
+        containers=containers
+        or [builders.container("app", env_from_configmaps=env_from_configmaps,
+                               env_from_secrets=env_from_secrets, volume_mounts=volume_mounts)],
+        volumes=volumes,
+        annotations=template_annotations,
+    )  # fmt: skip
+    if init:
+        tmpl["spec"]["initContainers"] = init
+    return tmpl
+
+
+# ------------------------------------------------------------------ kinds x strategies
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet"])
+@pytest.mark.parametrize("strategy", [Strategy.ENV_VARS, Strategy.ANNOTATIONS])
+async def test_auto_annotated_workload_reloads_with_reloaders_exact_hash(
+    client: Client, namespace: str, kind: str, strategy: Strategy
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("app-config", namespace, {"a": "1"})
+    )
+    tmpl = app(env_from_configmaps=("app-config",), labels={"app": "w"})
+    await client.create(
+        KIND_RESOURCE[kind], BUILDERS[kind]("w", namespace, template=tmpl, annotations=AUTO)
+    )
+    async with running(client, namespace, strategy=strategy):
+        await update_cm(client, namespace, "app-config", {"a": "1", "b": "2"})
+        expected = "f83e99e324ba68ccc373a58ef1eb42f8ab88646a"  # Reloader's hash of a=1;b=2
+        if strategy is Strategy.ENV_VARS:
+
+            async def has_env() -> bool:
+                return (await env_of(client, kind, namespace, "w")).get(
+                    "STAKATER_APP_CONFIG_CONFIGMAP"
+                ) == expected
+
+            await eventually(has_env, what="the env var with the new hash")
+        else:
+
+            async def has_annotation() -> dict[str, Any] | None:
+                raw = (await template_annotations(client, kind, namespace, "w")).get(
+                    "reloader.stakater.com/last-reloaded-from"
+                )
+                return json.loads(raw) if raw else None
+
+            doc = await eventually(has_annotation, what="last-reloaded-from")
+            assert list(doc) == ["type", "name", "namespace", "hash", "containerRefs", "observedAt"]
+            assert (doc["type"], doc["name"], doc["namespace"], doc["hash"], doc["containerRefs"]) == (
+                "CONFIGMAP", "app-config", namespace, expected, ["app"],
+            )  # fmt: skip
+            assert await env_of(client, kind, namespace, "w") == {}
+
+
+# ------------------------------------------------------------------ reference methods
+
+
+REFERENCES = {
+    "envFrom configMapRef": lambda: app(env_from_configmaps=("cfg",), labels={"app": "w"}),
+    "env valueFrom configMapKeyRef": lambda: app(
+        containers=[{"name": "app", "image": "x", "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a"}}}]}],
+        labels={"app": "w"}),
+    "configMap volume": lambda: app(volume_mounts=("v",), volumes=[{"name": "v", "configMap": {"name": "cfg"}}], labels={"app": "w"}),
+    "projected volume": lambda: app(volume_mounts=("v",), volumes=[{"name": "v", "projected": {"sources": [{"configMap": {"name": "cfg"}}]}}], labels={"app": "w"}),
+    "init container envFrom": lambda: app(init=[builders.container("init", env_from_configmaps=("cfg",))], labels={"app": "w"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("method", list(REFERENCES))
+async def test_every_reference_method_triggers_auto_reload(
+    client: Client, namespace: str, method: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("cfg", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment("w", namespace, template=REFERENCES[method](), annotations=AUTO),
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "cfg", {"a": "2"})
+        want = hashing.configmap_hash({"a": "2"})
+
+        async def done() -> bool:
+            return (await env_of(client, "Deployment", namespace, "w")).get(
+                "STAKATER_CFG_CONFIGMAP"
+            ) == want
+
+        await eventually(done, what=f"reload through {method}")
+
+
+# ------------------------------------------------------------------ annotation modes
+
+
+async def test_secret_named_reload_list_with_a_regex(client: Client, namespace: str) -> None:
+    await client.create(resources.SECRETS, builders.secret("db-pass", namespace, {"p": "1"}))
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "w", namespace, template=app(labels={"app": "w"}),
+        annotations={"secret.reloader.stakater.com/reload": "db-.*"}))  # fmt: skip
+    async with running(client, namespace):
+        await client.patch(
+            resources.SECRETS,
+            "db-pass",
+            {"stringData": {"p": "2"}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        want = hashing.secret_hash({"p": b"2"})
+
+        async def done() -> bool:
+            return (await env_of(client, "Deployment", namespace, "w")).get(
+                "STAKATER_DB_PASS_SECRET"
+            ) == want
+
+        await eventually(done, what="named secret reload on containers[0]")
+
+
+async def test_search_and_match_reload_only_matching_resources(
+    client: Client, namespace: str
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS,
+        builders.configmap(
+            "m", namespace, {"a": "1"}, annotations={"reloader.stakater.com/match": "true"}
+        ),
+    )
+    await client.create(resources.CONFIGMAPS, builders.configmap("n", namespace, {"a": "1"}))
+    tmpl = app(env_from_configmaps=("m", "n"), labels={"app": "w"})
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w", namespace, template=tmpl, annotations={"reloader.stakater.com/search": "true"}
+        ),
+    )
+    async with running(client, namespace) as ctl:
+        await update_cm(client, namespace, "n", {"a": "2"})
+        await update_cm(client, namespace, "m", {"a": "2"})
+
+        async def done() -> dict[str, str] | None:
+            env = await env_of(client, "Deployment", namespace, "w")
+            return env if "STAKATER_M_CONFIGMAP" in env else None
+
+        env = await eventually(done, what="search/match reload")
+        await asyncio.sleep(0.3)
+        assert "STAKATER_N_CONFIGMAP" not in await env_of(client, "Deployment", namespace, "w")
+        assert ctl.stats.skipped.get("skipped", 0) >= 1
+        assert env["STAKATER_M_CONFIGMAP"] == hashing.configmap_hash({"a": "2"})
+
+
+async def test_exclude_ignore_and_unannotated_workloads_are_left_alone(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.CONFIGMAPS,
+        builders.configmap(
+            "ign", namespace, {"a": "1"}, annotations={"reloader.stakater.com/ignore": "true"}
+        ),
+    )
+    both = ("c", "ign")
+    await client.create(resources.DEPLOYMENTS, builders.deployment("excluded", namespace, template=app(env_from_configmaps=both, labels={"app": "excluded"}),
+                        annotations={**AUTO, "configmaps.exclude.reloader.stakater.com/reload": "c"}))  # fmt: skip
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "plain", namespace, template=app(env_from_configmaps=both, labels={"app": "plain"})
+        ),
+    )
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "auto",
+            namespace,
+            template=app(env_from_configmaps=both, labels={"app": "auto"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "ign", {"a": "2"})
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def auto_done() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "auto")
+
+        await eventually(auto_done, what="the auto workload to reload")
+        await asyncio.sleep(0.3)
+        assert list(await env_of(client, "Deployment", namespace, "auto")) == [
+            "STAKATER_C_CONFIGMAP"
+        ]
+        assert await env_of(client, "Deployment", namespace, "excluded") == {}
+        assert await env_of(client, "Deployment", namespace, "plain") == {}
+
+
+async def test_pod_template_annotation_is_a_fallback(client: Client, namespace: str) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    tmpl = app(env_from_configmaps=("c",), labels={"app": "w"}, template_annotations=AUTO)
+    await client.create(resources.DEPLOYMENTS, builders.deployment("w", namespace, template=tmpl))
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def done() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(done, what="reload through the pod-template annotation")
+
+
+async def test_auto_reload_all_reloads_unannotated_workloads_unless_they_opt_out(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "in", namespace, template=app(env_from_configmaps=("c",), labels={"app": "in"})
+        ),
+    )
+    await client.create(resources.DEPLOYMENTS, builders.deployment("out", namespace, template=app(env_from_configmaps=("c",), labels={"app": "out"}),
+                        annotations={"reloader.stakater.com/auto": "false"}))  # fmt: skip
+    async with running(client, namespace, match=MatchConfig(auto_reload_all=True)):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def done() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "in")
+
+        await eventually(done, what="auto-reload-all")
+        await asyncio.sleep(0.3)
+        assert await env_of(client, "Deployment", namespace, "out") == {}
+
+
+# ------------------------------------------------------------------ event semantics
+
+
+async def test_metadata_only_updates_and_preexisting_objects_do_nothing(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace, reload_on_create=True) as ctl:
+        await client.patch(
+            resources.CONFIGMAPS,
+            "c",
+            {"metadata": {"labels": {"x": "y"}}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        await asyncio.sleep(1.0)
+        assert ctl.stats.changes == 0
+        assert ctl.stats.patches == 0
+    assert await env_of(client, "Deployment", namespace, "w") == {}
+
+
+async def test_reload_on_create_and_on_delete(client: Client, namespace: str) -> None:
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("late",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace, reload_on_create=True, reload_on_delete=True):
+        await client.create(resources.CONFIGMAPS, builders.configmap("late", namespace, {"a": "1"}))
+
+        async def created() -> bool:
+            return (await env_of(client, "Deployment", namespace, "w")).get(
+                "STAKATER_LATE_CONFIGMAP"
+            ) == hashing.configmap_hash({"a": "1"})
+
+        await eventually(created, what="reload on create")
+        await client.delete(resources.CONFIGMAPS, "late", namespace=namespace)
+
+        async def removed() -> bool:
+            return "STAKATER_LATE_CONFIGMAP" not in await env_of(
+                client, "Deployment", namespace, "w"
+            )
+
+        await eventually(removed, what="env var removed on delete")
+
+
+async def test_reloaded_event_has_v1s_message_and_source(client: Client, namespace: str) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def event() -> dict[str, Any] | None:
+            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
+                if e["reason"] == "Reloaded":
+                    return e
+            return None
+
+        e = await eventually(event, what="a Reloaded event")
+    assert e["type"] == "Normal"
+    assert e["message"] == (
+        f"Changes detected in 'c' of type 'CONFIGMAP' in namespace '{namespace}', "
+        f"Updated 'w' of type 'Deployment' in namespace '{namespace}'"
+    )
+    assert e["source"]["component"] == "reloader-configmaps"
+    assert (e["involvedObject"]["kind"], e["involvedObject"]["name"]) == ("Deployment", "w")
+
+
+async def test_the_patch_is_written_with_field_manager_reloader(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def managed() -> bool:
+            d = await client.get(resources.DEPLOYMENTS, "w", namespace=namespace)
+            return any(m["manager"] == "Reloader" for m in d["metadata"].get("managedFields", []))
+
+        await eventually(managed, what="managedFields entry of Reloader")
+
+
+async def test_an_invalid_regex_warns_on_its_workload_and_others_still_reload(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(resources.DEPLOYMENTS, builders.deployment("bad", namespace, template=app(labels={"app": "bad"}),
+                        annotations={"configmap.reloader.stakater.com/reload": "[unclosed"}))  # fmt: skip
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "good",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "good"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def good() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "good")
+
+        await eventually(good, what="the good workload to reload")
+
+        async def warning() -> dict[str, Any] | None:
+            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
+                if e["type"] == "Warning" and e["involvedObject"]["name"] == "bad":
+                    return e
+            return None
+
+        e = await eventually(warning, what="a Warning event on the bad workload")
+    assert "invalid regular expression '[unclosed'" in e["message"]
+    assert "configmap.reloader.stakater.com/reload" in e["message"]
+
+
+async def test_resources_to_ignore_secrets_watches_configmaps_only(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.SECRETS, builders.secret("s", namespace, {"k": "1"}))
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), env_from_secrets=("s",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace, resources=(ResourceType.CONFIGMAP,)):
+        await client.patch(
+            resources.SECRETS,
+            "s",
+            {"stringData": {"k": "2"}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def done() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(done, what="configmap reload")
+        await asyncio.sleep(0.3)
+        assert "STAKATER_S_SECRET" not in await env_of(client, "Deployment", namespace, "w")
+
+
+async def test_resource_label_selector_filters_configs(client: Client, namespace: str) -> None:
+    await client.create(
+        resources.CONFIGMAPS,
+        builders.configmap("yes", namespace, {"a": "1"}, labels={"reload": "on"}),
+    )
+    await client.create(resources.CONFIGMAPS, builders.configmap("no", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("yes", "no"), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace, resource_label_selector="reload=on"):
+        await update_cm(client, namespace, "no", {"a": "2"})
+        await update_cm(client, namespace, "yes", {"a": "2"})
+
+        async def done() -> bool:
+            return "STAKATER_YES_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(done, what="selected configmap reload")
+        await asyncio.sleep(0.3)
+        assert "STAKATER_NO_CONFIGMAP" not in await env_of(client, "Deployment", namespace, "w")
+
+
+async def test_a_burst_of_updates_ends_with_the_latest_hash_and_bounded_patches(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "0"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    async with running(client, namespace) as ctl:
+        for i in range(1, 21):
+            await update_cm(client, namespace, "c", {"v": str(i)})
+        want = hashing.configmap_hash({"v": "20"})
+
+        async def latest() -> bool:
+            return (await env_of(client, "Deployment", namespace, "w")).get(
+                "STAKATER_C_CONFIGMAP"
+            ) == want
+
+        await eventually(latest, what="the latest hash")
+        assert 1 <= ctl.stats.patches <= 20
+
+
+@pytest.mark.rollout
+async def test_a_configmap_change_really_replaces_the_pods(client: Client, namespace: str) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            replicas=2,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+
+    async def pods() -> set[str]:
+        listed = await client.list(resources.PODS, namespace=namespace, label_selector="app=w")
+        return {p["metadata"]["name"] for p in listed.items
+                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+
+    async def two() -> set[str] | None:
+        names = await pods()
+        return names if len(names) == 2 else None
+
+    before = await eventually(two, what="2 running pods", timeout=60)
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def replaced() -> set[str] | None:
+            names = await pods()
+            return names if len(names) == 2 and not names & before else None
+
+        after = await eventually(replaced, what="both pods replaced", timeout=60)
+    assert after.isdisjoint(before)
+    assert WorkloadKind.DEPLOYMENT.value == "Deployment"

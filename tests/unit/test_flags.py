@@ -1,0 +1,143 @@
+"""Reloader v1's flags: names, types, defaults, pflag parsing and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_reloader.cli.flags import FlagError, parse
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.strategies import Strategy
+
+
+def test_defaults_match_reloader_v1() -> None:
+    s = parse([], env={})
+    o = s.options
+    assert o.plan.strategy is Strategy.ENV_VARS
+    assert o.plan.match.auto_reload_all is False
+    assert o.plan.match.keys.auto == "reloader.stakater.com/auto"
+    assert o.plan.match.keys.ignore == "reloader.stakater.com/ignore"
+    assert o.namespaces is None
+    assert o.resources == (ResourceType.CONFIGMAP, ResourceType.SECRET)
+    assert (o.reload_on_create, o.reload_on_delete, o.sync_after_restart) == (False, False, False)
+    assert (s.log_format, s.log_level) == ("", "info")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--auto-reload-all"], True),
+        (["--auto-reload-all=true"], True),
+        (["--auto-reload-all=True"], True),
+        (["--auto-reload-all=1"], True),
+        (["--auto-reload-all=false"], False),
+        (["--auto-reload-all=0"], False),
+    ],
+)
+def test_bool_flags_follow_pflag(argv: list[str], expected: bool) -> None:
+    assert parse(argv, env={}).options.plan.match.auto_reload_all is expected
+
+
+def test_a_bool_flag_does_not_take_a_separate_value() -> None:
+    with pytest.raises(SystemExit):
+        parse(["--auto-reload-all", "false"], env={})
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("true", True), ("True", False), ("1", False), ("false", False)]
+)
+def test_string_booleans_count_only_when_exactly_true(value: str, on: bool) -> None:
+    o = parse([f"--reload-on-create={value}", "--reload-on-delete", value], env={}).options
+    assert (o.reload_on_create, o.reload_on_delete) == (on, on)
+
+
+def test_annotation_flags_rename_keys() -> None:
+    keys = parse(
+        ["--auto-annotation=example.com/auto", "--configmap-annotation", "example.com/cm"], env={}
+    ).options.plan.match.keys
+    assert (keys.auto, keys.configmap_reload) == ("example.com/auto", "example.com/cm")
+
+
+def test_slices_repeat_and_split_as_csv() -> None:
+    o = parse(["--namespaces=a,b", "--namespaces", "c"], env={}).options
+    assert o.namespaces == ("a", "b", "c")
+    sel = parse(
+        ['--namespace-selector="env in (prod,stage)"', "--namespace-selector=team:web"], env={}
+    ).options
+    assert sel.namespace_selector == "env in (prod,stage),team=web"
+
+
+@pytest.mark.parametrize(("elements", "selector"), [
+    (["a:b"], "a=b"), (["a:*"], "a"), (["a=*"], "a"), (["a=b,c!=d"], "a=b,c!=d"), (["!x"], "!x"),
+])  # fmt: skip
+def test_legacy_selector_forms_are_rewritten(elements: list[str], selector: str) -> None:
+    argv = [f"--resource-label-selector={e}" for e in elements]
+    assert parse(argv, env={}).options.resource_label_selector == selector
+
+
+def test_kubernetes_namespace_env_selects_single_namespace_mode() -> None:
+    assert parse([], env={"KUBERNETES_NAMESPACE": "team"}).options.namespaces == ("team",)
+    assert parse(["--namespaces=x"], env={"KUBERNETES_NAMESPACE": "team"}).options.namespaces == (
+        "x",
+    )
+
+
+def test_resources_to_ignore_is_case_insensitive_and_limited_to_one() -> None:
+    assert parse(["--resources-to-ignore=configMaps"], env={}).options.resources == (
+        ResourceType.SECRET,
+    )
+    with pytest.raises(FlagError, match="only one of configmaps or secrets"):
+        parse(["--resources-to-ignore=configmaps,secrets"], env={})
+
+
+def test_invalid_ignored_workload_types_warn_and_disable_the_filter() -> None:
+    s = parse(["--ignored-workload-types=Jobs"], env={})
+    assert s.options.plan.match.ignored_workload_types == ("Jobs",)
+    assert any("filter is disabled" in w for w in s.warnings)
+
+
+def test_the_argo_flag_keeps_its_capitals_and_accepts_the_readme_spelling() -> None:
+    assert parse(["--is-Argo-Rollouts=false"], env={}).options is not None
+    assert parse(["--is-argo-rollouts=false"], env={}).options is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (
+            ["--reload-strategy=rolling"],
+            {},
+            "--reload-strategy: 'rolling' must be env-vars or annotations",
+        ),
+        (
+            ["--resources-to-ignore=pods"],
+            {},
+            "--resources-to-ignore: 'pods' must be configmaps or secrets",
+        ),
+        (["--log-level=loud"], {}, "--log-level: 'loud' must be one of"),
+        (["--log-format=xml"], {}, "--log-format: 'xml' must be json or empty"),
+        (["--namespaces=Bad_Name"], {}, "--namespaces: 'Bad_Name' is not a valid namespace name"),
+        (
+            ["--namespace-selector=a in b"],
+            {},
+            "--namespace-selector: 'a in b' is not a valid label selector",
+        ),
+        (["--webhook-url=http://x"], {}, "--webhook-url: not available in this version"),
+        (["--enable-ha"], {}, "--enable-ha: not available"),
+        (["--is-Argo-Rollouts=true"], {}, "--is-Argo-Rollouts=true: not available"),
+        ([], {"ALERT_ON_RELOAD": "true"}, "ALERT_ON_RELOAD=true: not available"),
+        (["--workers=0"], {}, "--workers: must be at least 1"),
+    ],
+)
+def test_invalid_or_unavailable_settings_fail_with_one_line_naming_them(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(FlagError) as info:
+        parse(argv, env=env)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_namespace_selector_is_ignored_in_scoped_mode_with_a_warning() -> None:
+    s = parse(["--namespaces=a", "--namespace-selector=x=y"], env={})
+    assert s.options.namespace_selector == ""
+    assert any("--namespace-selector" in w for w in s.warnings)
