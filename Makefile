@@ -7,13 +7,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo clean
+.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench-reload clean
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
 	@echo "make check     - ruff (lint + format), mypy --strict, import-linter, then the tests"
 	@echo "make test-unit - unit tests only (no control plane)"
 	@echo "make fmt       - format the code with ruff"
+	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
+	@echo "make demo-down - stop what make demo started"
+	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,12 +37,12 @@ test-unit: venv
 	@scripts/timed unit-tests $(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 lint: venv
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts bench
+	$(BIN)/ruff format --check src tests scripts bench
 
 fmt: venv
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests scripts bench
+	$(BIN)/ruff check --fix src tests scripts bench
 
 typecheck: venv
 	$(BIN)/mypy
@@ -48,6 +51,15 @@ imports: venv
 	$(BIN)/lint-imports
 
 check: lint typecheck imports test
+
+demo: cluster-binaries
+	@$(PY) scripts/demo.py
+
+bench-reload: cluster-binaries
+	@$(PY) bench/reload_bench.py
+
+demo-down: venv
+	@$(PY) scripts/demo_down.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
