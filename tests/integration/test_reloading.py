@@ -19,7 +19,7 @@ from kube_reloader.core import hashing, planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.strategies import Strategy
-from kube_reloader.kube import resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.options import Options
@@ -155,25 +155,68 @@ REFERENCES = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet"])
 @pytest.mark.parametrize("method", list(REFERENCES))
 async def test_every_reference_method_triggers_auto_reload(
-    client: Client, namespace: str, method: str
+    client: Client, namespace: str, method: str, kind: str
 ) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap("cfg", namespace, {"a": "1"}))
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment("w", namespace, template=REFERENCES[method](), annotations=AUTO),
+        KIND_RESOURCE[kind],
+        BUILDERS[kind]("w", namespace, template=REFERENCES[method](), annotations=AUTO),
     )
     async with running(client, namespace):
         await update_cm(client, namespace, "cfg", {"a": "2"})
         want = hashing.configmap_hash({"a": "2"})
 
         async def done() -> bool:
-            return (await env_of(client, "Deployment", namespace, "w")).get(
-                "STAKATER_CFG_CONFIGMAP"
-            ) == want
+            env = await env_of(client, kind, namespace, "w")
+            return env.get("STAKATER_CFG_CONFIGMAP") == want
 
         await eventually(done, what=f"reload through {method}")
+
+
+MODES = {
+    # name: (workload annotations, template annotations, configmap annotations, referenced?)
+    "auto": (AUTO, {}, {}, True),
+    "typed auto": ({"configmap.reloader.stakater.com/auto": "true"}, {}, {}, True),
+    "named": ({"configmap.reloader.stakater.com/reload": "other,cfg"}, {}, {}, False),
+    "named regex": ({"configmap.reloader.stakater.com/reload": "c.g"}, {}, {}, False),
+    "search and match": (
+        {"reloader.stakater.com/search": "true"}, {}, {"reloader.stakater.com/match": "true"}, True,
+    ),
+    "pod template fallback": ({}, AUTO, {}, True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet"])
+@pytest.mark.parametrize("strategy", [Strategy.ENV_VARS, Strategy.ANNOTATIONS])
+@pytest.mark.parametrize("mode", list(MODES))
+async def test_every_annotation_mode_reloads_every_kind_with_both_strategies(
+    client: Client, namespace: str, mode: str, strategy: Strategy, kind: str
+) -> None:
+    wa, pa, ra, referenced = MODES[mode]
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("cfg", namespace, {"a": "1"}, annotations=ra)
+    )
+    refs = ("cfg",) if referenced else ()
+    tmpl = app(env_from_configmaps=refs, labels={"app": "w"}, template_annotations=pa)
+    await client.create(
+        KIND_RESOURCE[kind], BUILDERS[kind]("w", namespace, template=tmpl, annotations=wa)
+    )
+    async with running(client, namespace, strategy=strategy):
+        await update_cm(client, namespace, "cfg", {"a": "2"})
+        want = hashing.configmap_hash({"a": "2"})
+
+        async def done() -> bool:
+            if strategy is Strategy.ENV_VARS:
+                env = await env_of(client, kind, namespace, "w")
+                return env.get("STAKATER_CFG_CONFIGMAP") == want
+            annotations = await template_annotations(client, kind, namespace, "w")
+            raw = annotations.get("reloader.stakater.com/last-reloaded-from")
+            return bool(raw) and json.loads(raw)["hash"] == want
+
+        await eventually(done, what=f"{mode} reload of a {kind} ({strategy})")
 
 
 # ------------------------------------------------------------------ annotation modes
@@ -580,3 +623,219 @@ async def test_a_configmap_change_really_replaces_the_pods(client: Client, names
         after = await eventually(replaced, what="both pods replaced", timeout=60)
     assert after.isdisjoint(before)
     assert WorkloadKind.DEPLOYMENT.value == "Deployment"
+
+
+# ------------------------------------------------------------------ namespace filters (global mode)
+
+
+async def _global_namespace(client: Client, labels: dict[str, str]) -> str:
+    import secrets as _secrets
+
+    name = f"g-{_secrets.token_hex(4)}"
+    await client.create(
+        resources.NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+    )
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", name, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            name,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    return name
+
+
+async def test_namespace_selector_and_namespaces_to_ignore_in_all_namespaces_mode(
+    client: Client,
+) -> None:
+    selected = await _global_namespace(client, {"reload": "yes"})
+    unselected = await _global_namespace(client, {})
+    ignored = await _global_namespace(client, {"reload": "yes"})
+    try:
+        opts = Options(
+            namespaces=None,
+            namespace_selector="reload=yes",
+            namespaces_to_ignore=frozenset({ignored}),
+        )
+        controller = Controller(client, opts)
+        stop = asyncio.Event()
+        task = asyncio.create_task(controller.run(stop))
+        await asyncio.wait_for(controller.ready.wait(), 30)
+        try:
+            for ns in (unselected, ignored, selected):
+                await update_cm(client, ns, "c", {"a": "2"})
+
+            async def done() -> bool:
+                return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", selected, "w")
+
+            await eventually(done, what="reload in the selected namespace")
+            await asyncio.sleep(0.3)
+            assert await env_of(client, "Deployment", unselected, "w") == {}
+            assert await env_of(client, "Deployment", ignored, "w") == {}
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+    finally:
+        for ns in (selected, unselected, ignored):
+            await client.delete(resources.NAMESPACES, ns)
+
+
+# ------------------------------------------------------------------ bad and big input
+
+
+async def test_big_and_binary_configs_reload_with_reloaders_hash(
+    client: Client, namespace: str
+) -> None:
+    import base64
+
+    big = {"blob": "x" * (1000 * 1024)}  # close to the 1 MiB object limit
+    many = {f"k{i:05d}": f"v{i}" for i in range(10_000)}
+    binary = {"bin": base64.b64encode(bytes(range(256))).decode()}
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("big", namespace, {"blob": "small"})
+    )
+    await client.create(resources.SECRETS, builders.secret("many", namespace, {"k": "v"}))
+    await client.create(resources.CONFIGMAPS, builders.configmap("bin", namespace, {}))
+    tmpl = app(env_from_configmaps=("big", "bin"), env_from_secrets=("many",), labels={"app": "w"})
+    await client.create(
+        resources.DEPLOYMENTS, builders.deployment("w", namespace, template=tmpl, annotations=AUTO)
+    )
+    async with running(client, namespace):
+        await update_cm(client, namespace, "big", big)
+        await client.patch(
+            resources.SECRETS,
+            "many",
+            {"stringData": many},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        await client.patch(
+            resources.CONFIGMAPS,
+            "bin",
+            {"binaryData": binary},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        want = {
+            "STAKATER_BIG_CONFIGMAP": hashing.configmap_hash(big),
+            "STAKATER_MANY_SECRET": hashing.secret_hash(
+                {"k": b"v", **{k: v.encode() for k, v in many.items()}}
+            ),
+            "STAKATER_BIN_CONFIGMAP": hashing.configmap_hash({}, {"bin": bytes(range(256))}),
+        }
+
+        async def done() -> dict[str, str] | None:
+            env = await env_of(client, "Deployment", namespace, "w")
+            return env if all(env.get(k) == v for k, v in want.items()) else None
+
+        await eventually(done, what="all three reloads with Reloader's hashes", timeout=60)
+
+
+async def test_a_non_boolean_auto_value_gets_a_warning_event(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(resources.DEPLOYMENTS, builders.deployment("w", namespace, template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+                        annotations={"reloader.stakater.com/auto": "yes"}))  # fmt: skip
+    async with running(client, namespace):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def warning() -> dict[str, Any] | None:
+            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
+                if e["type"] == "Warning" and e["involvedObject"]["name"] == "w":
+                    return e
+            return None
+
+        e = await eventually(warning, what="a Warning event")
+    assert "reloader.stakater.com/auto='yes'" in e["message"]
+    assert "not a boolean" in e["message"]
+    assert await env_of(client, "Deployment", namespace, "w") == {}
+
+
+async def test_a_rejected_patch_records_reload_fail_and_other_workloads_still_reload(
+    client: Client, namespace: str
+) -> None:
+    policy = f"deny-frozen-{namespace}"
+    await client.create(
+        resources.Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False),
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": policy},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments"]}]},
+                  "validations": [{"expression": "!has(object.metadata.labels) || !('frozen' in object.metadata.labels)",
+                                   "message": "frozen deployments cannot change"}]}},
+    )  # fmt: skip
+    binding_res = resources.Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        namespaced=False,
+    )
+    await client.create(binding_res, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}},
+    })  # fmt: skip
+    try:
+        await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+        await client.create(resources.DEPLOYMENTS, builders.deployment("frozen", namespace, template=app(env_from_configmaps=("c",), labels={"app": "frozen"}),
+                            annotations=AUTO, labels={"frozen": "yes"}))  # fmt: skip
+        await client.create(
+            resources.DEPLOYMENTS,
+            builders.deployment(
+                "free",
+                namespace,
+                template=app(env_from_configmaps=("c",), labels={"app": "free"}),
+                annotations=AUTO,
+            ),
+        )
+
+        async def denied() -> bool:  # the policy takes effect a moment after it is created
+            try:
+                await client.patch(resources.DEPLOYMENTS, "frozen", {"metadata": {"annotations": {"probe": str(asyncio.get_running_loop().time())}}},
+                                   namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
+            except errors.KubeError:
+                return True
+            return False
+
+        await eventually(denied, what="the admission policy to be active")
+        async with running(client, namespace) as ctl:
+            await update_cm(client, namespace, "c", {"a": "2"})
+
+            async def free_done() -> bool:
+                return "STAKATER_C_CONFIGMAP" in await env_of(
+                    client, "Deployment", namespace, "free"
+                )
+
+            await eventually(free_done, what="the free workload to reload")
+
+            async def fail_event() -> dict[str, Any] | None:
+                for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
+                    if e["reason"] == "ReloadFail":
+                        return e
+                return None
+
+            e = await eventually(fail_event, what="a ReloadFail event")
+            assert ctl.stats.failures == 1
+        assert e["type"] == "Warning"
+        assert e["message"].startswith(
+            f"Update for 'frozen' of type 'Deployment' in namespace '{namespace}' failed with error "
+        )
+        assert "frozen deployments cannot change" in e["message"]
+        assert await env_of(client, "Deployment", namespace, "frozen") == {}
+    finally:
+        await client.delete(binding_res, policy)
+        await client.delete(
+            resources.Resource(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicies",
+                "ValidatingAdmissionPolicy",
+                namespaced=False,
+            ),
+            policy,
+        )

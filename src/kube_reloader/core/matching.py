@@ -102,15 +102,24 @@ def decide(
     auto = src.get(keys.auto, "")
     typed_auto = src.get(keys.typed_auto(rtype), "")
 
+    warnings: list[str] = []
+    for key, value in ((keys.auto, auto), (keys.typed_auto(rtype), typed_auto)):
+        if value and parse_bool(value) is None:
+            warnings.append(
+                f"{key}={value!r} on the {source} is not a boolean (true/false); treated as false"
+            )
+
     # 5. exclude: always and only from the workload's metadata
     exclude_key = keys.exclude(rtype)
     if exclude_key in wa and name in split_list(wa[exclude_key]):
         return Decision(
-            False, Reason.EXCLUDED, f"{what} is listed in {exclude_key} on the workload"
+            False,
+            Reason.EXCLUDED,
+            f"{what} is listed in {exclude_key} on the workload",
+            warnings=tuple(warnings),
         )
 
     # 6. named list
-    warnings: list[str] = []
     for entry in split_list(named):
         compiled = regexes.compile_entry(entry)
         if compiled.error:

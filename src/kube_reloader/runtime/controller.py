@@ -24,6 +24,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from kube_reloader.core import planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
@@ -354,10 +356,24 @@ class Controller:
                     patch_type=_WIRE[ptype], field_manager=self.options.field_manager,
                 )  # fmt: skip
                 self.stats.patches += 1
-        except (errors.Transient, errors.Conflict) as exc:
+        except errors.Conflict as exc:
+            # the object changed under us: re-read it, refresh the cache, re-plan at once
+            self.pending[key] = {**changes, **self.pending.get(key, {})}
+            log.info("conflict, re-reading", extra={"workload": str(key), "error": str(exc)})
+            try:
+                fresh = await self.client.get(resource, key.name, namespace=key.namespace)
+                self._refresh_cache(workload.kind, fresh)
+            except errors.NotFound:
+                self.pending.pop(key, None)
+                return
+            except errors.KubeError:
+                self._retry(key)
+                return
+            self.queue.add(key)
+            return
+        except errors.Transient as exc:
             # put the changes back (newer ones that arrived meanwhile win) and back off
-            merged = {**changes, **self.pending.get(key, {})}
-            self.pending[key] = merged
+            self.pending[key] = {**changes, **self.pending.get(key, {})}
             log.warning(
                 "reload failed, will retry", extra={"workload": str(key), "error": str(exc)}
             )
@@ -402,8 +418,6 @@ class Controller:
 
     def _refresh_cache(self, kind: WorkloadKind, answer: dict[str, Any]) -> None:
         """The patch answer is the new object: index it now, before its watch event."""
-        import msgspec
-
         try:
             obj = msgspec.convert(answer, projections.Workload)
         except (msgspec.ValidationError, TypeError):

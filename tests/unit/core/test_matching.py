@@ -151,3 +151,12 @@ def test_renamed_keys_are_honoured() -> None:
 def test_decisions_are_deterministic() -> None:
     kw = {"workload_annotations": {AUTO: "true", CM_RELOAD: "x|cm"}}
     assert _decide(**kw) == _decide(**kw)
+
+
+def test_a_non_boolean_auto_value_is_a_warning_and_counts_as_false() -> None:
+    d = _decide(workload_annotations={AUTO: "yes"})
+    assert not d.reload
+    assert d.warnings == (
+        "reloader.stakater.com/auto='yes' on the workload metadata is not a boolean (true/false); "
+        "treated as false",
+    )
