@@ -1,0 +1,179 @@
+"""HTTP side channels: reload alerts (Slack, Teams, Google Chat, raw webhook) and webhook mode.
+
+Alerts are queued (bounded) and sent by a background task, so a slow or dead sink never
+delays a reload; a full queue drops the oldest alert and counts it. Webhook mode
+(`--webhook-url`) replaces reloads: its POST is retried with backoff, and a failing endpoint
+is reported, never fatal. Proxies: `ALERT_WEBHOOK_PROXY` for alerts, else the standard
+`HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` variables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from kube_reloader import __version__
+from kube_reloader.core import alerting
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SinkStats:
+    sent: int = 0
+    failed: int = 0
+    dropped: int = 0
+    last_error: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+async def post(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    content_type: str,
+    *,
+    proxy: str | None = None,
+    seconds: float = 10.0,
+) -> tuple[int, str]:
+    """POST once; returns (status, first 200 characters of the answer)."""
+    async with session.post(
+        url,
+        data=body,
+        headers={"Content-Type": content_type},
+        proxy=proxy,
+        allow_redirects=False,
+        timeout=aiohttp.ClientTimeout(total=seconds),
+    ) as resp:
+        text = (await resp.read())[:200].decode("utf-8", "replace")
+        return resp.status, text
+
+
+class AlertSender:
+    """`ALERT_ON_RELOAD=true`: one alert per reloaded workload, sent in the background."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        sink: str,
+        additional_info: str = "",
+        proxy: str | None = None,
+        max_queue: int = 1000,
+        attempts: int = 3,
+    ) -> None:
+        self.url = url
+        self.sink = sink
+        self.additional_info = additional_info
+        self.proxy = proxy or None
+        self.attempts = attempts
+        self.stats = SinkStats()
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=max_queue)
+        self._payload_type = alerting.payload(sink, "").content_type
+        self._task: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            trust_env=self.proxy is None, headers={"User-Agent": f"kube-reloader/{__version__}"}
+        )
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self, drain_seconds: float = 5.0) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), drain_seconds)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._session is not None:
+            await self._session.close()
+
+    def reloaded(
+        self, *, resource: str, rtype: str, namespace: str, workload: str, kind: str
+    ) -> None:
+        text = alerting.message(
+            resource=resource, rtype=rtype, namespace=namespace, workload=workload, kind=kind,
+            additional_info=self.additional_info,
+        )  # fmt: skip
+        body = alerting.payload(self.sink, text).body
+        if self._queue.full():
+            with contextlib.suppress(asyncio.QueueEmpty):
+                self._queue.get_nowait()
+                self._queue.task_done()
+            self.stats.dropped += 1
+            log.warning("alert queue full, dropped the oldest alert", extra={"sink": self.sink})
+        self._queue.put_nowait(body)
+
+    async def _run(self) -> None:
+        assert self._session is not None
+        ok_only_200 = alerting.payload(self.sink, "").ok_only_200
+        while True:
+            body = await self._queue.get()
+            try:
+                for attempt in range(self.attempts):
+                    try:
+                        status, answer = await post(
+                            self._session, self.url, body, self._payload_type, proxy=self.proxy
+                        )
+                        failed = status != 200 if ok_only_200 else status >= 400
+                        if not failed:
+                            self.stats.sent += 1
+                            break
+                        error = f"HTTP {status}: {answer}"
+                    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                        error = f"{type(exc).__name__}: {exc}"
+                    if attempt + 1 == self.attempts:
+                        self.stats.failed += 1
+                        self.stats.last_error = error
+                        log.warning(
+                            "alert not delivered", extra={"sink": self.sink, "error": error}
+                        )
+                    else:
+                        await asyncio.sleep(0.5 * 2**attempt)
+            finally:
+                self._queue.task_done()
+
+
+class WebhookNotifier:
+    """`--webhook-url`: POST Reloader's payload instead of reloading, with retries."""
+
+    def __init__(self, url: str, *, attempts: int = 5, base_delay: float = 0.5) -> None:
+        self.url = url
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.stats = SinkStats()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def notify(self) -> bool:
+        """Send once (retrying transient failures). True when delivered."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(trust_env=True)
+        error = ""
+        for attempt in range(self.attempts):
+            try:
+                status, answer = await post(
+                    self._session, self.url, alerting.WEBHOOK_BODY, "application/json", seconds=30
+                )
+                if status < 400:
+                    self.stats.sent += 1
+                    return True
+                error = f"HTTP {status}: {answer}"
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            if attempt + 1 < self.attempts:
+                cap = self.base_delay * 2**attempt
+                await asyncio.sleep(random.uniform(cap / 2, cap))  # noqa: S311 - jitter
+        self.stats.failed += 1
+        self.stats.last_error = error
+        log.error("webhook not delivered", extra={"url": self.url, "error": error})
+        return False

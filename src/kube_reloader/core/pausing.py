@@ -1,0 +1,157 @@
+"""The Deployment pause period (`deployment.reloader.stakater.com/pause-period`), as values.
+
+After a reload, a Deployment carrying a pause period is paused (`spec.paused: true`) and
+stamped with `paused-at`; it is resumed once the period has elapsed. The state lives only in
+those two annotations and `spec.paused`, so any controller instance (after a restart or a
+leader change) computes the same resume time from the object alone. User pauses (paused with
+no `paused-at`) are never touched. Durations use Go's `time.ParseDuration` syntax.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # U+00B5
+    "μs": 1e-6,  # U+03BC
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+class DurationError(ValueError):
+    pass
+
+
+def parse_duration(text: str) -> float:
+    """Go's `time.ParseDuration`, in seconds (`1h30m`, `90s`, `1.5h`, `-5m`; no `d`)."""
+    s = text
+    if s in ("0", "+0", "-0"):
+        return 0.0
+    if not s:
+        raise DurationError('invalid duration ""')
+    sign = 1.0
+    if s[0] in "+-":
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    pos, total = 0, 0.0
+    if not s:
+        raise DurationError(f"invalid duration {text!r}")
+    while pos < len(s):
+        m = _PART.match(s, pos)
+        if not m:
+            raise DurationError(f"invalid duration {text!r}")
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total
+
+
+def format_time(when: dt.datetime) -> str:
+    """RFC 3339 to the second, as Go's `time.RFC3339` prints a UTC time."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+class PauseAction(StrEnum):
+    NONE = "none"  # no pause period on this Deployment
+    PAUSE = "pause"  # pause now, resume at `resume_at`
+    KEEP = "keep"  # already paused by us: do not extend, resume at `resume_at`
+    USER_PAUSED = "user_paused"  # paused by someone else: leave it alone
+    INVALID = "invalid"  # the period does not parse: reload without pausing
+
+
+@dataclass(frozen=True, slots=True)
+class PausePlan:
+    action: PauseAction
+    message: str
+    resume_at: dt.datetime | None = None
+
+
+def plan_pause(
+    *,
+    annotations: dict[str, str],
+    paused: bool,
+    now: dt.datetime,
+    period_key: str,
+    paused_at_key: str,
+) -> PausePlan:
+    """What to do about pausing when a Deployment is about to be reloaded."""
+    if period_key not in annotations:
+        return PausePlan(PauseAction.NONE, "no pause period")
+    raw = annotations[period_key]
+    try:
+        period = parse_duration(raw)
+    except DurationError:
+        return PausePlan(
+            PauseAction.INVALID,
+            f"{period_key}={raw!r} is not a duration (Go syntax, e.g. 5m, 1h30m); "
+            "reloading without pausing",
+        )
+    stamp = annotations.get(paused_at_key, "")
+    if paused and stamp:
+        since = parse_time(stamp)
+        resume = now if since is None else since + dt.timedelta(seconds=period)
+        return PausePlan(
+            PauseAction.KEEP,
+            f"already paused by kube-reloader until {format_time(resume)}",
+            max(resume, now),
+        )
+    if paused:
+        return PausePlan(PauseAction.USER_PAUSED, "paused by someone else; not managing the pause")
+    return PausePlan(PauseAction.PAUSE, f"pausing for {raw}", now + dt.timedelta(seconds=period))
+
+
+def resume_due(
+    *,
+    annotations: dict[str, str],
+    paused: bool,
+    now: dt.datetime,
+    period_key: str,
+    paused_at_key: str,
+) -> tuple[bool, dt.datetime | None]:
+    """For a Deployment seen in the cache: is a pause of ours due for resuming, and when?
+
+    Returns (False, None) when it is not paused by us. A paused-at that does not parse, or a
+    period that is missing or invalid, resumes at once: a Deployment must never stay paused
+    forever because of a bad annotation.
+    """
+    stamp = annotations.get(paused_at_key, "")
+    if not (paused and stamp):
+        return False, None
+    since = parse_time(stamp)
+    try:
+        period = parse_duration(annotations.get(period_key, ""))
+    except DurationError:
+        return True, now
+    if since is None:
+        return True, now
+    when = since + dt.timedelta(seconds=period)
+    return when <= now, when
+
+
+def pause_patch(paused_at_key: str, now: dt.datetime) -> dict[str, Any]:
+    """v1's body (Go sorts map keys, so metadata comes before spec)."""
+    return {
+        "metadata": {"annotations": {paused_at_key: format_time(now)}},
+        "spec": {"paused": True},
+    }
+
+
+def resume_patch(paused_at_key: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {paused_at_key: None}}, "spec": {"paused": False}}
