@@ -121,10 +121,9 @@ def test_the_argo_flag_keeps_its_capitals_and_accepts_the_readme_spelling() -> N
             {},
             "--namespace-selector: 'a in b' is not a valid label selector",
         ),
-        (["--webhook-url=http://x"], {}, "--webhook-url: not available in this version"),
+        (["--webhook-url=ftp://x"], {}, "--webhook-url: 'ftp://x' is not an http(s) URL"),
         (["--enable-ha"], {}, "--enable-ha: not available"),
-        (["--is-Argo-Rollouts=true"], {}, "--is-Argo-Rollouts=true: not available"),
-        ([], {"ALERT_ON_RELOAD": "true"}, "ALERT_ON_RELOAD=true: not available"),
+        (["--enable-pprof"], {}, "--enable-pprof: not available"),
         (["--workers=0"], {}, "--workers: must be at least 1"),
     ],
 )
@@ -141,3 +140,37 @@ def test_namespace_selector_is_ignored_in_scoped_mode_with_a_warning() -> None:
     s = parse(["--namespaces=a", "--namespace-selector=x=y"], env={})
     assert s.options.namespace_selector == ""
     assert any("--namespace-selector" in w for w in s.warnings)
+
+
+def test_side_channel_settings_come_from_flags_and_environment() -> None:
+    env = {"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": " http://hook ", "ALERT_SINK": " Slack ",
+           "ALERT_ADDITIONAL_INFO": " prod ", "ALERT_WEBHOOK_PROXY": "http://proxy:3128"}  # fmt: skip
+    o = parse(
+        ["--webhook-url=http://x", "--is-Argo-Rollouts=true", "--enable-csi-integration"], env=env
+    ).options
+    assert o.webhook_url == "http://x"
+    assert o.argo_rollouts is True
+    assert o.csi is True
+    assert o.alerts is not None
+    assert (o.alerts.url, o.alerts.sink, o.alerts.additional_info, o.alerts.proxy) == (
+        "http://hook", "slack", "prod", "http://proxy:3128",
+    )  # fmt: skip
+
+
+def test_alerts_need_exactly_true_and_a_url() -> None:
+    assert (
+        parse([], env={"ALERT_ON_RELOAD": "True", "ALERT_WEBHOOK_URL": "http://h"}).options.alerts
+        is None
+    )
+    s = parse([], env={"ALERT_ON_RELOAD": "true"})
+    assert s.options.alerts is None
+    assert any("ALERT_WEBHOOK_URL is empty" in w for w in s.warnings)
+
+
+def test_ignored_workload_types_are_not_watched() -> None:
+    from kube_reloader.core.objects import WorkloadKind
+
+    kinds = parse(["--ignored-workload-types=jobs,cronjobs"], env={}).options.workload_kinds
+    assert WorkloadKind.JOB not in kinds
+    assert WorkloadKind.CRONJOB not in kinds
+    assert WorkloadKind.DEPLOYMENT in kinds

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from kube_reloader.core import planning
 from kube_reloader.core.annotations import Keys, parse_bool
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
-from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.logs import LEVELS
-from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.options import AlertSettings, Options
 
 BOOL_FLAGS = (
     "auto-reload-all",
@@ -166,18 +166,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         )
 
     unsupported = []
-    if ns.webhook_url:
-        unsupported.append("--webhook-url")
-    if ns.is_argo_rollouts == "true":
-        unsupported.append("--is-Argo-Rollouts=true")
     if ns.enable_ha:
         unsupported.append("--enable-ha")
-    if ns.enable_csi_integration:
-        unsupported.append("--enable-csi-integration")
     if ns.enable_pprof:
         unsupported.append("--enable-pprof")
-    if env.get("ALERT_ON_RELOAD", "").strip() == "true":
-        unsupported.append("ALERT_ON_RELOAD=true")
     if unsupported:
         raise FlagError(
             f"{', '.join(unsupported)}: not available in this version of kube-reloader yet "
@@ -205,6 +197,33 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
             if slice_of(flag):
                 warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
 
+    alerts = None
+    if env.get("ALERT_ON_RELOAD", "") == "true":
+        url = env.get("ALERT_WEBHOOK_URL", "").strip()
+        if url:
+            alerts = AlertSettings(
+                url=url,
+                sink=env.get("ALERT_SINK", "").strip().lower(),
+                additional_info=env.get("ALERT_ADDITIONAL_INFO", "").strip(),
+                proxy=env.get("ALERT_WEBHOOK_PROXY", "").strip(),
+            )
+        else:
+            warnings.append(
+                "ALERT_ON_RELOAD=true but ALERT_WEBHOOK_URL is empty: no alerts are sent"
+            )
+    if ns.webhook_url and not re.match(r"^https?://", ns.webhook_url):
+        raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
+
+    kinds = tuple(
+        k
+        for k in Options().workload_kinds
+        if not (
+            ignored_workload_types_valid(workload_types)
+            and {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}.get(k)
+            in workload_types
+        )
+    )
+
     keys = Keys(**{field: getattr(ns, flag.replace("-", "_")) for flag, field in ANNOTATION_FLAGS})
     options = Options(
         plan=planning.Config(
@@ -226,6 +245,11 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         reload_on_delete=ns.reload_on_delete == "true",
         sync_after_restart=bool(ns.sync_after_restart),
         workers=ns.workers,
+        workload_kinds=kinds,
+        argo_rollouts=ns.is_argo_rollouts == "true",
+        csi=bool(ns.enable_csi_integration),
+        webhook_url=ns.webhook_url,
+        alerts=alerts,
     )
     return RunSettings(
         options=options,

@@ -53,6 +53,12 @@ class Workload:
     annotations: Mapping[str, str]
     template: PodTemplate
     uid: str = ""
+    #: Deployment `spec.paused`; CronJob `spec.suspend`
+    paused: bool = False
+    #: kind of the controlling owner (e.g. "CronJob" for a Job a CronJob created)
+    owner_kind: str = ""
+    #: an Argo Rollout's `spec.workloadRef` Deployment name (its template lives there)
+    workload_ref: str = ""
 
     @property
     def key(self) -> ObjectKey:
@@ -104,6 +110,14 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
 
     if not decision.reload:
         return result(Outcome.SKIPPED, decision.message)
+    if workload.kind is WorkloadKind.CRONJOB and workload.paused:
+        return result(Outcome.SKIPPED, f"{decision.message}, but the CronJob is suspended")
+    if workload.kind is WorkloadKind.JOB and workload.owner_kind == "CronJob":
+        return result(
+            Outcome.SKIPPED,
+            f"{decision.message}, but this Job was created by a CronJob: the CronJob is "
+            "reloaded instead of re-running its past Jobs",
+        )
     target = target_container(workload.template, change.rtype, change.name, auto=decision.auto)
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)

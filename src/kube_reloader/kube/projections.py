@@ -130,12 +130,53 @@ class PodTemplateSpec(msgspec.Struct, frozen=True):
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
 
 
+class WorkloadRef(msgspec.Struct, frozen=True):
+    apiVersion: str = ""
+    kind: str = ""
+    name: str = ""
+
+
 class WorkloadSpec(msgspec.Struct, frozen=True):
-    template: PodTemplateSpec = msgspec.field(default_factory=PodTemplateSpec)
+    template: PodTemplateSpec | None = None
+    paused: bool = False  # Deployments (spec.paused)
+    suspend: bool = False  # CronJobs
+    workloadRef: WorkloadRef | None = None  # Argo Rollouts that borrow a Deployment's template
+
+
+class JobTemplateSpec(msgspec.Struct, frozen=True):
+    spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+
+
+class CronJobSpec(msgspec.Struct, frozen=True):
+    suspend: bool = False
+    jobTemplate: JobTemplateSpec = msgspec.field(default_factory=JobTemplateSpec)
+
+
+class CronJob(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CronJobSpec = msgspec.field(default_factory=CronJobSpec)
+
+
+class SecretObjectVersion(msgspec.Struct, frozen=True):
+    id: str = ""
+    version: str = ""
+
+
+class SpcPodStatusStatus(msgspec.Struct, frozen=True):
+    secretProviderClassName: str = ""
+    objects: tuple[SecretObjectVersion, ...] | None = None
+
+
+class SpcPodStatus(msgspec.Struct, frozen=True):
+    """A SecretProviderClassPodStatus: which versions of which secrets a pod mounted."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: SpcPodStatusStatus = msgspec.field(default_factory=SpcPodStatusStatus)
 
 
 class Workload(msgspec.Struct, frozen=True):
-    """Deployment, StatefulSet or DaemonSet: metadata and the pod template's references."""
+    """A workload with `spec.template`: Deployment, StatefulSet, DaemonSet, Job, Rollout,
+    DeploymentConfig. Metadata and the pod template's references only."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)

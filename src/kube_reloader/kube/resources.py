@@ -70,3 +70,12 @@ CUSTOMRESOURCEDEFINITIONS = Resource(
     "CustomResourceDefinition",
     namespaced=False,
 )
+ROLLOUTS = Resource("argoproj.io", "v1alpha1", "rollouts", "Rollout")
+DEPLOYMENTCONFIGS = Resource("apps.openshift.io", "v1", "deploymentconfigs", "DeploymentConfig")
+SECRETPROVIDERCLASSES = Resource(
+    "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasses", "SecretProviderClass"
+)
+SECRETPROVIDERCLASSPODSTATUSES = Resource(
+    "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
+    "SecretProviderClassPodStatus",
+)  # fmt: skip

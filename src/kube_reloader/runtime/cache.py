@@ -36,6 +36,12 @@ class ConfigEntry:
     metadata: ObjectMeta
     rtype: ResourceType
     hash: str
+    #: the resource a SecretProviderClassPodStatus reports on (its SecretProviderClass)
+    resource: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.resource or self.metadata.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +111,10 @@ def _volume(v: p.Volume) -> Volume:
     return Volume(v.name, tuple(cms), tuple(secrets), spc)
 
 
-def workload_entry(kind: WorkloadKind, obj: p.Workload, keys: Keys) -> WorkloadEntry:
-    keep = keys.workload_keys()
-    meta = obj.metadata
-    tmpl = obj.spec.template
-    template = PodTemplate(
+def _template(tmpl: p.PodTemplateSpec | None, keep: frozenset[str]) -> PodTemplate:
+    if tmpl is None:
+        return PodTemplate()
+    return PodTemplate(
         annotations={k: v for k, v in tmpl.metadata.annotations.items() if k in keep},
         containers=tuple(_container(c) for c in tmpl.spec.containers),
         init_containers=tuple(_container(c) for c in tmpl.spec.initContainers),
@@ -117,6 +122,22 @@ def workload_entry(kind: WorkloadKind, obj: p.Workload, keys: Keys) -> WorkloadE
             _volume(v) for v in tmpl.spec.volumes if v.configMap or v.secret or v.projected or v.csi
         ),
     )
+
+
+def _owner_kind(meta: ObjectMeta) -> str:
+    return next((o.kind for o in meta.ownerReferences if o.controller), "")
+
+
+def workload_entry(kind: WorkloadKind, obj: p.Workload | p.CronJob, keys: Keys) -> WorkloadEntry:
+    keep = keys.workload_keys()
+    meta = obj.metadata
+    if isinstance(obj, p.CronJob):
+        template = _template(obj.spec.jobTemplate.spec.template, keep)
+        paused, ref = obj.spec.suspend, ""
+    else:
+        template = _template(obj.spec.template, keep)
+        paused = obj.spec.paused
+        ref = obj.spec.workloadRef.name if obj.spec.workloadRef else ""
     workload = Workload(
         kind=kind,
         namespace=meta.namespace,
@@ -124,8 +145,31 @@ def workload_entry(kind: WorkloadKind, obj: p.Workload, keys: Keys) -> WorkloadE
         annotations={k: v for k, v in meta.annotations.items() if k in keep},
         template=template,
         uid=meta.uid,
+        paused=paused,
+        owner_kind=_owner_kind(meta),
+        workload_ref=ref,
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
+
+
+def spc_status_entry(obj: p.SpcPodStatus) -> ConfigEntry:
+    """A SecretProviderClassPodStatus, reduced to the class it reports on and a hash.
+
+    Like v1, a status with no objects yet hashes as "" so that its first population counts
+    as a change."""
+    status = obj.status
+    if status.objects is None:
+        digest = ""
+    else:
+        digest = hashing.spc_pod_status_hash(
+            [(o.id, o.version) for o in status.objects], status.secretProviderClassName
+        )
+    return ConfigEntry(
+        _trim_meta(obj.metadata, frozenset()),
+        ResourceType.SECRETPROVIDERCLASS,
+        digest,
+        resource=status.secretProviderClassName,
+    )
 
 
 class WorkloadIndex:

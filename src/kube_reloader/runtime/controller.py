@@ -1,23 +1,27 @@
-"""The reload controller: reflectors feed caches, changes fan out to workloads, workers patch.
+"""The reload controller: reflectors feed caches, changes fan out to workloads, workers write.
 
 Data flow:
-1. Reflectors mirror ConfigMaps and Secrets (reduced to hashes at decode time) and the
-   watched workload kinds (reduced to the core's `Workload` value), per watched namespace.
+1. Reflectors mirror ConfigMaps and Secrets (reduced to hashes at decode time), optionally
+   SecretProviderClassPodStatuses (CSI), and the watched workload kinds (reduced to the core's
+   `Workload` value), per watched namespace. Optional kinds (Argo Rollouts, DeploymentConfigs,
+   CSI) start when API discovery finds them, so a CRD installed later is noticed.
 2. After the initial sync, a content change (hash differs), a creation (with
    `--reload-on-create`) or a deletion (with `--reload-on-delete`) becomes a `core.Change`.
 3. The change fans out through the reverse index to candidate workloads; `core.planning.plan`
-   decides for each; every workload that must change is queued by key with its changes.
+   decides for each; every workload that must change is queued by key with its changes (or,
+   in webhook mode, one notification is sent instead).
 4. A worker takes a workload key, re-plans all its pending changes against the latest cached
-   workload (level-based: a duplicate or stale change writes nothing), merges them into one
-   strategic-merge patch (field manager `Reloader`), applies it, records Events and logs, and
-   updates the cache from the patch answer. Transient failures back off and retry; nothing
-   seen is dropped.
+   workload (level-based: a duplicate or stale change writes nothing), writes them in one go
+   (`writing`), records Events, logs and alerts, and refreshes the cache from the answer.
+   Deployments with a pause period are paused first and resumed on time; the resume time is
+   derived from the object, so it survives restarts. Transient failures back off and retry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -26,21 +30,23 @@ from typing import Any
 
 import msgspec
 
-from kube_reloader.core import planning
+from kube_reloader.alerts import AlertSender, WebhookNotifier
+from kube_reloader.core import pausing, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Change, Event, Outcome
-from kube_reloader.core.strategies import PatchType
 from kube_reloader.kube import errors, events, projections, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.kube.client import PatchType as WirePatchType
+from kube_reloader.kube.resources import Resource
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
+from kube_reloader.runtime import writing
 from kube_reloader.runtime.cache import (
     ConfigEntry,
     WorkloadEntry,
     WorkloadIndex,
     configmap_entry,
     secret_entry,
+    spc_status_entry,
     workload_entry,
 )
 from kube_reloader.runtime.options import Options
@@ -48,11 +54,16 @@ from kube_reloader.runtime.queueing import WorkQueue
 
 log = logging.getLogger(__name__)
 
-
+WORKLOAD_RESOURCES = writing.RESOURCES
+PROJECTIONS: dict[WorkloadKind, type[Any]] = {
+    kind: projections.CronJob if kind is WorkloadKind.CRONJOB else projections.Workload
+    for kind in WorkloadKind
+}
 CONTENT_TYPES: dict[ResourceType, type[Any]] = {
     ResourceType.CONFIGMAP: projections.ConfigMapContent,
     ResourceType.SECRET: projections.SecretContent,
 }
+MAX_BACKOFF = 60.0
 
 
 def _config_transform(rtype: ResourceType, keys: Keys) -> Callable[[Any], ConfigEntry]:
@@ -71,17 +82,22 @@ def _workload_transform(kind: WorkloadKind, keys: Keys) -> Callable[[Any], Workl
     return transform
 
 
-WORKLOAD_RESOURCES = {
-    WorkloadKind.DEPLOYMENT: resources.DEPLOYMENTS,
-    WorkloadKind.DAEMONSET: resources.DAEMONSETS,
-    WorkloadKind.STATEFULSET: resources.STATEFULSETS,
-}
-_WIRE = {
-    PatchType.STRATEGIC: WirePatchType.STRATEGIC,
-    PatchType.MERGE: WirePatchType.MERGE,
-    PatchType.JSON: WirePatchType.JSON,
-}
-MAX_BACKOFF = 60.0
+def _spc_transform(keys: Keys) -> Callable[[Any], projections.Object]:
+    keep = keys.resource_keys()
+
+    def transform(obj: Any) -> projections.Object:
+        meta = obj.metadata
+        return projections.Object(
+            projections.ObjectMeta(
+                name=meta.name,
+                namespace=meta.namespace,
+                uid=meta.uid,
+                resourceVersion=meta.resourceVersion,
+                annotations={k: v for k, v in meta.annotations.items() if k in keep},
+            )
+        )
+
+    return transform
 
 
 @dataclass
@@ -93,6 +109,9 @@ class Stats:
     failures: int = 0
     retries: int = 0
     patches: int = 0
+    webhooks: int = 0
+    pauses: int = 0
+    resumes: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
 
@@ -114,18 +133,28 @@ class Controller:
         self.failures: dict[ObjectKey, int] = {}
         self.stats = Stats()
         self.ready = asyncio.Event()
+        self.alerts: AlertSender | None = None
+        self.webhook: WebhookNotifier | None = None
         self._stashed: dict[tuple[str, ResourceType, str], Change] = {}
         self._config_reflectors: list[Reflector[ConfigEntry]] = []
         self._workload_reflectors: list[Reflector[WorkloadEntry]] = []
         self._ns_reflector: Reflector[projections.Object] | None = None
+        self._spc_reflectors: list[Reflector[projections.Object]] = []
         self._selected_namespaces: set[str] = set()
         self._warned: set[tuple[ObjectKey, str]] = set()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
     def _scopes(self) -> list[str | None]:
         return list(self.options.namespaces) if self.options.namespaces else [None]
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def _build_reflectors(self) -> None:
         keys = self.keys
@@ -144,15 +173,7 @@ class Controller:
                     )
                 )
             for kind in self.options.workload_kinds:
-                self._workload_reflectors.append(
-                    Reflector(
-                        self.client,
-                        WORKLOAD_RESOURCES[kind],
-                        type=projections.Workload,
-                        namespace=ns,
-                        transform=_workload_transform(kind, keys),
-                    )
-                )
+                self._workload_reflectors.append(self._workload_reflector(kind, ns))
         if self.options.namespace_selector and not self.options.namespaces:
             self._ns_reflector = Reflector(
                 self.client,
@@ -161,25 +182,47 @@ class Controller:
                 label_selector=self.options.namespace_selector,
             )
 
+    def _workload_reflector(self, kind: WorkloadKind, ns: str | None) -> Reflector[WorkloadEntry]:
+        return Reflector(
+            self.client, WORKLOAD_RESOURCES[kind], type=PROJECTIONS[kind], namespace=ns,
+            transform=_workload_transform(kind, self.keys),
+        )  # fmt: skip
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set; then stop taking work and finish in-flight patches."""
+        """Run until `stop` is set; then stop taking work and finish in-flight writes."""
         self._build_reflectors()
-        consumers: list[Coroutine[Any, Any, None]] = [
-            self._consume_workloads(r) for r in self._workload_reflectors
-        ]
-        consumers += [self._consume_configs(r) for r in self._config_reflectors]
+        if self.options.alerts is not None:
+            a = self.options.alerts
+            self.alerts = AlertSender(
+                url=a.url, sink=a.sink, additional_info=a.additional_info, proxy=a.proxy or None
+            )
+            self.alerts.start()
+        if self.options.webhook_url:
+            self.webhook = WebhookNotifier(self.options.webhook_url)
+        for r in self._workload_reflectors:
+            self._spawn(self._consume_workloads(r))
+        for c in self._config_reflectors:
+            self._spawn(self._consume_configs(c))
         if self._ns_reflector is not None:
-            consumers.append(self._consume_namespaces(self._ns_reflector))
-        self._tasks = [asyncio.create_task(c) for c in consumers]
-        workers = [asyncio.create_task(self._worker(i)) for i in range(self.options.workers)]
+            self._spawn(self._consume_namespaces(self._ns_reflector))
+        if self.options.argo_rollouts:
+            self._spawn(self._optional_kind(WorkloadKind.ROLLOUT, required=True))
+        if self.options.deployment_configs:
+            self._spawn(self._optional_kind(WorkloadKind.DEPLOYMENTCONFIG, required=False))
+        if self.options.csi:
+            self._spawn(self._optional_csi())
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
         started = time.monotonic()
         waiter = asyncio.create_task(self._wait_synced(started))
         await stop.wait()
         log.info("stopping", extra={"in_flight": self.queue.active, "queued": len(self.queue)})
-        for t in [waiter, *self._tasks]:
+        waiter.cancel()
+        for t in list(self._tasks):
             t.cancel()
+        for h in self._resumes.values():
+            h.cancel()
         self.queue.close()
-        # let in-flight patches finish (bounded), then cancel the idle workers
+        # let in-flight writes finish (bounded), then cancel the idle workers
         deadline = time.monotonic() + 10
         while self.queue.active and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
             await asyncio.sleep(0.05)
@@ -188,6 +231,10 @@ class Controller:
         for t in [waiter, *self._tasks, *workers]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if self.alerts is not None:
+            await self.alerts.stop()
+        if self.webhook is not None:
+            await self.webhook.close()
 
     async def _wait_synced(self, started: float) -> None:
         reflectors: list[Any] = [*self._workload_reflectors, *self._config_reflectors]
@@ -207,14 +254,92 @@ class Controller:
             },
         )
 
+    # ------------------------------------------------------------------ optional APIs
+
+    async def _served(self, res: Resource) -> bool:
+        path = f"/apis/{res.group}/{res.version}"
+        try:
+            doc = msgspec.json.decode(await self.client.request("GET", path))
+        except errors.NotFound:
+            return False
+        return any(r.get("name") == res.plural for r in doc.get("resources") or ())
+
+    async def _wait_served(self, res: Resource, *, what: str, required: bool) -> None:
+        announced = False
+        while True:
+            try:
+                if await self._served(res):
+                    log.info(
+                        "API found, watching it", extra={"resource": str(res), "feature": what}
+                    )
+                    return
+            except errors.KubeError as exc:
+                log.warning("API discovery failed", extra={"resource": str(res), "error": str(exc)})
+            if not announced:
+                announced = True
+                (log.error if required else log.info)(
+                    "API not served; will check again",
+                    extra={
+                        "resource": f"{res.plural}.{res.group}/{res.version}",
+                        "feature": what,
+                        "retry_seconds": self.options.discovery_interval,
+                    },
+                )
+            await asyncio.sleep(self.options.discovery_interval)
+
+    async def _optional_kind(self, kind: WorkloadKind, *, required: bool) -> None:
+        what = "--is-Argo-Rollouts" if kind is WorkloadKind.ROLLOUT else "DeploymentConfig support"
+        await self._wait_served(WORKLOAD_RESOURCES[kind], what=what, required=required)
+        for ns in self._scopes():
+            refl = self._workload_reflector(kind, ns)
+            self._workload_reflectors.append(refl)
+            self._spawn(self._consume_workloads(refl))
+
+    async def _optional_csi(self) -> None:
+        await self._wait_served(
+            resources.SECRETPROVIDERCLASSPODSTATUSES, what="--enable-csi-integration", required=True
+        )
+        for ns in self._scopes():
+            spc = Reflector(
+                self.client, resources.SECRETPROVIDERCLASSES, type=projections.Object,
+                namespace=ns, transform=_spc_transform(self.keys),
+            )  # fmt: skip
+            self._spc_reflectors.append(spc)
+            self._spawn(self._drain(spc))
+            status = Reflector(
+                self.client,
+                resources.SECRETPROVIDERCLASSPODSTATUSES,
+                type=projections.SpcPodStatus,
+                namespace=ns,
+                transform=spc_status_entry,
+            )
+            self._config_reflectors.append(status)
+            self._spawn(self._consume_configs(status))
+
+    async def _drain(self, refl: Reflector[Any]) -> None:
+        async for _ in refl.events():
+            pass
+
+    def _spc_annotations(self, namespace: str, name: str) -> dict[str, str]:
+        for refl in self._spc_reflectors:
+            obj = refl.store.get((namespace, name))
+            if obj is not None:
+                return dict(obj.metadata.annotations)
+        return {}
+
     # ------------------------------------------------------------------ consumers
 
     async def _consume_workloads(self, refl: Reflector[WorkloadEntry]) -> None:
         async for ev in refl.events():
             if ev.type is EventType.DELETED and ev.object is not None:
                 self.index.remove(ev.object.workload.key)
+                handle = self._resumes.pop(ev.object.workload.key, None)
+                if handle is not None:
+                    handle.cancel()
             elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
                 self.index.put(ev.object.workload)
+                if ev.object.workload.kind is WorkloadKind.DEPLOYMENT:
+                    self._track_pause(ev.object.workload)
 
     async def _consume_namespaces(self, refl: Reflector[projections.Object]) -> None:
         async for ev in refl.events():
@@ -256,19 +381,27 @@ class Controller:
         if not self._namespace_wanted(ns):
             return None
         opts = self.options
+        if obj.rtype is ResourceType.SECRETPROVIDERCLASS:
+            # only updates of a pod status count (v1): creates and deletes are ignored
+            if ev.type is not EventType.MODIFIED or not obj.name:
+                return None
+            if ev.old is not None and ev.old.hash == obj.hash and ev.old.hash:
+                return None
+            annotations = self._spc_annotations(ns, obj.name)
+            return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, annotations)
         annotations = obj.metadata.annotations
         if ev.type is EventType.MODIFIED:
             if ev.old is not None and ev.old.hash == obj.hash:
                 return None  # metadata-only update
-            return Change(obj.rtype, ns, obj.metadata.name, obj.hash, Event.UPDATED, annotations)
+            return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, annotations)
         if ev.type is EventType.ADDED:
             if not opts.reload_on_create:
                 return None
             if initial and not opts.sync_after_restart and not ev.synthesized:
                 return None  # existed before we started
-            return Change(obj.rtype, ns, obj.metadata.name, obj.hash, Event.CREATED, annotations)
+            return Change(obj.rtype, ns, obj.name, obj.hash, Event.CREATED, annotations)
         if ev.type is EventType.DELETED and opts.reload_on_delete:
-            return Change(obj.rtype, ns, obj.metadata.name, "", Event.DELETED, annotations)
+            return Change(obj.rtype, ns, obj.name, "", Event.DELETED, annotations)
         return None
 
     def _namespace_wanted(self, namespace: str) -> bool:
@@ -282,14 +415,29 @@ class Controller:
 
     # ------------------------------------------------------------------ fan-out
 
+    def _resolve_template(self, workload: planning.Workload) -> planning.Workload:
+        """A workloadRef Rollout's pod template is its referenced Deployment's."""
+        if not workload.workload_ref:
+            return workload
+        ref = self.index.workloads.get(
+            ObjectKey(WorkloadKind.DEPLOYMENT.value, workload.namespace, workload.workload_ref)
+        )
+        if ref is None:
+            return workload
+        return planning.Workload(
+            workload.kind, workload.namespace, workload.name, workload.annotations, ref.template,
+            workload.uid, workload.paused, workload.owner_kind, workload.workload_ref,
+        )  # fmt: skip
+
     def _fan_out(self, change: Change) -> None:
         now = int(self.clock())
-        for workload in self.index.candidates(change.namespace, change.rtype, change.name):
+        matched: list[ObjectKey] = []
+        for candidate in self.index.candidates(change.namespace, change.rtype, change.name):
+            workload = self._resolve_template(candidate)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
             self._warn_once(workload, p.decision.warnings)
             if p.outcome is Outcome.RELOAD:
-                self.pending.setdefault(workload.key, {})[(change.rtype, change.name)] = change
-                self.queue.add(workload.key)
+                matched.append(workload.key)
             else:
                 self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
                 log.debug(
@@ -297,6 +445,22 @@ class Controller:
                     extra={"workload": str(workload.key), "resource": str(change),
                            "outcome": p.outcome.value, "reason": p.message},
                 )  # fmt: skip
+        if self.webhook is not None:
+            if matched:
+                self._spawn(self._notify_webhook(change, matched))
+            return
+        for key in matched:
+            self.pending.setdefault(key, {})[(change.rtype, change.name)] = change
+            self.queue.add(key)
+
+    async def _notify_webhook(self, change: Change, workloads: list[ObjectKey]) -> None:
+        assert self.webhook is not None
+        if await self.webhook.notify():
+            self.stats.webhooks += 1
+            log.info(
+                "webhook sent instead of reloading",
+                extra={"resource": str(change), "workloads": ",".join(map(str, workloads))},
+            )
 
     def _warn_once(self, workload: planning.Workload, warnings: tuple[str, ...]) -> None:
         for text in warnings:
@@ -307,11 +471,11 @@ class Controller:
             log.warning(
                 "bad reload annotation", extra={"workload": str(workload.key), "problem": text}
             )
-            self._spawn_event(workload, "Warning", "ReloadAnnotationInvalid", text, "reloader")
+            self._event(workload, "Warning", "ReloadAnnotationInvalid", text, "reloader")
 
     # ------------------------------------------------------------------ workers
 
-    async def _worker(self, n: int) -> None:
+    async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
             try:
@@ -334,10 +498,11 @@ class Controller:
         changes = self.pending.pop(key, {})
         if not changes:
             return
-        workload = self.index.workloads.get(key)
-        if workload is None:
+        cached = self.index.workloads.get(key)
+        if cached is None:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
             return
+        workload = self._resolve_template(cached)
         now = int(self.clock())
         plans = [
             planning.plan(change=c, workload=workload, config=self.options.plan, now=now)
@@ -348,14 +513,14 @@ class Controller:
             self.failures.pop(key, None)
             return
         resource = WORKLOAD_RESOURCES[workload.kind]
+        when = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
         try:
-            answer: dict[str, Any] | None = None
-            for ptype, body in planning.combine(todo):
-                answer = await self.client.patch(
-                    resource, key.name, body, namespace=key.namespace,
-                    patch_type=_WIRE[ptype], field_manager=self.options.field_manager,
-                )  # fmt: skip
-                self.stats.patches += 1
+            if workload.kind is WorkloadKind.DEPLOYMENT:
+                await self._maybe_pause(workload, when)
+            answer = await writing.write(
+                self.client, workload, todo, field_manager=self.options.field_manager, now=when
+            )
+            self.stats.patches += 1
         except errors.Conflict as exc:
             # the object changed under us: re-read it, refresh the cache, re-plan at once
             self.pending[key] = {**changes, **self.pending.get(key, {})}
@@ -390,7 +555,7 @@ class Controller:
                     "reload failed",
                     extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
                 )
-                self._spawn_event(
+                self._event(
                     workload, "Warning", "ReloadFail",
                     f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
                     f"failed with error {exc}",
@@ -398,7 +563,7 @@ class Controller:
                 )  # fmt: skip
             return
         self.failures.pop(key, None)
-        if answer is not None:
+        if answer is not None and answer.get("kind") == workload.kind.value:
             self._refresh_cache(workload.kind, answer)
         for p in todo:
             self.stats.reloads += 1
@@ -408,23 +573,96 @@ class Controller:
                 extra={"workload": str(key), "resource": str(c), "event": c.event.value,
                        "hash": c.hash, "reason": p.message},
             )  # fmt: skip
-            self._spawn_event(
+            self._event(
                 workload, "Normal", "Reloaded",
                 f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
                 f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
                 f"'{key.namespace}'",
                 f"reloader-{c.rtype.plural}",
             )  # fmt: skip
+            if self.alerts is not None:
+                self.alerts.reloaded(
+                    resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
+                    workload=key.name, kind=key.kind,
+                )  # fmt: skip
 
     def _refresh_cache(self, kind: WorkloadKind, answer: dict[str, Any]) -> None:
-        """The patch answer is the new object: index it now, before its watch event."""
+        """The write's answer is the new object: index it now, before its watch event."""
         try:
-            obj = msgspec.convert(answer, projections.Workload)
+            obj = msgspec.convert(answer, PROJECTIONS[kind])
         except (msgspec.ValidationError, TypeError):
             return
         self.index.put(workload_entry(kind, obj, self.keys).workload)
 
-    def _spawn_event(
+    # ------------------------------------------------------------------ pause period
+
+    async def _maybe_pause(self, workload: planning.Workload, now: dt.datetime) -> None:
+        keys = self.keys
+        decision = pausing.plan_pause(
+            annotations=dict(workload.annotations), paused=workload.paused, now=now,
+            period_key=keys.pause_period, paused_at_key=keys.paused_at,
+        )  # fmt: skip
+        if decision.action is pausing.PauseAction.INVALID:
+            self._warn_once(workload, (decision.message,))
+        elif decision.action is pausing.PauseAction.PAUSE:
+            await self.client.patch(
+                resources.DEPLOYMENTS, workload.name, pausing.pause_patch(keys.paused_at, now),
+                namespace=workload.namespace, field_manager=self.options.field_manager,
+            )  # fmt: skip
+            self.stats.pauses += 1
+            log.info(
+                "paused deployment",
+                extra={"workload": str(workload.key), "until": str(decision.resume_at)},
+            )
+            assert decision.resume_at is not None
+            self._schedule_resume(workload.key, decision.resume_at)
+
+    def _track_pause(self, workload: planning.Workload) -> None:
+        """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
+        _due, when = pausing.resume_due(
+            annotations=dict(workload.annotations), paused=workload.paused,
+            now=dt.datetime.now(dt.UTC), period_key=self.keys.pause_period,
+            paused_at_key=self.keys.paused_at,
+        )  # fmt: skip
+        if when is None:
+            handle = self._resumes.pop(workload.key, None)
+            if handle is not None:
+                handle.cancel()
+            return
+        if workload.key not in self._resumes:
+            self._schedule_resume(workload.key, when)
+
+    def _schedule_resume(self, key: ObjectKey, when: dt.datetime) -> None:
+        old = self._resumes.pop(key, None)
+        if old is not None:
+            old.cancel()
+        delay = max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+        loop = asyncio.get_running_loop()
+        self._resumes[key] = loop.call_later(delay, lambda: self._spawn(self._resume(key)))
+
+    async def _resume(self, key: ObjectKey) -> None:
+        self._resumes.pop(key, None)
+        try:
+            obj = await self.client.get(resources.DEPLOYMENTS, key.name, namespace=key.namespace)
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            paused = bool((obj.get("spec") or {}).get("paused"))
+            if not (paused and annotations.get(self.keys.paused_at)):
+                return  # resumed by someone else, or not our pause
+            await self.client.patch(
+                resources.DEPLOYMENTS, key.name, pausing.resume_patch(self.keys.paused_at),
+                namespace=key.namespace, field_manager=self.options.field_manager,
+            )  # fmt: skip
+            self.stats.resumes += 1
+            log.info("resumed deployment", extra={"workload": str(key)})
+        except errors.NotFound:
+            return
+        except errors.KubeError as exc:
+            log.warning("resume failed, retrying", extra={"workload": str(key), "error": str(exc)})
+            self._schedule_resume(key, dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5))
+
+    # ------------------------------------------------------------------ events
+
+    def _event(
         self,
         workload: planning.Workload,
         event_type: str,
@@ -443,6 +681,4 @@ class Controller:
             except errors.KubeError as exc:
                 log.warning("could not record event", extra={"reason": reason, "error": str(exc)})
 
-        task = asyncio.get_running_loop().create_task(send())
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+        self._spawn(send())

@@ -13,6 +13,14 @@ from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 
 @dataclass(frozen=True, slots=True)
+class AlertSettings:
+    url: str
+    sink: str = ""
+    additional_info: str = ""
+    proxy: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Options:
     plan: planning.Config = field(default_factory=planning.Config)
     #: None = all namespaces; otherwise the namespaces to watch (scoped mode)
@@ -23,9 +31,22 @@ class Options:
     resources: tuple[ResourceType, ...] = (ResourceType.CONFIGMAP, ResourceType.SECRET)
     workload_kinds: tuple[WorkloadKind, ...] = (
         WorkloadKind.DEPLOYMENT,
+        WorkloadKind.CRONJOB,
+        WorkloadKind.JOB,
         WorkloadKind.DAEMONSET,
         WorkloadKind.STATEFULSET,
     )
+    #: `--is-Argo-Rollouts=true`: watch argoproj.io/v1alpha1 Rollouts when served
+    argo_rollouts: bool = False
+    #: watch apps.openshift.io/v1 DeploymentConfigs when API discovery finds them
+    deployment_configs: bool = True
+    #: `--enable-csi-integration`: watch SecretProviderClassPodStatuses when served
+    csi: bool = False
+    #: `--webhook-url`: notify instead of reloading
+    webhook_url: str = ""
+    alerts: AlertSettings | None = None
+    #: how often to look again for an optional API (Rollouts, DeploymentConfigs, CSI)
+    discovery_interval: float = 30.0
     reload_on_create: bool = False
     reload_on_delete: bool = False
     sync_after_restart: bool = False
