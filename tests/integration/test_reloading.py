@@ -7,15 +7,12 @@ assertion is about what lands on the API server: env vars, annotations, Events.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from kube_reloader.core import hashing, planning
+from kube_reloader.core import hashing
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.strategies import Strategy
@@ -24,79 +21,19 @@ from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.options import Options
 from tests import builders
+from tests.harness import (
+    AUTO,
+    BUILDERS,
+    KIND_RESOURCE,
+    app,
+    env_of,
+    running,
+    template_annotations,
+    update_cm,
+)
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
-
-AUTO = {"reloader.stakater.com/auto": "true"}
-KIND_RESOURCE = {
-    "Deployment": resources.DEPLOYMENTS,
-    "StatefulSet": resources.STATEFULSETS,
-    "DaemonSet": resources.DAEMONSETS,
-}
-BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "Deployment": builders.deployment,
-    "StatefulSet": builders.statefulset,
-    "DaemonSet": builders.daemonset,
-}
-
-
-@contextlib.asynccontextmanager
-async def running(client: Client, namespace: str, **overrides: Any) -> AsyncIterator[Controller]:
-    """Run the controller scoped to `namespace` until the block ends."""
-    strategy = overrides.pop("strategy", Strategy.ENV_VARS)
-    match = overrides.pop("match", MatchConfig())
-    opts = replace(
-        Options(plan=planning.Config(match=match, strategy=strategy), namespaces=(namespace,)),
-        **overrides,
-    )
-    controller = Controller(client, opts)
-    stop = asyncio.Event()
-    task = asyncio.create_task(controller.run(stop))
-    await asyncio.wait_for(controller.ready.wait(), 30)
-    try:
-        yield controller
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-async def env_of(
-    client: Client, kind: str, namespace: str, name: str, container: int = 0
-) -> dict[str, str]:
-    obj = await client.get(KIND_RESOURCE[kind], name, namespace=namespace)
-    env = obj["spec"]["template"]["spec"]["containers"][container].get("env") or []
-    return {e["name"]: e.get("value", "") for e in env}
-
-
-async def template_annotations(
-    client: Client, kind: str, namespace: str, name: str
-) -> dict[str, str]:
-    obj = await client.get(KIND_RESOURCE[kind], name, namespace=namespace)
-    return obj["spec"]["template"]["metadata"].get("annotations") or {}
-
-
-async def update_cm(client: Client, namespace: str, name: str, data: dict[str, str]) -> None:
-    await client.patch(
-        resources.CONFIGMAPS, name, {"data": data}, namespace=namespace, patch_type=PatchType.MERGE
-    )
-
-
-def app(*, env_from_configmaps: tuple[str, ...] = (), env_from_secrets: tuple[str, ...] = (),
-        volume_mounts: tuple[str, ...] = (), volumes: list[dict[str, Any]] | None = None,
-        containers: list[dict[str, Any]] | None = None, init: list[dict[str, Any]] | None = None,
-        labels: dict[str, str], template_annotations: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    tmpl = builders.pod_template(
-        labels,
-        containers=containers
-        or [builders.container("app", env_from_configmaps=env_from_configmaps,
-                               env_from_secrets=env_from_secrets, volume_mounts=volume_mounts)],
-        volumes=volumes,
-        annotations=template_annotations,
-    )  # fmt: skip
-    if init:
-        tmpl["spec"]["initContainers"] = init
-    return tmpl
 
 
 # ------------------------------------------------------------------ kinds x strategies

@@ -11,7 +11,6 @@ work proportional to the workloads it can affect, never a LIST.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kube_reloader.core import hashing
@@ -180,6 +179,8 @@ class WorkloadIndex:
         self.workloads: dict[ObjectKey, Workload] = {}
         self._refs: dict[tuple[str, ResourceType, str], set[ObjectKey]] = defaultdict(set)
         self._named: dict[tuple[str, ResourceType], set[ObjectKey]] = defaultdict(set)
+        #: (namespace, Deployment name) -> Rollouts whose workloadRef points at it
+        self._borrowers: dict[tuple[str, str], set[ObjectKey]] = defaultdict(set)
         self._indexed: dict[
             ObjectKey, tuple[list[tuple[str, ResourceType, str]], list[tuple[str, ResourceType]]]
         ] = {}
@@ -201,9 +202,17 @@ class WorkloadIndex:
                 named.append((workload.namespace, rtype))
                 self._named[(workload.namespace, rtype)].add(key)
         self._indexed[key] = (refs, named)
+        if workload.workload_ref:
+            self._borrowers[(workload.namespace, workload.workload_ref)].add(key)
 
     def remove(self, key: ObjectKey) -> None:
-        self.workloads.pop(key, None)
+        old = self.workloads.pop(key, None)
+        if old is not None and old.workload_ref:
+            borrowers = self._borrowers.get((old.namespace, old.workload_ref))
+            if borrowers is not None:
+                borrowers.discard(key)
+                if not borrowers:
+                    del self._borrowers[(old.namespace, old.workload_ref)]
         refs, named = self._indexed.pop(key, ([], []))
         for r in refs:
             bucket = self._refs.get(r)
@@ -220,11 +229,9 @@ class WorkloadIndex:
 
     def candidates(self, namespace: str, rtype: ResourceType, name: str) -> list[Workload]:
         """Workloads that reference the resource or carry a named list for its type."""
-        keys = self._refs.get((namespace, rtype, name), set()) | self._named.get(
-            (namespace, rtype), set()
-        )
+        keys = set(self._refs.get((namespace, rtype, name), ()))
+        keys |= self._named.get((namespace, rtype), set())
+        for k in list(keys):  # Rollouts that borrow a candidate Deployment's template
+            if k.kind == WorkloadKind.DEPLOYMENT.value:
+                keys |= self._borrowers.get((namespace, k.name), set())
         return [self.workloads[k] for k in sorted(keys) if k in self.workloads]
-
-    def in_namespace(self, namespaces: Iterable[str]) -> int:
-        wanted = set(namespaces)
-        return sum(1 for k in self.workloads if k.namespace in wanted)

@@ -205,12 +205,13 @@ class Controller:
             self._spawn(self._consume_configs(c))
         if self._ns_reflector is not None:
             self._spawn(self._consume_namespaces(self._ns_reflector))
+        # Optional APIs served right now are part of the initial sync; others are polled for.
         if self.options.argo_rollouts:
-            self._spawn(self._optional_kind(WorkloadKind.ROLLOUT, required=True))
+            await self._optional_kind(WorkloadKind.ROLLOUT, required=True)
         if self.options.deployment_configs:
-            self._spawn(self._optional_kind(WorkloadKind.DEPLOYMENTCONFIG, required=False))
+            await self._optional_kind(WorkloadKind.DEPLOYMENTCONFIG, required=False)
         if self.options.csi:
-            self._spawn(self._optional_csi())
+            await self._optional_csi()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
         started = time.monotonic()
         waiter = asyncio.create_task(self._wait_synced(started))
@@ -264,41 +265,55 @@ class Controller:
             return False
         return any(r.get("name") == res.plural for r in doc.get("resources") or ())
 
+    async def _check_served(self, res: Resource) -> bool:
+        try:
+            return await self._served(res)
+        except errors.KubeError as exc:
+            log.warning("API discovery failed", extra={"resource": str(res), "error": str(exc)})
+            return False
+
     async def _wait_served(self, res: Resource, *, what: str, required: bool) -> None:
-        announced = False
+        (log.error if required else log.info)(
+            "API not served; will check again",
+            extra={
+                "resource": f"{res.plural}.{res.group}/{res.version}",
+                "feature": what,
+                "retry_seconds": self.options.discovery_interval,
+            },
+        )
         while True:
-            try:
-                if await self._served(res):
-                    log.info(
-                        "API found, watching it", extra={"resource": str(res), "feature": what}
-                    )
-                    return
-            except errors.KubeError as exc:
-                log.warning("API discovery failed", extra={"resource": str(res), "error": str(exc)})
-            if not announced:
-                announced = True
-                (log.error if required else log.info)(
-                    "API not served; will check again",
-                    extra={
-                        "resource": f"{res.plural}.{res.group}/{res.version}",
-                        "feature": what,
-                        "retry_seconds": self.options.discovery_interval,
-                    },
-                )
             await asyncio.sleep(self.options.discovery_interval)
+            if await self._check_served(res):
+                log.info("API found, watching it", extra={"resource": str(res), "feature": what})
+                return
 
     async def _optional_kind(self, kind: WorkloadKind, *, required: bool) -> None:
+        """Watch `kind` now if its API is served; otherwise poll discovery in the background."""
+        res = WORKLOAD_RESOURCES[kind]
+        if await self._check_served(res):
+            for ns in self._scopes():
+                refl = self._workload_reflector(kind, ns)
+                self._workload_reflectors.append(refl)
+                self._spawn(self._consume_workloads(refl))
+            return
         what = "--is-Argo-Rollouts" if kind is WorkloadKind.ROLLOUT else "DeploymentConfig support"
-        await self._wait_served(WORKLOAD_RESOURCES[kind], what=what, required=required)
-        for ns in self._scopes():
-            refl = self._workload_reflector(kind, ns)
-            self._workload_reflectors.append(refl)
-            self._spawn(self._consume_workloads(refl))
+
+        async def later() -> None:
+            await self._wait_served(res, what=what, required=required)
+            await self._optional_kind(kind, required=required)
+
+        self._spawn(later())
 
     async def _optional_csi(self) -> None:
-        await self._wait_served(
-            resources.SECRETPROVIDERCLASSPODSTATUSES, what="--enable-csi-integration", required=True
-        )
+        res = resources.SECRETPROVIDERCLASSPODSTATUSES
+        if not await self._check_served(res):
+
+            async def later() -> None:
+                await self._wait_served(res, what="--enable-csi-integration", required=True)
+                await self._optional_csi()
+
+            self._spawn(later())
+            return
         for ns in self._scopes():
             spc = Reflector(
                 self.client, resources.SECRETPROVIDERCLASSES, type=projections.Object,
