@@ -647,3 +647,99 @@ async def test_a_dead_alert_sink_never_delays_reloads(client: Client, namespace:
             return ctl.alerts is not None and ctl.alerts.stats.failed == 1
 
         await eventually(counted, what="the failed alert to be counted", timeout=20)
+
+
+# ------------------------------------------------------------------ modes x strategies for the other kinds
+
+KIND_MODES = {
+    "auto": (AUTO, {}, {}, True),
+    "typed auto": ({"configmap.reloader.stakater.com/auto": "true"}, {}, {}, True),
+    "named": ({"configmap.reloader.stakater.com/reload": "other,c"}, {}, {}, False),
+    "search and match": ({"reloader.stakater.com/search": "true"}, {}, {"reloader.stakater.com/match": "true"}, True),
+    "pod template fallback": ({}, AUTO, {}, True),
+}  # fmt: skip
+
+
+def _manifest(
+    kind: str, namespace: str, wa: dict[str, str], tmpl: dict[str, Any]
+) -> dict[str, Any]:
+    if kind == "CronJob":
+        tmpl["spec"]["restartPolicy"] = "Never"
+        return builders.cronjob("w", namespace, template=tmpl, annotations=wa)
+    if kind == "Job":
+        tmpl["spec"]["restartPolicy"] = "Never"
+        tmpl["metadata"]["labels"] = {"job": "w"}
+        return builders.job("w", namespace, template=tmpl, annotations=wa)
+    if kind == "Rollout":
+        r = rollout("w", namespace, annotations=wa)
+        r["spec"]["template"] = tmpl
+        return r
+    return {"apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig",
+            "metadata": {"name": "w", "namespace": namespace, "annotations": wa},
+            "spec": {"replicas": 1, "selector": {"app": "w"}, "template": tmpl}}  # fmt: skip
+
+
+async def _reloaded_template(
+    client: Client, kind: str, namespace: str, old_uid: str
+) -> dict[str, Any] | None:
+    """The pod template that carries the reload, wherever that kind puts it."""
+    if kind == "CronJob":
+        jobs = (await client.list(resources.JOBS, namespace=namespace)).items
+        return jobs[0]["spec"]["template"] if jobs else None
+    res = {
+        "Job": resources.JOBS,
+        "Rollout": resources.ROLLOUTS,
+        "DeploymentConfig": resources.DEPLOYMENTCONFIGS,
+    }[kind]
+    try:
+        obj = await client.get(res, "w", namespace=namespace)
+    except errors.NotFound:
+        return None
+    if kind == "Job" and obj["metadata"]["uid"] == old_uid:
+        return None
+    return obj["spec"]["template"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("kind", ["CronJob", "Job", "Rollout", "DeploymentConfig"])
+@pytest.mark.parametrize("strategy", [Strategy.ENV_VARS, Strategy.ANNOTATIONS])
+@pytest.mark.parametrize("mode", list(KIND_MODES))
+async def test_every_annotation_mode_and_strategy_reloads_the_other_kinds(
+    client: Client, namespace: str, mode: str, strategy: Strategy, kind: str
+) -> None:
+    if kind in ("Rollout", "DeploymentConfig"):
+        await ensure_crds(client)
+    wa, pa, ra, referenced = KIND_MODES[mode]
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}, annotations=ra)
+    )
+    tmpl = app(
+        env_from_configmaps=("c",) if referenced else (),
+        labels={"app": "w"},
+        template_annotations=pa,
+    )
+    created = await client.create(
+        {"CronJob": resources.CRONJOBS, "Job": resources.JOBS, "Rollout": resources.ROLLOUTS,
+         "DeploymentConfig": resources.DEPLOYMENTCONFIGS}[kind],
+        _manifest(kind, namespace, wa, tmpl),
+    )  # fmt: skip
+    want = hashing.configmap_hash({"a": "2"})
+    async with running(client, namespace, strategy=strategy, argo_rollouts=True):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def done() -> bool:
+            t = await _reloaded_template(client, kind, namespace, created["metadata"]["uid"])
+            if not t:
+                return False
+            if strategy is Strategy.ENV_VARS:
+                env = {
+                    e["name"]: e.get("value") for e in t["spec"]["containers"][0].get("env") or []
+                }
+                return env.get("STAKATER_C_CONFIGMAP") == want
+            raw = (
+                (t.get("metadata") or {})
+                .get("annotations", {})
+                .get("reloader.stakater.com/last-reloaded-from")
+            )
+            return bool(raw) and json.loads(raw)["hash"] == want
+
+        await eventually(done, what=f"{mode} reload of a {kind} ({strategy})", timeout=40)
