@@ -776,3 +776,38 @@ async def test_a_rejected_patch_records_reload_fail_and_other_workloads_still_re
             ),
             policy,
         )
+
+
+async def test_a_reload_is_counted_in_reloaders_and_our_metrics(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment("x", namespace, template=app(labels={"app": "x"})),
+    )
+    async with running(client, namespace) as ctl:
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def counted() -> str | None:
+            text = ctl.metrics.exposition().decode()
+            return text if 'reloader_reload_executed_total{success="true"} 1.0' in text else None
+
+        text = await eventually(counted, what="the reload to be counted")
+    assert 'reloader_action_total{result="success",workload_kind="Deployment"} 1.0' in text
+    assert 'kube_reloader_reload_latency_seconds_count{workload_kind="Deployment"} 1.0' in text
+    assert (
+        'reloader_events_received_total{event_type="update",resource_type="configmaps"} 1.0' in text
+    )
+    assert 'reloader_workloads_matched_total{kind="Deployment"} 1.0' in text
+    assert 'kube_reloader_decisions_total{outcome="reload",reason="auto"} 1.0' in text
+    assert 'kube_reloader_cache_objects{resource="deployments.apps"} 2.0' in text

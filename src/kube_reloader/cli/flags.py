@@ -69,6 +69,9 @@ class RunSettings:
     kubeconfig: str | None
     context: str | None
     warnings: tuple[str, ...]
+    metrics_addr: str = ":9090"
+    #: diagnostics listener (`--enable-pprof`); the default `:6060` binds to loopback only
+    pprof_addr: str | None = None
 
 
 def _bool(flag: str) -> Callable[[str], bool]:
@@ -120,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--workers", type=int, default=4, help="concurrent workload patches")
+    parser.add_argument(
+        "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
+    )
     return parser
 
 
@@ -168,8 +174,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     unsupported = []
     if ns.enable_ha:
         unsupported.append("--enable-ha")
-    if ns.enable_pprof:
-        unsupported.append("--enable-pprof")
     if unsupported:
         raise FlagError(
             f"{', '.join(unsupported)}: not available in this version of kube-reloader yet "
@@ -251,8 +255,16 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         webhook_url=ns.webhook_url,
         alerts=alerts,
     )
+    for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
+        if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
+            raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
+    pprof = None
+    if ns.enable_pprof:
+        pprof = "127.0.0.1:6060" if ns.pprof_addr == ":6060" else ns.pprof_addr
     return RunSettings(
         options=options,
+        metrics_addr=ns.metrics_addr,
+        pprof_addr=pprof,
         log_format=ns.log_format,
         log_level=ns.log_level,
         kubeconfig=ns.kubeconfig,

@@ -13,7 +13,7 @@ import os
 import random
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, overload
@@ -113,8 +113,11 @@ class Client:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         max_connections: int = 100,
+        observer: Callable[[str, str], None] | None = None,
     ) -> None:
         self.config = config
+        #: told (verb, status code or "error") after every request, e.g. to count them
+        self.observer = observer
         self._user_agent = user_agent
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -223,6 +226,8 @@ class Client:
                     **kwargs,
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                if self.observer is not None:
+                    self.observer(method, "error")
                 err: errors.KubeError = errors.ConnectionFailed(
                     f"{method} {path}: cannot reach {self.config.server}: {_describe(exc)}"
                 )
@@ -231,6 +236,8 @@ class Client:
                     attempt += 1
                     continue
                 raise err from exc
+            if self.observer is not None:
+                self.observer(method, str(resp.status))
             if resp.status < 400:
                 try:
                     yield resp

@@ -39,6 +39,7 @@ from kube_reloader.kube import errors, events, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
+from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import writing
 from kube_reloader.runtime.cache import (
     ConfigEntry,
@@ -49,6 +50,7 @@ from kube_reloader.runtime.cache import (
     spc_status_entry,
     workload_entry,
 )
+from kube_reloader.runtime.observing import ControllerCollector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.queueing import WorkQueue
 
@@ -64,6 +66,7 @@ CONTENT_TYPES: dict[ResourceType, type[Any]] = {
     ResourceType.SECRET: projections.SecretContent,
 }
 MAX_BACKOFF = 60.0
+_EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
 
 
 def _config_transform(rtype: ResourceType, keys: Keys) -> Callable[[Any], ConfigEntry]:
@@ -122,10 +125,15 @@ class Controller:
         options: Options,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: Recorder | None = None,
     ) -> None:
         self.client = client
         self.options = options
         self.clock = clock
+        self.metrics = metrics or Recorder(by_namespace=False)
+        #: when each pending workload key was queued, and when each change was first observed
+        self._queued_at: dict[ObjectKey, float] = {}
+        self._observed_at: dict[tuple[ObjectKey, ResourceType, str], float] = {}
         self.keys = options.plan.match.keys
         self.index = WorkloadIndex(self.keys)
         self.queue: WorkQueue[ObjectKey] = WorkQueue()
@@ -135,7 +143,7 @@ class Controller:
         self.ready = asyncio.Event()
         self.alerts: AlertSender | None = None
         self.webhook: WebhookNotifier | None = None
-        self._stashed: dict[tuple[str, ResourceType, str], Change] = {}
+        self._stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = {}
         self._config_reflectors: list[Reflector[ConfigEntry]] = []
         self._workload_reflectors: list[Reflector[WorkloadEntry]] = []
         self._ns_reflector: Reflector[projections.Object] | None = None
@@ -144,6 +152,7 @@ class Controller:
         self._warned: set[tuple[ObjectKey, str]] = set()
         self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.metrics.registry.register(ControllerCollector(self))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -243,9 +252,10 @@ class Controller:
             reflectors.append(self._ns_reflector)
         await asyncio.gather(*(r.synced.wait() for r in reflectors))
         self.ready.set()
+        self.metrics.ready.set(1)
         stashed, self._stashed = self._stashed, {}
-        for change in stashed.values():
-            self._fan_out(change)
+        for change, observed in stashed.values():
+            self._fan_out(change, observed)
         log.info(
             "caches synced",
             extra={
@@ -254,6 +264,13 @@ class Controller:
                 "configs": sum(len(r.store) for r in self._config_reflectors),
             },
         )
+
+    def all_reflectors(self) -> list[Reflector[Any]]:
+        out: list[Reflector[Any]] = [*self._workload_reflectors, *self._config_reflectors]
+        out += self._spc_reflectors
+        if self._ns_reflector is not None:
+            out.append(self._ns_reflector)
+        return out
 
     # ------------------------------------------------------------------ optional APIs
 
@@ -367,13 +384,24 @@ class Controller:
 
     async def _consume_configs(self, refl: Reflector[ConfigEntry]) -> None:
         initial = True
+        resource_type = refl.resource.plural
         async for ev in refl.events():
             if ev.type is EventType.SYNCED:
                 initial = False
                 continue
+            self.metrics.events_received.labels(
+                event_type=_EVENT_NAMES[ev.type], resource_type=resource_type
+            ).inc()
             change = self._change_for(ev, initial=initial)
-            if change is not None:
+            if change is None:
+                if ev.type is EventType.MODIFIED:
+                    self.metrics.skipped.labels(reason="no_data_change").inc()
+            else:
                 self.stats.changes += 1
+                observed = time.monotonic()
+                self.metrics.events_processed.labels(
+                    event_type=change.event.value, resource_type=resource_type, result="success"
+                ).inc()
                 log.info(
                     "change detected",
                     extra={
@@ -384,9 +412,12 @@ class Controller:
                     },
                 )
                 if self.ready.is_set():
-                    self._fan_out(change)
+                    self._fan_out(change, observed)
                 else:
-                    self._stashed[(change.namespace, change.rtype, change.name)] = change
+                    self._stashed[(change.namespace, change.rtype, change.name)] = (
+                        change,
+                        observed,
+                    )
 
     def _change_for(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | None:
         obj = ev.object
@@ -444,16 +475,26 @@ class Controller:
             workload.uid, workload.paused, workload.owner_kind, workload.workload_ref,
         )  # fmt: skip
 
-    def _fan_out(self, change: Change) -> None:
+    def _fan_out(self, change: Change, observed: float) -> None:
         now = int(self.clock())
         matched: list[ObjectKey] = []
         for candidate in self.index.candidates(change.namespace, change.rtype, change.name):
             workload = self._resolve_template(candidate)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
             self._warn_once(workload, p.decision.warnings)
+            kind = workload.kind.value
+            self.metrics.workloads_scanned.labels(kind=kind).inc()
+            self.metrics.decisions.labels(
+                outcome=p.outcome.value, reason=p.decision.reason.value
+            ).inc()
             if p.outcome is Outcome.RELOAD:
+                self.metrics.workloads_matched.labels(kind=kind).inc()
                 matched.append(workload.key)
             else:
+                reason = (
+                    "strategy_not_updated" if p.outcome is Outcome.NO_CONTAINER else p.outcome.value
+                )
+                self.metrics.skipped.labels(reason=reason).inc()
                 self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
                 log.debug(
                     "not reloading",
@@ -465,13 +506,29 @@ class Controller:
                 self._spawn(self._notify_webhook(change, matched))
             return
         for key in matched:
-            self.pending.setdefault(key, {})[(change.rtype, change.name)] = change
-            self.queue.add(key)
+            pending = self.pending.setdefault(key, {})
+            if pending:
+                self.metrics.coalesced.inc()
+            pending[(change.rtype, change.name)] = change
+            self._observed_at.setdefault((key, change.rtype, change.name), observed)
+            self._enqueue(key)
+
+    def _enqueue(self, key: ObjectKey) -> None:
+        self._queued_at.setdefault(key, time.monotonic())
+        self.queue.add(key)
+        self.metrics.queue_adds.inc()
+        self.metrics.queue_depth.set(len(self.queue))
 
     async def _notify_webhook(self, change: Change, workloads: list[ObjectKey]) -> None:
         assert self.webhook is not None
         if await self.webhook.notify():
             self.stats.webhooks += 1
+            self.metrics.side_channel.labels(channel="webhook", result="success").inc()
+            self.metrics.reload_executed.labels(success="true").inc()
+            self.metrics.action.labels(workload_kind="webhook", result="success").inc()
+        else:
+            self.metrics.side_channel.labels(channel="webhook", result="error").inc()
+            self.metrics.errors.labels(type="webhook_send").inc()
             log.info(
                 "webhook sent instead of reloading",
                 extra={"resource": str(change), "workloads": ",".join(map(str, workloads))},
@@ -493,20 +550,35 @@ class Controller:
     async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
+            queued = self._queued_at.pop(key, None)
+            if queued is not None:
+                self.metrics.queue_latency.observe(time.monotonic() - queued)
+            self.metrics.queue_depth.set(len(self.queue))
+            started = time.monotonic()
+            result = "success"
             try:
                 await self._reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not kill the worker: log, back off, retry
+                result = "error"
+                self.metrics.errors.labels(type="handler_error").inc()
                 log.exception("reconcile crashed", extra={"workload": str(key)})
                 self._retry(key)
             finally:
                 self.queue.done(key)
+                self.metrics.reconcile.labels(result=result).inc()
+                self.metrics.reconcile_duration.labels(result=result).observe(
+                    time.monotonic() - started
+                )
 
     def _retry(self, key: ObjectKey) -> None:
         n = self.failures.get(key, 0) + 1
         self.failures[key] = n
         self.stats.retries += 1
+        self.metrics.retries.inc()
+        self.metrics.deferred.labels(reason="retry_backoff").inc()
+        self._queued_at.setdefault(key, time.monotonic())
         self.queue.add_after(key, min(MAX_BACKOFF, 0.2 * 2 ** (n - 1)))
 
     async def _reconcile(self, key: ObjectKey) -> None:
@@ -516,6 +588,7 @@ class Controller:
         cached = self.index.workloads.get(key)
         if cached is None:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
+            self._forget(key, changes)
             return
         workload = self._resolve_template(cached)
         now = int(self.clock())
@@ -526,9 +599,11 @@ class Controller:
         todo = [p for p in plans if p.outcome is Outcome.RELOAD]
         if not todo:
             self.failures.pop(key, None)
+            self._forget(key, changes)
             return
         resource = WORKLOAD_RESOURCES[workload.kind]
         when = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
+        write_started = time.monotonic()
         try:
             if workload.kind is WorkloadKind.DEPLOYMENT:
                 await self._maybe_pause(workload, when)
@@ -561,11 +636,17 @@ class Controller:
             return
         except errors.NotFound:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
+            self._forget(key, changes)
             return
         except errors.KubeError as exc:
             self.failures.pop(key, None)
+            self._forget(key, changes)
             self.stats.failures += 1
+            self.metrics.errors.labels(type="update_workload").inc()
             for p in todo:
+                self.metrics.reload_done(
+                    kind=key.kind, namespace=key.namespace, success=False, seconds=None
+                )
                 log.error(
                     "reload failed",
                     extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
@@ -580,9 +661,18 @@ class Controller:
         self.failures.pop(key, None)
         if answer is not None and answer.get("kind") == workload.kind.value:
             self._refresh_cache(workload.kind, answer)
+        accepted = time.monotonic()
+        self.metrics.action_latency.labels(workload_kind=key.kind).observe(accepted - write_started)
         for p in todo:
             self.stats.reloads += 1
             c = p.change
+            seen = self._observed_at.pop((key, c.rtype, c.name), None)
+            self.metrics.reload_done(
+                kind=key.kind,
+                namespace=key.namespace,
+                success=True,
+                seconds=None if seen is None else accepted - seen,
+            )
             log.info(
                 "reloaded workload",
                 extra={"workload": str(key), "resource": str(c), "event": c.event.value,
@@ -600,6 +690,11 @@ class Controller:
                     resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
                     workload=key.name, kind=key.kind,
                 )  # fmt: skip
+
+    def _forget(self, key: ObjectKey, changes: dict[tuple[ResourceType, str], Change]) -> None:
+        for rtype, name in changes:
+            self._observed_at.pop((key, rtype, name), None)
+        self._queued_at.pop(key, None)
 
     def _refresh_cache(self, kind: WorkloadKind, answer: dict[str, Any]) -> None:
         """The write's answer is the new object: index it now, before its watch event."""
@@ -625,6 +720,7 @@ class Controller:
                 namespace=workload.namespace, field_manager=self.options.field_manager,
             )  # fmt: skip
             self.stats.pauses += 1
+            self.metrics.pauses.labels(action="pause").inc()
             log.info(
                 "paused deployment",
                 extra={"workload": str(workload.key), "until": str(decision.resume_at)},
@@ -668,6 +764,7 @@ class Controller:
                 namespace=key.namespace, field_manager=self.options.field_manager,
             )  # fmt: skip
             self.stats.resumes += 1
+            self.metrics.pauses.labels(action="resume").inc()
             log.info("resumed deployment", extra={"workload": str(key)})
         except errors.NotFound:
             return

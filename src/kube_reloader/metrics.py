@@ -1,0 +1,159 @@
+"""Prometheus metrics: every Reloader v1 name, type and label, plus kube-reloader's own.
+
+One private registry and one `Recorder` with domain-named methods: the controller never
+touches a metric object directly, and every name lives in this module (checked by a golden
+test). Reloader's names are kept exactly, so dashboards and alerts built for Reloader keep
+working; ours use the `kube_reloader_` prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.process_collector import ProcessCollector
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
+RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+ACTION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+BY_NAMESPACE = "reloader_reload_executed_total_by_namespace"
+
+
+class Recorder:
+    """All metrics of one controller process."""
+
+    def __init__(self, *, by_namespace: bool | None = None) -> None:
+        if by_namespace is None:
+            by_namespace = os.environ.get("METRICS_COUNT_BY_NAMESPACE") == "enabled"
+        self.by_namespace = by_namespace
+        self._by_ns: dict[tuple[str, str], float] = defaultdict(float)
+        self._lock = threading.Lock()
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=r)
+
+        # ---- Reloader v1 (compat-spec §8.2)
+        self.reload_executed = Counter(
+            "reloader_reload_executed", "Reloads executed, by success", ["success"], registry=r
+        )
+        self.reload_executed.labels(success="true")
+        self.reload_executed.labels(success="false")
+        self.reconcile = Counter(
+            "reloader_reconcile", "Reconciles, by result", ["result"], registry=r
+        )
+        self.reconcile_duration = Histogram(
+            "reloader_reconcile_duration_seconds", "Reconcile duration", ["result"],
+            buckets=RECONCILE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.action = Counter(
+            "reloader_action",
+            "Workload writes, by kind and result",
+            ["workload_kind", "result"],
+            registry=r,
+        )
+        self.action_latency = Histogram(
+            "reloader_action_latency_seconds", "Workload write latency", ["workload_kind"],
+            buckets=ACTION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.skipped = Counter(
+            "reloader_skipped", "Skipped reloads, by reason", ["reason"], registry=r
+        )
+        self.queue_depth = Gauge("reloader_workqueue_depth", "Work queue depth", registry=r)
+        self.queue_adds = Counter("reloader_workqueue_adds", "Work queue adds", registry=r)
+        self.queue_latency = Histogram(
+            "reloader_workqueue_latency_seconds", "Time from queued to picked by a worker",
+            buckets=QUEUE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.errors = Counter("reloader_errors", "Errors, by type", ["type"], registry=r)
+        self.retries = Counter("reloader_retries", "Retried reloads", registry=r)
+        self.events_received = Counter(
+            "reloader_events_received", "Watch events received",
+            ["event_type", "resource_type"], registry=r,
+        )  # fmt: skip
+        self.events_processed = Counter(
+            "reloader_events_processed", "Changes processed",
+            ["event_type", "resource_type", "result"], registry=r,
+        )  # fmt: skip
+        self.workloads_scanned = Counter(
+            "reloader_workloads_scanned", "Workloads examined for a change", ["kind"], registry=r
+        )
+        self.workloads_matched = Counter(
+            "reloader_workloads_matched", "Workloads that matched a change", ["kind"], registry=r
+        )
+
+        # ---- kube-reloader's own
+        self.reload_latency = Histogram(
+            "kube_reloader_reload_latency_seconds",
+            "Config change observed to workload write accepted",
+            ["workload_kind"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.decisions = Counter(
+            "kube_reloader_decisions",
+            "Decisions, by outcome and reason",
+            ["outcome", "reason"],
+            registry=r,
+        )
+        self.coalesced = Counter(
+            "kube_reloader_coalesced", "Changes merged into a reload already pending", registry=r
+        )
+        self.deferred = Counter(
+            "kube_reloader_deferred", "Reloads deferred (retry backoff)", ["reason"], registry=r
+        )
+        self.api_requests = Counter(
+            "kube_reloader_api_requests", "Kubernetes API requests, by verb and code",
+            ["verb", "code"], registry=r,
+        )  # fmt: skip
+        self.side_channel = Counter(
+            "kube_reloader_side_channel", "Alerts and webhooks, by channel and result",
+            ["channel", "result"], registry=r,
+        )  # fmt: skip
+        self.pauses = Counter(
+            "kube_reloader_pauses", "Deployment pauses and resumes", ["action"], registry=r
+        )
+        self.leader = Gauge(
+            "kube_reloader_leader", "1 when this replica holds the lease", registry=r
+        )
+        self.ready = Gauge("kube_reloader_ready", "1 once the caches are synced", registry=r)
+
+    # ------------------------------------------------------------------ domain methods
+
+    def reload_done(
+        self, *, kind: str, namespace: str, success: bool, seconds: float | None
+    ) -> None:
+        label = "true" if success else "false"
+        self.reload_executed.labels(success=label).inc()
+        self.action.labels(workload_kind=kind, result="success" if success else "error").inc()
+        if self.by_namespace:
+            with self._lock:
+                self._by_ns[(label, namespace)] += 1
+        if success and seconds is not None:
+            self.reload_latency.labels(workload_kind=kind).observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The text served on /metrics (with v1's by-namespace family, named exactly)."""
+        text = generate_latest(self.registry)
+        if not self.by_namespace:
+            return text
+        lines = [
+            f"# HELP {BY_NAMESPACE} Reloads executed, by success and namespace",
+            f"# TYPE {BY_NAMESPACE} counter",
+        ]
+        with self._lock:
+            for (success, ns), value in sorted(self._by_ns.items()):
+                lines.append(f'{BY_NAMESPACE}{{namespace="{ns}",success="{success}"}} {value}')
+        return text + ("\n".join(lines) + "\n").encode()
+
+
+def names(recorder: Recorder) -> list[str]:
+    """Every metric family name exposed (for the golden test and the docs)."""
+    out = set()
+    for line in recorder.exposition().decode().splitlines():
+        if line.startswith("# TYPE "):
+            out.add(line.split()[2])
+    return sorted(out)

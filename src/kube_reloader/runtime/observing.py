@@ -1,0 +1,61 @@
+"""Metrics read from the controller's state at scrape time (watch health, cache sizes,
+side-channel results), so the hot path does not have to count them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from kube_reloader.runtime.controller import Controller
+
+
+class ControllerCollector(Collector):
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.controller
+        restarts = CounterMetricFamily(
+            "kube_reloader_watch_restarts",
+            "Watch streams restarted (timeouts, errors, expiries), by resource",
+            labels=["resource"],
+        )
+        relists = CounterMetricFamily(
+            "kube_reloader_relists",
+            "Relists after an expired or broken watch",
+            labels=["resource"],
+        )
+        objects = GaugeMetricFamily(
+            "kube_reloader_cache_objects", "Objects held in the watch caches", labels=["resource"]
+        )
+        totals: dict[str, list[int]] = {}
+        for refl in c.all_reflectors():
+            name = str(refl.resource)
+            t = totals.setdefault(name, [0, 0, 0])
+            t[0] += refl.watch_restarts
+            t[1] += refl.relists
+            t[2] += len(refl.store)
+        for name, (restart, relist, size) in sorted(totals.items()):
+            restarts.add_metric([name], restart)
+            relists.add_metric([name], relist)
+            objects.add_metric([name], size)
+        yield restarts
+        yield relists
+        yield objects
+        alerts = CounterMetricFamily(
+            "kube_reloader_alerts", "Reload alerts, by result", labels=["result"]
+        )
+        if c.alerts is not None:
+            alerts.add_metric(["sent"], c.alerts.stats.sent)
+            alerts.add_metric(["failed"], c.alerts.stats.failed)
+            alerts.add_metric(["dropped"], c.alerts.stats.dropped)
+        yield alerts
+        pending = GaugeMetricFamily(
+            "kube_reloader_pending_reloads", "Workloads with reloads waiting to be written"
+        )
+        pending.add_metric([], len(c.pending))
+        yield pending

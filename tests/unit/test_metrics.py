@@ -1,0 +1,78 @@
+"""Metric names are a public interface: Reloader's exactly, ours under kube_reloader_."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from kube_reloader import metrics
+from kube_reloader.serving import Health, build_app, split_addr
+
+RELOADER_V1 = [
+    "reloader_action_latency_seconds", "reloader_action_total", "reloader_errors_total",
+    "reloader_events_processed_total", "reloader_events_received_total",
+    "reloader_reconcile_duration_seconds", "reloader_reconcile_total",
+    "reloader_reload_executed_total", "reloader_retries_total", "reloader_skipped_total",
+    "reloader_workloads_matched_total", "reloader_workloads_scanned_total",
+    "reloader_workqueue_adds_total", "reloader_workqueue_depth", "reloader_workqueue_latency_seconds",
+]  # fmt: skip
+OURS = [
+    "kube_reloader_api_requests_total", "kube_reloader_coalesced_total", "kube_reloader_decisions_total",
+    "kube_reloader_deferred_total", "kube_reloader_leader", "kube_reloader_pauses_total",
+    "kube_reloader_ready", "kube_reloader_reload_latency_seconds", "kube_reloader_side_channel_total",
+]  # fmt: skip
+
+
+def test_golden_metric_names() -> None:
+    names = [
+        n
+        for n in metrics.names(metrics.Recorder(by_namespace=False))
+        if not n.startswith("process_")
+    ]
+    assert names == sorted(OURS + RELOADER_V1)
+
+
+def test_reload_executed_is_pre_initialised_with_both_labels() -> None:
+    text = metrics.Recorder(by_namespace=False).exposition().decode()
+    assert 'reloader_reload_executed_total{success="true"} 0.0' in text
+    assert 'reloader_reload_executed_total{success="false"} 0.0' in text
+    assert "_created" not in text
+
+
+def test_by_namespace_family_has_reloaders_exact_name_only_when_enabled() -> None:
+    off = metrics.Recorder(by_namespace=False)
+    off.reload_done(kind="Deployment", namespace="a", success=True, seconds=0.01)
+    assert metrics.BY_NAMESPACE not in off.exposition().decode()
+    on = metrics.Recorder(by_namespace=True)
+    on.reload_done(kind="Deployment", namespace="a", success=True, seconds=0.01)
+    on.reload_done(kind="Deployment", namespace="b", success=False, seconds=None)
+    text = on.exposition().decode()
+    assert "# TYPE reloader_reload_executed_total_by_namespace counter" in text
+    assert 'reloader_reload_executed_total_by_namespace{namespace="a",success="true"} 1.0' in text
+    assert 'reloader_reload_executed_total_by_namespace{namespace="b",success="false"} 1.0' in text
+    assert 'reloader_action_total{result="success",workload_kind="Deployment"} 1.0' in text
+    assert "kube_reloader_reload_latency_seconds_count" in text
+
+
+async def test_live_readyz_and_metrics_endpoints() -> None:
+    recorder = metrics.Recorder(by_namespace=False)
+    health = Health()
+    async with TestClient(TestServer(build_app(recorder, health))) as client:
+        live = await client.get("/live")
+        assert (live.status, await live.text()) == (200, "alive")
+        assert (await client.get("/readyz")).status == 503
+        health.synced = True
+        ready = await client.get("/readyz")
+        assert (ready.status, await ready.text()) == (200, "ok (single)")
+        health.ha, health.leader = True, False
+        assert await (await client.get("/readyz")).text() == "ok (standby)"
+        health.lost_lease = True
+        assert (await client.get("/live")).status == 500
+        m = await client.get("/metrics")
+        assert m.headers["Content-Type"].startswith("text/plain")
+        assert "reloader_reload_executed_total" in await m.text()
+
+
+def test_listen_addresses() -> None:
+    assert split_addr(":9090") == ("0.0.0.0", 9090)  # noqa: S104
+    assert split_addr("127.0.0.1:6060") == ("127.0.0.1", 6060)
+    assert split_addr("[::1]:6060") == ("::1", 6060)
