@@ -122,8 +122,27 @@ def test_the_argo_flag_keeps_its_capitals_and_accepts_the_readme_spelling() -> N
             "--namespace-selector: 'a in b' is not a valid label selector",
         ),
         (["--webhook-url=ftp://x"], {}, "--webhook-url: 'ftp://x' is not an http(s) URL"),
-        (["--enable-ha"], {}, "--enable-ha: not available"),
-        (["--enable-pprof"], {}, "--enable-pprof: not available"),
+        (
+            ["--enable-ha"],
+            {},
+            "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required",
+        ),
+        (
+            ["--enable-ha", "--leader-election-lease-duration=5s"],
+            {"POD_NAME": "a", "POD_NAMESPACE": "n"},
+            "--leader-election-lease-duration must be greater than --leader-election-renew-deadline",
+        ),
+        (
+            ["--enable-ha", "--leader-election-retry-period=9s"],
+            {"POD_NAME": "a", "POD_NAMESPACE": "n"},
+            "--leader-election-renew-deadline must be greater than 1.2 x --leader-election-retry-period",
+        ),
+        (
+            ["--leader-election-retry-period=2"],
+            {},
+            "--leader-election-retry-period: '2' is not a duration",
+        ),
+        (["--metrics-addr=9090"], {}, "--metrics-addr: '9090' is not host:port"),
         (["--workers=0"], {}, "--workers: must be at least 1"),
     ],
 )
@@ -174,3 +193,20 @@ def test_ignored_workload_types_are_not_watched() -> None:
     assert WorkloadKind.JOB not in kinds
     assert WorkloadKind.CRONJOB not in kinds
     assert WorkloadKind.DEPLOYMENT in kinds
+
+
+def test_ha_settings_and_pprof_address() -> None:
+    s = parse(["--enable-ha", "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
+               "--leader-election-retry-period=1s", "--enable-pprof"], env={"POD_NAME": "a", "POD_NAMESPACE": "n"})  # fmt: skip
+    assert s.ha is not None
+    assert (s.ha.identity, s.ha.namespace) == ("a", "n")
+    assert (s.ha.timing.lease_duration, s.ha.timing.renew_deadline, s.ha.timing.retry_period) == (
+        4,
+        3,
+        1,
+    )
+    assert s.pprof_addr == "127.0.0.1:6060", "the default pprof address binds to loopback"
+    assert (
+        parse(["--enable-pprof", "--pprof-addr=0.0.0.0:7000"], env={}).pprof_addr == "0.0.0.0:7000"
+    )
+    assert parse([], env={}).pprof_addr is None

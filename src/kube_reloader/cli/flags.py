@@ -15,15 +15,17 @@ import csv
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kube_reloader.core import planning
 from kube_reloader.core.annotations import Keys, parse_bool
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.logs import LEVELS
+from kube_reloader.runtime.leadership import Timing
 from kube_reloader.runtime.options import AlertSettings, Options
 
 BOOL_FLAGS = (
@@ -62,6 +64,13 @@ class FlagError(ValueError):
 
 
 @dataclass(frozen=True)
+class HASettings:
+    identity: str
+    namespace: str
+    timing: Timing
+
+
+@dataclass(frozen=True)
 class RunSettings:
     options: Options
     log_format: str
@@ -70,6 +79,7 @@ class RunSettings:
     context: str | None
     warnings: tuple[str, ...]
     metrics_addr: str = ":9090"
+    ha: HASettings | None = None
     #: diagnostics listener (`--enable-pprof`); the default `:6060` binds to loopback only
     pprof_addr: str | None = None
 
@@ -126,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
     )
+    parser.add_argument("--leader-election-lease-duration", default="15s")
+    parser.add_argument("--leader-election-renew-deadline", default="10s")
+    parser.add_argument("--leader-election-retry-period", default="2s")
     return parser
 
 
@@ -171,14 +184,27 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
             "jobs or cronjobs; as in Reloader, the filter is disabled"
         )
 
-    unsupported = []
+    ha: HASettings | None = None
+    timing = Timing()
+    for flag in ("lease-duration", "renew-deadline", "retry-period"):
+        raw = getattr(ns, f"leader_election_{flag.replace('-', '_')}")
+        try:
+            seconds = parse_duration(raw)
+        except DurationError:
+            raise FlagError(
+                f"--leader-election-{flag}: {raw!r} is not a duration (e.g. 15s)"
+            ) from None
+        timing = replace(timing, **{flag.replace("-", "_"): seconds})
     if ns.enable_ha:
-        unsupported.append("--enable-ha")
-    if unsupported:
-        raise FlagError(
-            f"{', '.join(unsupported)}: not available in this version of kube-reloader yet "
-            "(planned); remove it to run the reload engine without it"
-        )
+        problems = timing.problems()
+        if problems:
+            raise FlagError(problems[0])
+        pod, pod_ns = env.get("POD_NAME", ""), env.get("POD_NAMESPACE", "")
+        if not pod or not pod_ns:
+            raise FlagError(
+                "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
+            )
+        ha = HASettings(identity=pod, namespace=pod_ns, timing=timing)
 
     namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
     for n in namespaces:
@@ -265,6 +291,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         options=options,
         metrics_addr=ns.metrics_addr,
         pprof_addr=pprof,
+        ha=ha,
         log_format=ns.log_format,
         log_level=ns.log_level,
         kubeconfig=ns.kubeconfig,

@@ -14,6 +14,7 @@ from kube_reloader.kube import config, errors
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.controller import Controller
+from kube_reloader.runtime.leadership import LeaderElector
 from kube_reloader.serving import Health, Server, build_app, build_debug_app
 
 log = logging.getLogger("kube_reloader")
@@ -79,9 +80,28 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
                 await controller.ready.wait()
                 health.synced = True
 
-            ready_task = asyncio.create_task(mark_ready())
+            helpers = [asyncio.create_task(mark_ready())]
+            elector = None
+            if settings.ha is not None:
+                elector = LeaderElector(
+                    client,
+                    namespace=settings.ha.namespace,
+                    identity=settings.ha.identity,
+                    timing=settings.ha.timing,
+                )
+                controller.leading.clear()
+                health.ha = True
+                helpers.append(
+                    asyncio.create_task(_follow(elector, controller, health, recorder, stop))
+                )
             await controller.run(stop)
-            ready_task.cancel()
+            for task in helpers:
+                task.cancel()
+            if elector is not None:
+                await elector.release()
+                recorder.leader.set(0)
+                if elector.lost.is_set():
+                    return 1
     finally:
         for server in servers:
             await server.stop()
@@ -89,3 +109,28 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
         "stopped", extra={"reloads": controller.stats.reloads, "changes": controller.stats.changes}
     )
     return 0
+
+
+async def _follow(
+    elector: LeaderElector,
+    controller: Controller,
+    health: Health,
+    recorder: Recorder,
+    stop: asyncio.Event,
+) -> None:
+    """Lead when elected; when the lease is lost, stop (the pod restarts as a warm standby)."""
+    elector_task = asyncio.create_task(elector.run())
+    try:
+        await elector.leading.wait()
+        controller.leading.set()
+        health.leader = True
+        recorder.leader.set(1)
+        await elector.lost.wait()
+        controller.leading.clear()
+        health.leader = False
+        health.lost_lease = True
+        recorder.leader.set(0)
+        log.error("lost the lease; stopping so that this pod restarts as a standby")
+        stop.set()
+    finally:
+        elector_task.cancel()

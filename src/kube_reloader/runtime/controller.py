@@ -152,6 +152,9 @@ class Controller:
         self._warned: set[tuple[ObjectKey, str]] = set()
         self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: set while this replica may write (always without HA; while leading with HA)
+        self.leading = asyncio.Event()
+        self.leading.set()
         self.metrics.registry.register(ControllerCollector(self))
 
     # ------------------------------------------------------------------ lifecycle
@@ -502,7 +505,7 @@ class Controller:
                            "outcome": p.outcome.value, "reason": p.message},
                 )  # fmt: skip
         if self.webhook is not None:
-            if matched:
+            if matched and self.leading.is_set():
                 self._spawn(self._notify_webhook(change, matched))
             return
         for key in matched:
@@ -549,6 +552,7 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
+            await self.leading.wait()  # standbys keep caches and queue warm, but never write
             key = await self.queue.get()
             queued = self._queued_at.pop(key, None)
             if queued is not None:
@@ -753,6 +757,9 @@ class Controller:
 
     async def _resume(self, key: ObjectKey) -> None:
         self._resumes.pop(key, None)
+        if not self.leading.is_set():  # the leader resumes; check again later in case we lead
+            self._schedule_resume(key, dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5))
+            return
         try:
             obj = await self.client.get(resources.DEPLOYMENTS, key.name, namespace=key.namespace)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}

@@ -1,0 +1,168 @@
+"""Two kube-reloader replicas with --enable-ha against the real control plane: one leads,
+the other keeps warm caches; killing the leader mid-burst loses and repeats nothing, and a
+SIGTERM releases the lease so the standby takes over at its next retry."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kube_reloader.core import hashing
+from kube_reloader.kube import errors, resources
+from kube_reloader.kube.client import Client
+from tests import builders
+from tests.harness import AUTO, app, env_of, update_cm
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster]
+TIMING = ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
+          "--leader-election-retry-period=1s"]  # fmt: skip
+
+
+class Replica:
+    def __init__(self, name: str, namespace: str, kubeconfig: Path, log_dir: Path) -> None:
+        self.name = name
+        self.log = log_dir / f"{name}.log"
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "POD_NAME": name,
+            "POD_NAMESPACE": namespace,
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kube_reloader", "--enable-ha", f"--namespaces={namespace}",
+             "--metrics-addr=127.0.0.1:0", "--log-format=json", *TIMING],
+            env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def replicas(namespace: str, kubeconfig: Path, tmp_path: Path) -> Iterator[dict[str, Replica]]:
+    reps = {n: Replica(n, namespace, kubeconfig, tmp_path) for n in ("replica-a", "replica-b")}
+    try:
+        yield reps
+    finally:
+        for r in reps.values():
+            r.stop(signal.SIGKILL)
+
+
+async def holder(client: Client, namespace: str) -> dict[str, Any] | None:
+    try:
+        lease = await client.get(resources.LEASES, "stakater-reloader-lock", namespace=namespace)
+    except errors.NotFound:
+        return None
+    return lease["spec"]  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def workloads(client: Client, namespace: str, n: int) -> AsyncIterator[list[str]]:
+    names = [f"w{i}" for i in range(n)]
+    for name in names:
+        await client.create(
+            resources.CONFIGMAPS, builders.configmap(f"c-{name}", namespace, {"v": "0"})
+        )
+        await client.create(resources.DEPLOYMENTS, builders.deployment(
+            name, namespace, replicas=0, template=app(env_from_configmaps=(f"c-{name}",), labels={"app": name}), annotations=AUTO))  # fmt: skip
+    yield names
+
+
+async def generation(client: Client, namespace: str, name: str) -> int:
+    return int(
+        (await client.get(resources.DEPLOYMENTS, name, namespace=namespace))["metadata"][
+            "generation"
+        ]
+    )
+
+
+async def test_killing_the_leader_mid_burst_loses_and_repeats_no_reload(
+    client: Client, namespace: str, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    async with workloads(client, namespace, 10) as names:
+        before = {n: await generation(client, namespace, n) for n in names}
+        with replicas(namespace, kubeconfig_path, tmp_path) as reps:
+
+            async def led() -> dict[str, Any] | None:
+                spec = await holder(client, namespace)
+                return spec if spec and spec.get("holderIdentity") else None
+
+            first = (await eventually(led, what="a leader", timeout=30))["holderIdentity"]
+            await asyncio.sleep(1.5)  # the standby's caches are warm by now
+            for i, name in enumerate(names):
+                await update_cm(client, namespace, f"c-{name}", {"v": "1"})
+                if i == 4:
+                    reps[first].stop(signal.SIGKILL)
+                    killed_at = time.monotonic()
+            want = hashing.configmap_hash({"v": "1"})
+
+            async def all_applied() -> bool:
+                for name in names:
+                    if (await env_of(client, "Deployment", namespace, name)).get(
+                        f"STAKATER_C_{name.upper()}_CONFIGMAP"
+                    ) != want:
+                        return False
+                return True
+
+            await eventually(
+                all_applied, what="every change applied after the failover", timeout=40
+            )
+            failover = time.monotonic() - killed_at
+            spec = await holder(client, namespace)
+            assert spec is not None
+            assert spec["holderIdentity"] not in ("", first)
+            await asyncio.sleep(2)  # give a duplicate the chance to happen
+            after = {n: await generation(client, namespace, n) for n in names}
+            print(f"failover: all changes applied {failover:.1f}s after SIGKILL of the leader")
+    assert {n: after[n] - before[n] for n in names} == dict.fromkeys(names, 1), (
+        "each workload rolled exactly once"
+    )
+
+
+async def test_sigterm_releases_the_lease_for_the_standby(
+    client: Client, namespace: str, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    async with workloads(client, namespace, 1) as names:
+        with replicas(namespace, kubeconfig_path, tmp_path) as reps:
+
+            async def led() -> dict[str, Any] | None:
+                spec = await holder(client, namespace)
+                return spec if spec and spec.get("holderIdentity") else None
+
+            first = (await eventually(led, what="a leader", timeout=30))["holderIdentity"]
+            other = next(n for n in reps if n != first)
+            stopped_at = time.monotonic()
+            reps[first].stop(signal.SIGTERM)
+            assert reps[first].proc.returncode == 0
+            spec = await holder(client, namespace)
+            assert spec is not None
+            assert spec["holderIdentity"] in ("", other), "the leader gave the lease up on SIGTERM"
+
+            async def taken() -> bool:
+                s = await holder(client, namespace)
+                return bool(s and s.get("holderIdentity") == other)
+
+            await eventually(taken, what="the standby to take the lease", timeout=20)
+            print(f"hand-over: standby leads {time.monotonic() - stopped_at:.1f}s after SIGTERM")
+            await update_cm(client, namespace, f"c-{names[0]}", {"v": "9"})
+
+            async def applied() -> bool:
+                env = await env_of(client, "Deployment", namespace, names[0])
+                return env.get("STAKATER_C_W0_CONFIGMAP") == hashing.configmap_hash({"v": "9"})
+
+            await eventually(applied, what="the new leader to reload")
+    text = (tmp_path / f"{first}.log").read_text()
+    assert "released leadership" in text
