@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench-reload clean
+.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench-reload manifests clean
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -17,6 +17,7 @@ help:
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
+	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +58,9 @@ demo: cluster-binaries
 
 bench-reload: cluster-binaries
 	@$(PY) bench/reload_bench.py
+
+manifests: cluster-binaries
+	@$(PY) scripts/render_manifests.py
 
 demo-down: venv
 	@$(PY) scripts/demo_down.py

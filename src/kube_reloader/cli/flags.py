@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reload-on-create", default="false")
     parser.add_argument("--reload-on-delete", default="false")
     parser.add_argument("--pprof-addr", default=":6060")
+    parser.add_argument(
+        "--is-openshift", default="", help="DeploymentConfig support: auto (default), true, false"
+    )
     # ours, not Reloader's
     parser.add_argument(
         "--kubeconfig",
@@ -241,6 +244,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
             warnings.append(
                 "ALERT_ON_RELOAD=true but ALERT_WEBHOOK_URL is empty: no alerts are sent"
             )
+    openshift = ns.is_openshift.strip().lower()
+    if openshift not in ("", "auto", "true", "false"):
+        raise FlagError(f"--is-openshift: {ns.is_openshift!r} must be auto, true or false")
     if ns.webhook_url and not re.match(r"^https?://", ns.webhook_url):
         raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
 
@@ -277,6 +283,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         workers=ns.workers,
         workload_kinds=kinds,
         argo_rollouts=ns.is_argo_rollouts == "true",
+        deployment_configs=openshift != "false",
         csi=bool(ns.enable_csi_integration),
         webhook_url=ns.webhook_url,
         alerts=alerts,

@@ -141,6 +141,7 @@ class Builder:
             "etcd": [b.path("etcd")],
             "kwok": [b.path("kwok"), *b.stage_files()],
             "kubernetes": [b.path(c) for c in K8S_COMMANDS],
+            "helm": [b.path("helm")],
         }
 
     def _stamp_text(self, component: str) -> str:
@@ -149,6 +150,7 @@ class Builder:
             "etcd": f"etcd v{v.etcd}",
             "kwok": f"kwok v{v.kwok}",
             "kubernetes": f"kubernetes v{v.kubernetes}",
+            "helm": f"helm v{v.helm}",
         }[component]
 
     def _build_etcd(self) -> None:
@@ -187,6 +189,20 @@ class Builder:
             ["sigs.k8s.io/kwok/cmd/kwok"],
             ["-o", str(self.binaries.path("kwok"))],
             ldflags=f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{v.kwok}",
+        )
+
+    def _build_helm(self) -> None:
+        """Helm, for the chart tests (`helm lint` / `helm template`); no replace directives."""
+        v = self.versions
+        work = self._workdir("helm", "kube-reloader.local/helmbin")
+        run = self._runner("helm", work)
+        run("resolving modules", [self.go, "get", f"helm.sh/helm/v3@v{v.helm}"])
+        self._compile(
+            run,
+            "helm",
+            ["helm.sh/helm/v3/cmd/helm"],
+            ["-o", str(self.binaries.path("helm"))],
+            ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version=v{v.helm}",
         )
 
     def _build_kubernetes(self) -> None:

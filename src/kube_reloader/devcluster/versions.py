@@ -9,6 +9,7 @@ from pathlib import Path
 KUBERNETES = "1.36.3"
 ETCD = "3.6.16"
 KWOK = "0.8.0"
+HELM = "3.22.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +17,7 @@ class Versions:
     kubernetes: str = KUBERNETES
     etcd: str = ETCD
     kwok: str = KWOK
+    helm: str = HELM
 
     @property
     def staging(self) -> str:

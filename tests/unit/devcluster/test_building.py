@@ -63,7 +63,7 @@ def test_a_component_counts_as_built_only_with_its_files_and_a_matching_stamp(
     tmp_path: Path,
 ) -> None:
     builder = building.Builder(root=tmp_path, report=lambda line: None)
-    assert builder.missing() == ["etcd", "kwok", "kubernetes"]
+    assert builder.missing() == ["etcd", "kwok", "kubernetes", "helm"]
     bins = builder.binaries
     bins.bin.mkdir(parents=True)
     bins.path("etcd").write_text("")

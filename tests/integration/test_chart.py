@@ -1,0 +1,357 @@
+"""The Helm chart: lint, render a matrix of values, server-side dry-run every object on the
+real API server, check the rendered args with the binary's own flag parser, and exercise the
+rendered RBAC for real with a ServiceAccount token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from kube_reloader import metrics
+from kube_reloader.cli.flags import parse
+from kube_reloader.core import hashing
+from kube_reloader.devcluster.building import Builder
+from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.resources import Resource
+from tests import builders
+from tests.harness import AUTO, app, env_of, update_cm
+from tests.waiting import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "kube-reloader"
+KINDS = {
+    "ServiceAccount": resources.SERVICEACCOUNTS,
+    "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    "Deployment": resources.DEPLOYMENTS,
+    "Service": Resource("", "v1", "services", "Service"),
+    "Secret": resources.SECRETS,
+    "ConfigMap": resources.CONFIGMAPS,
+    "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    "NetworkPolicy": Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
+}  # fmt: skip
+
+
+def helm() -> Path:
+    return Builder().ensure().path("helm")
+
+
+def render(
+    values: dict[str, Any],
+    *,
+    release: str = "rel",
+    namespace: str = "ns",
+    extra: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [str(helm()), "template", release, str(CHART), "--namespace", namespace, "--kube-version", "1.36.3",
+         "-f", "-", *extra],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise AssertionError(out.stderr)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+MATRIX: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "single namespace": {"reloader": {"watchGlobally": False}},
+    "scoped namespaces": {"reloader": {"watchGlobally": False, "namespaces": "team-a, team-b"}},
+    "ha": {"reloader": {"enableHA": True, "deployment": {"replicas": 2}}},
+    "everything": {
+        "reloader": {
+            "autoReloadAll": True, "isArgoRollouts": True, "isOpenshift": True, "ignoreJobs": True,
+            "ignoreSecrets": True, "reloadOnCreate": True, "reloadOnDelete": True, "syncAfterRestart": True,
+            "reloadStrategy": "annotations", "enableCSIIntegration": True, "ignoreNamespaces": "kube-system",
+            "namespaceSelector": "team in (a,b)", "resourceLabelSelector": "reload:yes", "logFormat": "json",
+            "logLevel": "debug", "enablePProf": True, "enableMetricsByNamespace": True, "webhookUrl": "https://hook.example/x",
+            "custom_annotations": {"auto": "example.com/auto", "configmap": "example.com/cm", "pausePeriod": "example.com/pause"},
+            "service": {"port": 9090}, "podDisruptionBudget": {"enabled": True, "maxUnavailable": 0},
+            "netpol": {"enabled": True}, "grafanaDashboard": {"enabled": True},
+            "deployment": {"env": {"secret": {"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack",
+                                              "ALERT_WEBHOOK_URL": "https://hooks.slack.example/x", "ALERT_WEBHOOK_PROXY": "http://proxy:3128"},
+                                   "open": {"EXTRA": "1"}, "field": {"NODE": "spec.nodeName"}},
+                           "resources": {"limits": {"cpu": "200m"}}, "gomaxprocsOverride": "2"},
+            "legacy": {"rbac": True},
+        },
+        "global": {"imagePullSecrets": ["regcred", {"name": "other"}]},
+        "kubernetes": {"host": "https://x"},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_chart_renders_and_the_binary_accepts_the_rendered_args(case: str) -> None:
+    docs = render(MATRIX[case])
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", "x") for e in container.get("env", [])}
+    if "POD_NAME" in env:
+        env.update(POD_NAME="pod", POD_NAMESPACE="ns")
+    env.pop("KUBERNETES_NAMESPACE", None)
+    settings = parse(container["args"], env=env)
+    opts = settings.options
+    if case == "everything":
+        assert opts.plan.match.auto_reload_all
+        assert opts.argo_rollouts
+        assert opts.csi
+        assert opts.plan.strategy.value == "annotations"
+        assert opts.plan.match.keys.auto == "example.com/auto"
+        assert opts.plan.match.keys.pause_period == "example.com/pause"
+        assert opts.namespace_selector == "team in (a,b)"
+        assert opts.resource_label_selector == "reload=yes"
+        assert opts.webhook_url == "https://hook.example/x"
+        assert settings.pprof_addr == "127.0.0.1:6060"
+        secret = next(d for d in docs if d["kind"] == "Secret")
+        assert set(secret["data"]) == {
+            "ALERT_ON_RELOAD",
+            "ALERT_SINK",
+            "ALERT_WEBHOOK_URL",
+            "ALERT_WEBHOOK_PROXY",
+        }
+        pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
+        assert pdb["spec"]["maxUnavailable"] == 0
+    if case == "scoped namespaces":
+        assert opts.namespaces == ("ns", "team-a", "team-b")
+        assert {(d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role"} == {
+            ("Role", "ns"),
+            ("Role", "team-a"),
+            ("Role", "team-b"),
+        }
+    if case == "ha":
+        assert settings.ha is not None
+        assert deployment["spec"]["replicas"] == 2
+        lease_role = next(d for d in docs if d["kind"] == "Role")
+        assert lease_role["metadata"]["namespace"] == "ns"
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    pod_sc = deployment["spec"]["template"]["spec"]["securityContext"]
+    assert (pod_sc["runAsNonRoot"], pod_sc["runAsUser"], pod_sc["seccompProfile"]["type"]) == (
+        True,
+        65534,
+        "RuntimeDefault",
+    )
+    probes = (
+        container["livenessProbe"]["httpGet"]["path"],
+        container["readinessProbe"]["httpGet"]["path"],
+    )
+    assert probes == ("/live", "/readyz")
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app": "rel-reloader",
+        "release": "rel",
+    }
+
+
+def test_helm_lint_passes() -> None:
+    out = subprocess.run(
+        [str(helm()), "lint", str(CHART), "--kube-version", "1.36.3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"reloader": {"ignoreSecrets": True, "ignoreConfigMaps": True}}, "cannot both be true"),
+        (
+            {"reloader": {"namespaces": ["a"]}},
+            "reloader.namespaces needs reloader.watchGlobally: false",
+        ),
+        ({"reloader": {"reloadStrategy": "rolling"}}, "reloadStrategy"),
+        (
+            {"reloader": {"serviceMonitor": {"enabled": True}}},
+            "needs the monitoring.coreos.com/v1 API",
+        ),
+    ],
+)
+def test_bad_values_fail_rendering_with_a_clear_message(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        render(values)
+
+
+def test_service_monitor_renders_when_the_api_is_there() -> None:
+    docs = render(
+        {"reloader": {"serviceMonitor": {"enabled": True, "interval": "30s"}}},
+        extra=("--api-versions", "monitoring.coreos.com/v1"),
+    )
+    sm = next(d for d in docs if d["kind"] == "ServiceMonitor")
+    assert sm["spec"]["endpoints"] == [
+        {"honorLabels": True, "interval": "30s", "path": "/metrics", "targetPort": "http"}
+    ]
+    assert any(d["kind"] == "Service" for d in docs)
+
+
+def test_the_plain_manifests_match_the_chart() -> None:
+    from scripts.render_manifests import OUT
+    from scripts.render_manifests import render as render_manifests
+
+    for name, text in render_manifests(helm()).items():
+        assert (OUT / name).read_text() == text, (
+            f"deploy/kubernetes/{name} is stale: run `make manifests`"
+        )
+
+
+def test_the_dashboard_only_uses_metrics_that_exist() -> None:
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    exposed = set(metrics.names(metrics.Recorder(by_namespace=False)))
+    exposed |= {"kube_reloader_watch_restarts_total", "kube_reloader_relists_total", "kube_reloader_cache_objects",
+                "kube_reloader_pending_reloads", "kube_reloader_alerts_total"}  # fmt: skip
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for name in re.findall(
+                r"\b((?:reloader|kube_reloader|process)_[a-z_]+)", target["expr"]
+            ):
+                base = re.sub(r"_(bucket|sum|count)$", "", name)
+                assert base in exposed, f"panel {panel['title']!r} uses unknown metric {name}"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("case", list(MATRIX))
+async def test_every_rendered_object_passes_server_side_dry_run(client: Client, case: str) -> None:
+    ns = f"chart-{secrets.token_hex(3)}"
+    docs = render(MATRIX[case], namespace=ns)
+    namespaces = {ns} | {
+        d["metadata"].get("namespace") for d in docs if d["metadata"].get("namespace")
+    }
+    for n in sorted(namespaces):
+        await client.create(
+            resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+        )
+    try:
+        for doc in docs:
+            res = KINDS[doc["kind"]]
+            await client.patch(
+                res, doc["metadata"]["name"], doc, namespace=doc["metadata"].get("namespace"),
+                patch_type=PatchType.APPLY, field_manager="kube-reloader-chart-test", force=True, dry_run=True,
+            )  # fmt: skip
+    finally:
+        for n in namespaces:
+            await client.delete(resources.NAMESPACES, n)
+
+
+# ------------------------------------------------------------------ RBAC, for real
+
+
+async def _apply(client: Client, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        if doc["kind"] in ("Deployment",):
+            continue  # the pod would be a kwok fake; the controller runs in this process instead
+        await client.patch(
+            KINDS[doc["kind"]], doc["metadata"]["name"], doc, namespace=doc["metadata"].get("namespace"),
+            patch_type=PatchType.APPLY, field_manager="kube-reloader-chart-test", force=True,
+        )  # fmt: skip
+
+
+async def _token(client: Client, namespace: str, sa: str) -> str:
+    body = msgspec.json.encode(
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        }
+    )
+    data = await client.request(
+        "POST",
+        resources.SERVICEACCOUNTS.path(namespace, sa, "token"),
+        body=body,
+        content_type="application/json",
+    )
+    return str(msgspec.json.decode(data)["status"]["token"])
+
+
+@pytest.mark.cluster
+async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
+    client: Client, namespace: str, kubeconfig_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from kube_reloader.runtime.controller import Controller
+    from kube_reloader.runtime.options import Options
+
+    release = f"r{secrets.token_hex(3)}"
+    docs = render({}, release=release, namespace=namespace)
+    await _apply(client, docs)
+    cluster_objects = [
+        (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].startswith("Cluster")
+    ]
+    try:
+        token = await _token(client, namespace, f"{release}-reloader")
+        admin = config.load_kubeconfig([kubeconfig_path])
+        as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
+                                        credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
+        await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+        await client.create(
+            resources.DEPLOYMENTS,
+            builders.deployment(
+                "w",
+                namespace,
+                replicas=0,
+                template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+                annotations=AUTO,
+            ),
+        )
+        async with Client(as_sa) as sa:
+            # all namespaces, as the chart's ClusterRole is meant for
+            controller = Controller(sa, replace(Options(), deployment_configs=False))
+            stop = asyncio.Event()
+            task = asyncio.create_task(controller.run(stop))
+            try:
+                await asyncio.wait_for(controller.ready.wait(), 30)
+                await update_cm(client, namespace, "c", {"a": "2"})
+
+                async def reloaded() -> bool:
+                    env = await env_of(client, "Deployment", namespace, "w")
+                    return env.get("STAKATER_C_CONFIGMAP") == hashing.configmap_hash({"a": "2"})
+
+                await eventually(reloaded, what="a reload done with the chart's RBAC")
+
+                async def event() -> bool:
+                    return any(
+                        e["reason"] == "Reloaded"
+                        for e in (await client.list(resources.EVENTS, namespace=namespace)).items
+                    )
+
+                await eventually(event, what="the Reloaded event recorded with the chart's RBAC")
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 30)
+            forbidden = [
+                sa.patch(
+                    resources.CONFIGMAPS,
+                    "c",
+                    {"data": {"x": "y"}},
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                ),
+                sa.create(resources.SECRETS, builders.secret("s", namespace, {"k": "v"})),
+                sa.delete(resources.CONFIGMAPS, "c", namespace=namespace),
+                sa.list(resources.PODS, namespace=namespace),
+                sa.list(Resource("", "v1", "services", "Service"), namespace=namespace),
+                sa.delete(resources.DEPLOYMENTS, "w", namespace=namespace),
+                sa.list(resources.NODES),
+            ]
+            for attempt in forbidden:
+                with pytest.raises(errors.Forbidden):
+                    await attempt
+    finally:
+        for kind, name in cluster_objects:
+            await client.delete(KINDS[kind], name)
