@@ -355,3 +355,100 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
     finally:
         for kind, name in cluster_objects:
             await client.delete(KINDS[kind], name)
+
+
+@pytest.mark.cluster
+async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_still_happen(
+    client: Client, namespace: str, kubeconfig_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Swapping only the image in Stakater's chart: its ClusterRole grants list/get on workloads
+    but no watch. kube-reloader says so once, polls those kinds, and keeps reloading."""
+    from dataclasses import replace
+
+    from kube_reloader.runtime.controller import Controller
+    from kube_reloader.runtime.options import Options
+
+    name = f"stakater-{secrets.token_hex(3)}"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [
+                {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["list", "get", "watch"]},
+                {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets", "statefulsets"], "verbs": ["list", "get", "update", "patch"]},
+                {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["list", "get"]},
+                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "list", "get"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]}  # fmt: skip
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": "reloader", "namespace": namespace}]}  # fmt: skip
+    await client.create(
+        resources.SERVICEACCOUNTS,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "reloader", "namespace": namespace},
+        },
+    )
+    await client.create(KINDS["ClusterRole"], role)
+    await client.create(KINDS["ClusterRoleBinding"], binding)
+    try:
+        token = await _token(client, namespace, "reloader")
+        admin = config.load_kubeconfig([kubeconfig_path])
+        as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
+                                        credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
+        await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+
+        async def can_list() -> bool:  # RBAC changes take a moment to reach the authorizer
+            async with Client(as_sa) as probe:
+                try:
+                    await probe.list(resources.DEPLOYMENTS, namespace=namespace)
+                except errors.Forbidden:
+                    return False
+            return True
+
+        await eventually(can_list, what="the role binding to take effect")
+        async with Client(as_sa) as sa:
+            opts = replace(
+                Options(), namespaces=(namespace,), poll_interval=0.5, deployment_configs=False
+            )
+            controller = Controller(sa, opts)
+            stop = asyncio.Event()
+            task = asyncio.create_task(controller.run(stop))
+            try:
+                await asyncio.wait_for(controller.ready.wait(), 30)
+                # created after startup: only polling can find it
+                await client.create(
+                    resources.DEPLOYMENTS,
+                    builders.deployment(
+                        "late",
+                        namespace,
+                        replicas=0,
+                        template=app(env_from_configmaps=("c",), labels={"app": "late"}),
+                        annotations=AUTO,
+                    ),
+                )
+
+                async def indexed() -> bool:
+                    return any(k.name == "late" for k in controller.index.workloads)
+
+                await eventually(indexed, what="the polled Deployment in the cache")
+                await update_cm(client, namespace, "c", {"a": "2"})
+
+                async def reloaded() -> bool:
+                    return "STAKATER_C_CONFIGMAP" in await env_of(
+                        client, "Deployment", namespace, "late"
+                    )
+
+                await eventually(reloaded, what="a reload with Stakater's RBAC")
+                text = controller.metrics.exposition().decode()
+                assert 'kube_reloader_forbidden{resource="deployments.apps"} 1.0' in text
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 30)
+        polling = [r for r in caplog.records if "polling instead" in r.getMessage()]
+        assert {r.__dict__.get("resource") for r in polling} >= {
+            "deployments.apps",
+            "cronjobs.batch",
+            "jobs.batch",
+        }
+    finally:
+        await client.delete(KINDS["ClusterRoleBinding"], name)
+        await client.delete(KINDS["ClusterRole"], name)

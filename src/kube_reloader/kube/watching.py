@@ -89,6 +89,7 @@ class Reflector(Generic[T]):
         resource_version: str | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         transform: Callable[[Any], T] | None = None,
+        poll_interval: float = 10.0,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -110,6 +111,12 @@ class Reflector(Generic[T]):
         self._on_error = on_error
         #: reduces each decoded object to what is stored and emitted (e.g. data -> hash)
         self._transform = transform
+        #: when RBAC allows LIST but not WATCH, relist this often instead (None: never)
+        self.poll_interval = poll_interval
+        self.polling = False
+        #: the last error was a 403: RBAC does not allow this (exported as a metric)
+        self.forbidden = False
+        self._logged: set[str] = set()
 
     def __repr__(self) -> str:
         scope = f" in {self.namespace}" if self.namespace else ""
@@ -120,12 +127,17 @@ class Reflector(Generic[T]):
         failures = 0
         while True:
             try:
-                if not self.resource_version:
+                if not self.resource_version or self.polling:
                     async for ev in self._relist():
                         yield ev
                     failures = 0
+                    self.forbidden = False
+                if self.polling:
+                    await asyncio.sleep(self.poll_interval)
+                    continue
                 async for ev in self._watch():
                     failures = 0
+                    self.forbidden = False
                     yield ev
                 self.watch_restarts += 1  # the server closed the stream: resume from rv
             except errors.Gone:
@@ -138,6 +150,30 @@ class Reflector(Generic[T]):
                 )
                 self.resource_version = ""
                 self.watch_restarts += 1
+            except errors.Forbidden as exc:
+                self.forbidden = True
+                self.errors += 1
+                if self._on_error is not None:
+                    self._on_error(exc)
+                if self.synced.is_set() and self.poll_interval and not self.polling:
+                    # LIST is allowed (we synced) but WATCH is not: poll instead of failing
+                    self.polling = True
+                    log.error(
+                        "RBAC allows list but not watch; polling instead (grant watch to fix)",
+                        extra={
+                            "resource": str(self.resource),
+                            "poll_seconds": self.poll_interval,
+                            "error": exc.message,
+                        },
+                    )
+                    continue
+                failures += 1
+                self._log_once(
+                    "RBAC forbids listing this resource; retrying",
+                    str(exc),
+                    {"resource": str(self.resource), "error": exc.message},
+                )
+                await asyncio.sleep(self.backoff.delay(failures))
             except (errors.KubeError, OSError) as exc:
                 failures += 1
                 self.errors += 1
@@ -157,6 +193,14 @@ class Reflector(Generic[T]):
                 if isinstance(exc, errors.ApiError) and exc.code in (400, 422):
                     self.resource_version = ""  # a malformed resume point: start over
                 await asyncio.sleep(delay)
+
+    def _log_once(self, message: str, key: str, extra: dict[str, Any]) -> None:
+        """An error that repeats at every retry is logged once at error level, then at debug."""
+        if key in self._logged:
+            log.debug(message, extra=extra)
+            return
+        self._logged.add(key)
+        log.error(message, extra=extra)
 
     async def _relist(self) -> AsyncIterator[ReflectorEvent[T]]:
         result = await self.client.list(

@@ -182,6 +182,7 @@ class Controller:
                         namespace=ns,
                         label_selector=selector,
                         transform=_config_transform(rtype, keys),
+                        poll_interval=self.options.poll_interval,
                     )
                 )
             for kind in self.options.workload_kinds:
@@ -197,7 +198,7 @@ class Controller:
     def _workload_reflector(self, kind: WorkloadKind, ns: str | None) -> Reflector[WorkloadEntry]:
         return Reflector(
             self.client, WORKLOAD_RESOURCES[kind], type=PROJECTIONS[kind], namespace=ns,
-            transform=_workload_transform(kind, self.keys),
+            transform=_workload_transform(kind, self.keys), poll_interval=self.options.poll_interval,
         )  # fmt: skip
 
     async def run(self, stop: asyncio.Event) -> None:

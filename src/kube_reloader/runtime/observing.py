@@ -43,9 +43,21 @@ class ControllerCollector(Collector):
             restarts.add_metric([name], restart)
             relists.add_metric([name], relist)
             objects.add_metric([name], size)
+        forbidden = GaugeMetricFamily(
+            "kube_reloader_forbidden",
+            "1 when RBAC forbids listing (or, with polling, watching) a resource",
+            labels=["resource"],
+        )
+        seen: dict[str, int] = {}
+        for refl in c.all_reflectors():
+            name = str(refl.resource)
+            seen[name] = max(seen.get(name, 0), int(refl.forbidden or refl.polling))
+        for name, value in sorted(seen.items()):
+            forbidden.add_metric([name], value)
         yield restarts
         yield relists
         yield objects
+        yield forbidden
         alerts = CounterMetricFamily(
             "kube_reloader_alerts", "Reload alerts, by result", labels=["result"]
         )

@@ -47,6 +47,8 @@ class Options:
     alerts: AlertSettings | None = None
     #: how often to look again for an optional API (Rollouts, DeploymentConfigs, CSI)
     discovery_interval: float = 30.0
+    #: relist period for resources RBAC lets us list but not watch (e.g. Stakater's chart)
+    poll_interval: float = 10.0
     reload_on_create: bool = False
     reload_on_delete: bool = False
     sync_after_restart: bool = False
