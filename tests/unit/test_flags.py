@@ -210,3 +210,21 @@ def test_ha_settings_and_pprof_address() -> None:
         parse(["--enable-pprof", "--pprof-addr=0.0.0.0:7000"], env={}).pprof_addr == "0.0.0.0:7000"
     )
     assert parse([], env={}).pprof_addr is None
+
+
+def test_coalescing_and_rate_limit_flags() -> None:
+    o = parse([], env={}).options
+    assert (o.coalesce_window, o.min_interval, o.reload_rate, o.reload_burst) == (
+        0.3,
+        5.0,
+        50.0,
+        200.0,
+    )
+    o = parse(
+        ["--reload-coalesce-window=0", "--reload-min-interval=1m", "--reload-rate=0"], env={}
+    ).options
+    assert (o.coalesce_window, o.min_interval, o.reload_rate) == (0.0, 60.0, 0.0)
+    with pytest.raises(FlagError, match="--reload-min-interval: 'soon' is not a duration"):
+        parse(["--reload-min-interval=soon"], env={})
+    with pytest.raises(FlagError, match="--reload-coalesce-window: must not be negative"):
+        parse(["--reload-coalesce-window=-1s"], env={})

@@ -139,6 +139,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
     )
+    parser.add_argument(
+        "--reload-coalesce-window", default="300ms",
+        help="changes to one workload within this window become one reload (0 disables)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reload-min-interval", default="5s",
+        help="minimum time between two reloads of one workload; later ones wait (0 disables)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reload-rate", type=float, default=50.0, help="reloads/s, cluster-wide (0 disables)"
+    )
+    parser.add_argument(
+        "--reload-burst", type=float, default=200.0, help="burst of the reload rate"
+    )
     parser.add_argument("--leader-election-lease-duration", default="15s")
     parser.add_argument("--leader-election-renew-deadline", default="10s")
     parser.add_argument("--leader-election-retry-period", default="2s")
@@ -250,6 +264,18 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     if ns.webhook_url and not re.match(r"^https?://", ns.webhook_url):
         raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
 
+    durations = {}
+    for flag in ("reload-coalesce-window", "reload-min-interval"):
+        raw = getattr(ns, flag.replace("-", "_"))
+        try:
+            durations[flag] = parse_duration(raw)
+        except DurationError:
+            raise FlagError(f"--{flag}: {raw!r} is not a duration (e.g. 300ms, 5s)") from None
+        if durations[flag] < 0:
+            raise FlagError(f"--{flag}: must not be negative")
+    if ns.reload_rate < 0 or ns.reload_burst < 0:
+        raise FlagError("--reload-rate and --reload-burst must not be negative")
+
     kinds = tuple(
         k
         for k in Options().workload_kinds
@@ -287,6 +313,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         csi=bool(ns.enable_csi_integration),
         webhook_url=ns.webhook_url,
         alerts=alerts,
+        coalesce_window=durations["reload-coalesce-window"],
+        min_interval=durations["reload-min-interval"],
+        reload_rate=ns.reload_rate,
+        reload_burst=ns.reload_burst,
     )
     for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):

@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from kube_reloader.alerts import AlertSender, WebhookNotifier
-from kube_reloader.core import pausing, planning
+from kube_reloader.core import limiting, pausing, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Change, Event, Outcome
@@ -152,6 +152,9 @@ class Controller:
         self._warned: set[tuple[ObjectKey, str]] = set()
         self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._scheduled: dict[ObjectKey, asyncio.TimerHandle] = {}
+        self._last_reload: dict[ObjectKey, float] = {}
+        self._bucket = limiting.TokenBucket(options.reload_rate, options.reload_burst)
         #: set while this replica may write (always without HA; while leading with HA)
         self.leading = asyncio.Event()
         self.leading.set()
@@ -197,9 +200,13 @@ class Controller:
 
     def _workload_reflector(self, kind: WorkloadKind, ns: str | None) -> Reflector[WorkloadEntry]:
         return Reflector(
-            self.client, WORKLOAD_RESOURCES[kind], type=PROJECTIONS[kind], namespace=ns,
-            transform=_workload_transform(kind, self.keys), poll_interval=self.options.poll_interval,
-        )  # fmt: skip
+            self.client,
+            WORKLOAD_RESOURCES[kind],
+            type=PROJECTIONS[kind],
+            namespace=ns,
+            transform=_workload_transform(kind, self.keys),
+            poll_interval=self.options.poll_interval,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""
@@ -233,7 +240,7 @@ class Controller:
         waiter.cancel()
         for t in list(self._tasks):
             t.cancel()
-        for h in self._resumes.values():
+        for h in [*self._resumes.values(), *self._scheduled.values()]:
             h.cancel()
         self.queue.close()
         # let in-flight writes finish (bounded), then cancel the idle workers
@@ -369,6 +376,7 @@ class Controller:
         async for ev in refl.events():
             if ev.type is EventType.DELETED and ev.object is not None:
                 self.index.remove(ev.object.workload.key)
+                self._last_reload.pop(ev.object.workload.key, None)
                 handle = self._resumes.pop(ev.object.workload.key, None)
                 if handle is not None:
                     handle.cancel()
@@ -515,7 +523,21 @@ class Controller:
                 self.metrics.coalesced.inc()
             pending[(change.rtype, change.name)] = change
             self._observed_at.setdefault((key, change.rtype, change.name), observed)
+            self._schedule(key, self.options.coalesce_window)
+
+    def _schedule(self, key: ObjectKey, delay: float) -> None:
+        """Queue `key` after `delay`; changes arriving meanwhile join the same reload."""
+        if key in self._scheduled:
+            return
+        if delay <= 0:
             self._enqueue(key)
+            return
+
+        def fire() -> None:
+            self._scheduled.pop(key, None)
+            self._enqueue(key)
+
+        self._scheduled[key] = asyncio.get_running_loop().call_later(delay, fire)
 
     def _enqueue(self, key: ObjectKey) -> None:
         self._queued_at.setdefault(key, time.monotonic())
@@ -606,6 +628,8 @@ class Controller:
             self.failures.pop(key, None)
             self._forget(key, changes)
             return
+        if self._defer(key, workload, changes):
+            return
         resource = WORKLOAD_RESOURCES[workload.kind]
         when = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
         write_started = time.monotonic()
@@ -664,6 +688,7 @@ class Controller:
                 )  # fmt: skip
             return
         self.failures.pop(key, None)
+        self._last_reload[key] = time.monotonic()
         if answer is not None and answer.get("kind") == workload.kind.value:
             self._refresh_cache(workload.kind, answer)
         accepted = time.monotonic()
@@ -695,6 +720,40 @@ class Controller:
                     resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
                     workload=key.name, kind=key.kind,
                 )  # fmt: skip
+
+    def _defer(
+        self,
+        key: ObjectKey,
+        workload: planning.Workload,
+        changes: dict[tuple[ResourceType, str], Change],
+    ) -> bool:
+        """Apply the rate limits: True when the reload was deferred (its changes kept)."""
+        now = time.monotonic()
+        wait = limiting.min_interval_wait(
+            self._last_reload.get(key), now, self.options.min_interval
+        )
+        reason = "min_interval"
+        if wait <= 0:
+            wait = self._bucket.take(now)
+            reason = "rate_limit"
+        if wait <= 0:
+            return False
+        self.pending[key] = {**changes, **self.pending.get(key, {})}
+        self.metrics.deferred.labels(reason=reason).inc()
+        until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=wait)
+        log.info(
+            "reload deferred",
+            extra={"workload": str(key), "reason": reason, "until": pausing.format_time(until)},
+        )
+        if reason == "min_interval":
+            self._event(
+                workload, "Normal", "ReloadDeferred",
+                f"Reload of '{key.name}' deferred until {pausing.format_time(until)}: at most one "
+                f"reload every {self.options.min_interval:g}s per workload",
+                "reloader",
+            )  # fmt: skip
+        self._schedule(key, wait)
+        return True
 
     def _forget(self, key: ObjectKey, changes: dict[tuple[ResourceType, str], Change]) -> None:
         for rtype, name in changes:

@@ -49,6 +49,13 @@ class Options:
     discovery_interval: float = 30.0
     #: relist period for resources RBAC lets us list but not watch (e.g. Stakater's chart)
     poll_interval: float = 10.0
+    #: changes to one workload within this window become one reload (0 disables)
+    coalesce_window: float = 0.3
+    #: minimum seconds between two reloads of the same workload (0 disables)
+    min_interval: float = 5.0
+    #: cluster-wide reloads per second and burst (rate 0 disables)
+    reload_rate: float = 50.0
+    reload_burst: float = 200.0
     reload_on_create: bool = False
     reload_on_delete: bool = False
     sync_after_restart: bool = False
