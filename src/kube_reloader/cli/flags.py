@@ -29,6 +29,7 @@ from kube_reloader.runtime.leadership import Timing
 from kube_reloader.runtime.options import AlertSettings, Options
 
 BOOL_FLAGS = (
+    "reconcile-on-start",
     "auto-reload-all",
     "enable-ha",
     "sync-after-restart",
@@ -110,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     for flag in BOOL_FLAGS:
-        parser.add_argument(f"--{flag}", type=_bool(flag), default=False, metavar="BOOL")
+        # ours: --reconcile-on-start (default true) applies changes made while no replica ran
+        default = flag == "reconcile-on-start"
+        parser.add_argument(f"--{flag}", type=_bool(flag), default=default, metavar="BOOL")
     for flag, field in ANNOTATION_FLAGS:
         parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
     for flag in SLICE_FLAGS:
@@ -314,6 +317,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         webhook_url=ns.webhook_url,
         alerts=alerts,
         coalesce_window=durations["reload-coalesce-window"],
+        reconcile_on_start=bool(ns.reconcile_on_start),
         min_interval=durations["reload-min-interval"],
         reload_rate=ns.reload_rate,
         reload_burst=ns.reload_burst,

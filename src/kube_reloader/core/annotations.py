@@ -15,6 +15,9 @@ DOMAIN = "reloader.stakater.com"
 LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
 ROLLOUT_STRATEGY = "reloader.stakater.com/rollout-strategy"
 CRONJOB_INSTANTIATE = "cronjob.kubernetes.io/instantiate"
+#: ours (annotations strategy): every config's hash the pod template was last reloaded for,
+#: written with v1's last-reloaded-from, which only remembers the last one
+RELOADED_HASHES = "kube-reloader.io/reloaded-hashes"
 
 # Go's strconv.ParseBool
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -74,7 +77,7 @@ class Keys:
                 self.configmap_reload, self.secret_reload, self.spc_reload,
                 self.configmap_exclude, self.secret_exclude, self.spc_exclude,
                 self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
-                LAST_RELOADED_FROM,
+                LAST_RELOADED_FROM, RELOADED_HASHES,
             }
         )  # fmt: skip
 

@@ -59,6 +59,8 @@ class Workload:
     owner_kind: str = ""
     #: an Argo Rollout's `spec.workloadRef` Deployment name (its template lives there)
     workload_ref: str = ""
+    #: epoch seconds of the last write to the pod template (from managedFields), if known
+    template_changed_at: float | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -138,11 +140,16 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     else:
         content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else change.hash
         ptype = strategies.PatchType.STRATEGIC
-        if strategies.annotation_carries(
+        record_hash = strategies.recorded_hashes(tmpl).get(
+            strategies.record_key(change.rtype, change.name)
+        )
+        if record_hash == content or strategies.annotation_carries(
             tmpl, change.rtype, change.name, change.namespace, content
         ):
             body = None
         else:
+            record = strategies.recorded_hashes(tmpl)
+            record[strategies.record_key(change.rtype, change.name)] = content
             body = strategies.annotation_patch(
                 strategies.annotation_value(
                     rtype=change.rtype,
@@ -151,7 +158,8 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
                     hash=content,
                     container=container,
                     observed_at=now,
-                )
+                ),
+                record,
             )
         done = f"the pod template already records {change.rtype.value} {change.name} {content}"
         todo = f"record {change.rtype.value} {change.name} {content} in the pod template"
@@ -200,3 +208,43 @@ def workload_from_manifest(obj: Mapping[str, Any]) -> Workload:
         template=pod_template_from_manifest(template),
         uid=str(meta.get("uid") or ""),
     )
+
+
+def carried(plan: Plan, workload: Workload, strategy: strategies.Strategy) -> str | None:
+    """The hash this workload carries for the plan's resource, or None if it carries none."""
+    change = plan.change
+    if strategy is strategies.Strategy.ENV_VARS:
+        if plan.target is None or plan.target.container is None or plan.env_name is None:
+            return None
+        found = workload.template.container(plan.target.container)
+        return None if found is None else found[1].env_value(plan.env_name)
+    record = strategies.recorded_hashes(workload.template)
+    key = strategies.record_key(change.rtype, change.name)
+    if key in record:
+        return record[key]
+    return None
+
+
+def missed_while_away(
+    *, plan: Plan, carried_hash: str | None, config_changed_at: float | None,
+    template_changed_at: float | None,
+) -> tuple[bool, str]:  # fmt: skip
+    """At startup (or on becoming leader): did this resource change while nobody watched?
+
+    Evidence, strongest first: the workload carries an older hash for it (it was reloaded
+    before, for older content); or it carries none, and the resource's content was written
+    after the workload's pod template last was (its pods started with older content).
+    Anything else is left alone: a restart must not roll workloads that are current.
+    """
+    if plan.outcome is not Outcome.RELOAD:
+        return False, plan.message
+    what = str(plan.change)
+    if carried_hash == plan.change.hash:
+        return False, f"{what}: the workload already carries this content"
+    if carried_hash is not None:
+        return True, f"{what} changed while kube-reloader was not watching (carried {carried_hash})"
+    if config_changed_at is None or template_changed_at is None:
+        return False, f"{what}: no record and no timestamps to compare; left alone"
+    if config_changed_at > template_changed_at:
+        return True, f"{what} was written after the pod template; its pods have older content"
+    return False, f"{what} is older than the pod template; its pods already have this content"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core.annotations import LAST_RELOADED_FROM
+from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import PodTemplate
 
@@ -131,8 +131,24 @@ def annotation_carries(
     )
 
 
-def annotation_patch(value: str) -> dict[str, Any]:
-    return {"spec": {"template": {"metadata": {"annotations": {LAST_RELOADED_FROM: value}}}}}
+def record_key(rtype: ResourceType, name: str) -> str:
+    return f"{rtype.value}/{name}"
+
+
+def recorded_hashes(template: PodTemplate) -> dict[str, str]:
+    """Our per-config record (annotations strategy); {} when absent or unreadable."""
+    try:
+        doc = json.loads(template.annotations.get(RELOADED_HASHES) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def annotation_patch(value: str, record: dict[str, str] | None = None) -> dict[str, Any]:
+    annotations = {LAST_RELOADED_FROM: value}
+    if record is not None:
+        annotations[RELOADED_HASHES] = json.dumps(record, separators=(",", ":"), sort_keys=True)
+    return {"spec": {"template": {"metadata": {"annotations": annotations}}}}
 
 
 def merge_strategic(bodies: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,7 +161,11 @@ def merge_strategic(bodies: list[dict[str, Any]]) -> dict[str, Any]:
             env = containers.setdefault(c["name"], {})
             for var in c["env"]:
                 env[var["name"]] = var["value"]
-        annotations.update((tmpl.get("metadata") or {}).get("annotations") or {})
+        for key, value in ((tmpl.get("metadata") or {}).get("annotations") or {}).items():
+            if key == RELOADED_HASHES and key in annotations:
+                merged = {**json.loads(annotations[key]), **json.loads(value)}
+                value = json.dumps(merged, separators=(",", ":"), sort_keys=True)
+            annotations[key] = value
     template: dict[str, Any] = {}
     if annotations:
         template["metadata"] = {"annotations": annotations}

@@ -7,6 +7,8 @@ their own projections by subclassing `Object` (or any Struct with a `metadata: O
 
 from __future__ import annotations
 
+import datetime as dt
+
 import msgspec
 
 
@@ -16,6 +18,17 @@ class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True):
     name: str = ""
     uid: str = ""
     controller: bool = False
+
+
+class ManagedFieldsEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Who last wrote which fields, and when: `fieldsV1` is kept raw (a substring test tells
+    whether the entry covers `f:data` or `f:template`), so it costs no parsing."""
+
+    manager: str = ""
+    operation: str = ""
+    time: str = ""
+    subresource: str = ""
+    fieldsV1: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b""))
 
 
 class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -30,6 +43,8 @@ class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     annotations: dict[str, str] = msgspec.field(default_factory=dict)
     ownerReferences: tuple[OwnerReference, ...] = ()
     deletionTimestamp: str | None = None
+    creationTimestamp: str | None = None
+    managedFields: tuple[ManagedFieldsEntry, ...] = ()
 
 
 class Object(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -180,3 +195,27 @@ class Workload(msgspec.Struct, frozen=True):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+
+
+def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:
+    """Epoch seconds of the latest write that touched any of `fields` (e.g. b'"f:data"'),
+    from managedFields; the creation time when no entry says (None if unknown)."""
+
+    def parse(text: str | None) -> float | None:
+        if not text:
+            return None
+        try:
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+
+    latest: float | None = None
+    for entry in meta.managedFields:
+        if entry.subresource:
+            continue
+        raw = bytes(entry.fieldsV1)
+        if any(f in raw for f in fields):
+            t = parse(entry.time)
+            if t is not None and (latest is None or t > latest):
+                latest = t
+    return latest if latest is not None else parse(meta.creationTimestamp)

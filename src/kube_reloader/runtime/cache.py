@@ -37,6 +37,8 @@ class ConfigEntry:
     hash: str
     #: the resource a SecretProviderClassPodStatus reports on (its SecretProviderClass)
     resource: str = ""
+    #: epoch seconds of the last write to the content (from managedFields), if known
+    changed_at: float | None = None
 
     @property
     def name(self) -> str:
@@ -59,11 +61,15 @@ def _trim_meta(meta: ObjectMeta, keep: frozenset[str]) -> ObjectMeta:
     )
 
 
+_CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
+
+
 def configmap_entry(obj: p.ConfigMapContent, keys: Keys) -> ConfigEntry:
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.CONFIGMAP,
         hashing.configmap_hash(obj.data, obj.binaryData),
+        changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
     )
 
 
@@ -72,6 +78,7 @@ def secret_entry(obj: p.SecretContent, keys: Keys) -> ConfigEntry:
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.SECRET,
         hashing.secret_hash(obj.data),
+        changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
     )
 
 
@@ -147,6 +154,7 @@ def workload_entry(kind: WorkloadKind, obj: p.Workload | p.CronJob, keys: Keys) 
         paused=paused,
         owner_kind=_owner_kind(meta),
         workload_ref=ref,
+        template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
 

@@ -233,6 +233,8 @@ class Controller:
         if self.options.csi:
             await self._optional_csi()
         workers = [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
+        if self.options.reconcile_on_start and self.webhook is None:
+            self._spawn(self._level_loop())
         started = time.monotonic()
         waiter = asyncio.create_task(self._wait_synced(started))
         await stop.wait()
@@ -282,6 +284,88 @@ class Controller:
         if self._ns_reflector is not None:
             out.append(self._ns_reflector)
         return out
+
+    # ------------------------------------------------------------------ level-based start
+
+    async def _level_loop(self) -> None:
+        """Each time this replica starts writing (startup, or a won election), catch up on
+        the changes nobody applied while no kube-reloader was writing."""
+        while True:
+            await self.ready.wait()
+            await self.leading.wait()
+            self.reconcile_missed()
+            while self.leading.is_set():  # noqa: ASYNC110 - a state change, not a handoff
+                await asyncio.sleep(0.5)
+
+    def _configs(self, rtype: ResourceType) -> list[Reflector[ConfigEntry]]:
+        plural = "configmaps" if rtype is ResourceType.CONFIGMAP else "secrets"
+        return [r for r in self._config_reflectors if r.resource.plural == plural]
+
+    def _config_entry(self, rtype: ResourceType, namespace: str, name: str) -> ConfigEntry | None:
+        for refl in self._configs(rtype):
+            entry = refl.store.get((namespace, name))
+            if entry is not None:
+                return entry
+        return None
+
+    def _wanted(self, workload: planning.Workload) -> set[tuple[ResourceType, str]]:
+        """The ConfigMaps/Secrets a workload may reload for: its references, plus every one
+        of its namespace when it carries a named list for that type."""
+        wanted = {
+            r
+            for r in workload.template.references()
+            if r[0] is not ResourceType.SECRETPROVIDERCLASS
+        }
+        for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
+            key = self.keys.named(rtype)
+            if key in workload.annotations or key in workload.template.annotations:
+                for refl in self._configs(rtype):
+                    wanted.update((rtype, n) for ns, n in refl.store if ns == workload.namespace)
+        return wanted
+
+    def reconcile_missed(self) -> int:
+        """Queue a reload for every workload whose configs changed while nobody watched;
+        returns how many workloads were queued.
+
+        CronJobs and Jobs are left out: their next run reads the current content anyway,
+        and re-running them because kube-reloader restarted would surprise."""
+        now = int(self.clock())
+        strategy = self.options.plan.strategy
+        queued = 0
+        for candidate in list(self.index.workloads.values()):
+            if candidate.kind in (WorkloadKind.CRONJOB, WorkloadKind.JOB):
+                continue
+            workload = self._resolve_template(candidate)
+            for rtype, name in sorted(self._wanted(workload)):
+                entry = self._config_entry(rtype, workload.namespace, name)
+                if entry is None:
+                    continue
+                change = Change(
+                    rtype, workload.namespace, name, entry.hash, Event.UPDATED,
+                    entry.metadata.annotations,
+                )  # fmt: skip
+                p = planning.plan(
+                    change=change, workload=workload, config=self.options.plan, now=now
+                )
+                missed, why = planning.missed_while_away(
+                    plan=p,
+                    carried_hash=planning.carried(p, workload, strategy),
+                    config_changed_at=entry.changed_at,
+                    template_changed_at=workload.template_changed_at,
+                )
+                if not missed:
+                    continue
+                log.info(
+                    "reloading a change missed while not watching",
+                    extra={"workload": str(workload.key), "reason": why},
+                )
+                pending = self.pending.setdefault(workload.key, {})
+                if not pending:
+                    queued += 1
+                pending[(rtype, name)] = change
+                self._schedule(workload.key, self.options.coalesce_window)
+        log.info("startup reconciliation done", extra={"workloads_queued": queued})
+        return queued
 
     # ------------------------------------------------------------------ optional APIs
 

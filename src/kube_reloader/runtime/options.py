@@ -54,6 +54,8 @@ class Options:
     #: minimum seconds between two reloads of the same workload (0 disables)
     min_interval: float = 5.0
     #: cluster-wide reloads per second and burst (rate 0 disables)
+    #: on startup and on becoming leader, apply changes made while nobody was watching
+    reconcile_on_start: bool = True
     reload_rate: float = 50.0
     reload_burst: float = 200.0
     reload_on_create: bool = False
