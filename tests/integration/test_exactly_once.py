@@ -9,7 +9,7 @@ import pytest
 
 from kube_reloader.core import hashing
 from kube_reloader.kube import resources
-from kube_reloader.kube.client import Client
+from kube_reloader.kube.client import Client, PatchType
 from tests import builders
 from tests.harness import AUTO, app, env_of, running, update_cm
 from tests.waiting import eventually
@@ -206,3 +206,182 @@ async def test_reconcile_on_start_false_keeps_reloaders_behaviour(
             return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
 
         await eventually(applied, what="the level-based start to apply it")
+
+
+# ------------------------------------------------------------------ SIGKILL, API server and etcd restarts
+
+
+async def test_sigkill_during_a_burst_then_restart_applies_every_latest_hash_without_extra_rollouts(
+    client: Client, namespace: str, kubeconfig_path: Any, tmp_path: Any
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    n_workloads, rounds = 50, 4
+    sem = asyncio.Semaphore(16)
+
+    async def make(i: int) -> None:
+        async with sem:
+            await client.create(
+                resources.CONFIGMAPS, builders.configmap(f"c{i}", namespace, {"v": "0"})
+            )
+            await client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", namespace, f"c{i}"))
+
+    await asyncio.gather(*(make(i) for i in range(n_workloads)))
+    before = {i: await generation(client, namespace, f"w{i}") for i in range(n_workloads)}
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
+    args = [sys.executable, "-m", "kube_reloader", f"--namespaces={namespace}", "--metrics-addr=127.0.0.1:0",
+            "--log-format=json", "--reload-min-interval=0"]  # fmt: skip
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            args, env=env, stdout=(tmp_path / name).open("w"), stderr=subprocess.STDOUT
+        )
+
+    proc = start("first.log")
+    try:
+        await asyncio.sleep(2.0)  # synced
+        updates = 0
+        for r in range(1, rounds + 1):
+            for i in range(n_workloads):
+                await update_cm(client, namespace, f"c{i}", {"v": str(r)})
+                updates += 1
+                if updates == 100:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+        assert updates == 200
+        proc = start("second.log")
+        want = hashing.configmap_hash({"v": str(rounds)})
+
+        async def converged() -> bool:
+            for i in range(n_workloads):
+                if (await env_of(client, "Deployment", namespace, f"w{i}")).get(
+                    f"STAKATER_C{i}_CONFIGMAP"
+                ) != want:
+                    return False
+            return True
+
+        await eventually(converged, what="every workload on the latest hash", timeout=60)
+        await asyncio.sleep(1.5)
+        rolled = {
+            i: await generation(client, namespace, f"w{i}") - before[i] for i in range(n_workloads)
+        }
+        assert all(1 <= r <= rounds for r in rolled.values()), rolled
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+async def test_no_reload_is_lost_when_the_api_server_or_etcd_restarts_during_updates(
+    private_cluster: Any, private_client: Client, component: str
+) -> None:
+    from kube_reloader.kube import errors
+
+    client = private_client
+    ns = f"restart-{component}"
+    import contextlib
+
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(
+            resources.NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        )
+    for i in range(5):
+        with contextlib.suppress(errors.AlreadyExists):
+            await client.create(resources.CONFIGMAPS, builders.configmap(f"c{i}", ns, {"v": "0"}))
+            await client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", ns, f"c{i}"))
+
+    async def update(i: int, value: str) -> None:
+        for _ in range(300):  # the API may be down: keep trying, as a user's CI would
+            try:
+                await update_cm(client, ns, f"c{i}", {"v": value})
+                return
+            except (errors.Transient, errors.ConnectionFailed):
+                await asyncio.sleep(0.2)
+        raise AssertionError("the API server never came back")
+
+    async with running(client, ns) as ctl:
+        await update(0, "1")
+        restart = asyncio.create_task(asyncio.to_thread(private_cluster.restart, component))
+        for i in range(5):
+            await update(i, "2")
+            await asyncio.sleep(0.3)
+        await restart
+        for i in range(5):
+            await update(i, "3")
+        want = hashing.configmap_hash({"v": "3"})
+
+        async def converged() -> bool:
+            try:
+                for i in range(5):
+                    if (await env_of(client, "Deployment", ns, f"w{i}")).get(
+                        f"STAKATER_C{i}_CONFIGMAP"
+                    ) != want:
+                        return False
+            except errors.Transient:
+                return False
+            return True
+
+        await eventually(
+            converged, what=f"all changes applied across a {component} restart", timeout=90
+        )
+        assert ctl.stats.failures == 0
+
+
+# ------------------------------------------------------------------ secrets never leak
+
+
+async def test_a_planted_secret_value_appears_in_no_log_event_metric_or_error(
+    client: Client, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import base64
+    import logging
+
+    from kube_reloader.logs import JsonFormatter, TextFormatter
+
+    planted = "PLANTED-s3cr3t-" + namespace
+    caplog.set_level(logging.DEBUG)
+    await client.create(
+        resources.SECRETS, builders.secret("db", namespace, {"password": "old-" + planted})
+    )
+    tmpl = app(env_from_secrets=("db",), labels={"app": "w"})
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment("w", namespace, replicas=0, template=tmpl, annotations=AUTO),
+    )
+    # a workload with broken annotations, so warnings and Events are produced too
+    await client.create(resources.DEPLOYMENTS, builders.deployment("bad", namespace, replicas=0, template=app(env_from_secrets=("db",), labels={"app": "bad"}),
+                        annotations={"secret.reloader.stakater.com/reload": "[", "reloader.stakater.com/auto": "yes"}))  # fmt: skip
+    async with running(client, namespace, reload_on_delete=True, min_interval=0) as ctl:
+        await client.patch(
+            resources.SECRETS,
+            "db",
+            {"stringData": {"password": planted}},
+            namespace=namespace,
+            patch_type=__import__(
+                "kube_reloader.kube.client", fromlist=["PatchType"]
+            ).PatchType.MERGE,
+        )
+
+        async def reloaded() -> bool:
+            return "STAKATER_DB_SECRET" in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(reloaded, what="the Secret reload")
+        await client.delete(resources.SECRETS, "db", namespace=namespace)
+
+        async def removed() -> bool:
+            return "STAKATER_DB_SECRET" not in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(removed, what="the delete reload")
+        exposition = ctl.metrics.exposition().decode()
+    rendered = [JsonFormatter().format(r) + TextFormatter().format(r) for r in caplog.records]
+    events = [
+        e["message"] for e in (await client.list(resources.EVENTS, namespace=namespace)).items
+    ]
+    haystack = "\n".join([*rendered, *events, exposition])
+    assert len(rendered) > 5
+    for needle in (planted, base64.b64encode(planted.encode()).decode(), "old-" + planted):
+        assert needle not in haystack
