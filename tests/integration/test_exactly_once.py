@@ -9,7 +9,7 @@ import pytest
 
 from kube_reloader.core import hashing
 from kube_reloader.kube import resources
-from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.client import Client
 from tests import builders
 from tests.harness import AUTO, app, env_of, running, update_cm
 from tests.waiting import eventually
