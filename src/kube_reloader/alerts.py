@@ -110,6 +110,14 @@ class AlertSender:
             log.warning("alert queue full, dropped the oldest alert", extra={"sink": self.sink})
         self._queue.put_nowait(body)
 
+    def notify(self, text: str) -> None:
+        """Queue a free-form message (e.g. a failed rollout) for the same sink."""
+        body = alerting.payload(self.sink, text).body
+        if self._queue.full():
+            self.stats.dropped += 1
+            return
+        self._queue.put_nowait(body)
+
     async def _run(self) -> None:
         assert self._session is not None
         ok_only_200 = alerting.payload(self.sink, "").ok_only_200

@@ -116,6 +116,14 @@ class Recorder:
         self.pauses = Counter(
             "kube_reloader_pauses", "Deployment pauses and resumes", ["action"], registry=r
         )
+        self.rollouts = Counter(
+            "kube_reloader_rollouts", "Rollouts started by a reload, by outcome",
+            ["workload_kind", "result"], registry=r,
+        )  # fmt: skip
+        self.rollout_duration = Histogram(
+            "kube_reloader_rollout_duration_seconds", "Reload write to rollout complete",
+            ["workload_kind"], buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r,
+        )  # fmt: skip
         self.leader = Gauge(
             "kube_reloader_leader", "1 when this replica holds the lease", registry=r
         )

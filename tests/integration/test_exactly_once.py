@@ -385,3 +385,47 @@ async def test_a_planted_secret_value_appears_in_no_log_event_metric_or_error(
     assert len(rendered) > 5
     for needle in (planted, base64.b64encode(planted.encode()).decode(), "old-" + planted):
         assert needle not in haystack
+
+
+# ------------------------------------------------------------------ rollout tracking
+
+
+@pytest.mark.rollout
+async def test_a_reload_rollout_is_followed_to_completion_or_failure(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "0"}))
+    ok = builders.deployment(
+        "ok",
+        namespace,
+        replicas=2,
+        template=app(env_from_configmaps=("c",), labels={"app": "ok"}),
+        annotations=AUTO,
+    )
+    stuck_tmpl = app(env_from_configmaps=("c",), labels={"app": "stuck"})
+    stuck_tmpl["spec"]["nodeSelector"] = {"no-such-node": "true"}  # new pods can never be scheduled
+    stuck = builders.deployment(
+        "stuck", namespace, replicas=1, template=stuck_tmpl, annotations=AUTO
+    )
+    stuck["spec"]["progressDeadlineSeconds"] = 3
+    stuck["spec"]["strategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    await client.create(resources.DEPLOYMENTS, ok)
+    await client.create(resources.DEPLOYMENTS, stuck)
+    async with running(client, namespace) as ctl:
+        await update_cm(client, namespace, "c", {"v": "1"})
+
+        async def events() -> dict[str, dict[str, Any]] | None:
+            got = {e["reason"]: e for e in (await client.list(resources.EVENTS, namespace=namespace)).items
+                   if e["reason"].startswith("ReloadRollout") or e["reason"] == "ReloadRolledOut"}  # fmt: skip
+            return got if {"ReloadRolledOut", "ReloadRolloutFailed"} <= set(got) else None
+
+        got = await eventually(events, what="rolled-out and failed rollout events", timeout=60)
+        text = ctl.metrics.exposition().decode()
+    assert got["ReloadRolledOut"]["involvedObject"]["name"] == "ok"
+    assert got["ReloadRolloutFailed"]["involvedObject"]["name"] == "stuck"
+    assert got["ReloadRolloutFailed"]["type"] == "Warning"
+    assert 'kube_reloader_rollouts_total{result="complete",workload_kind="Deployment"} 1.0' in text
+    assert 'kube_reloader_rollouts_total{result="failed",workload_kind="Deployment"} 1.0' in text

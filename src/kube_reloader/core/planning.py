@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import hashing, matching, strategies
+from kube_reloader.core import hashing, matching, rollouts, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.references import PodTemplate, Target, target_container
 
@@ -61,6 +61,8 @@ class Workload:
     workload_ref: str = ""
     #: epoch seconds of the last write to the pod template (from managedFields), if known
     template_changed_at: float | None = None
+    #: rollout progress (Deployments, StatefulSets, DaemonSets)
+    status: rollouts.Status | None = None
 
     @property
     def key(self) -> ObjectKey:

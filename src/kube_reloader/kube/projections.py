@@ -151,8 +151,31 @@ class WorkloadRef(msgspec.Struct, frozen=True):
     name: str = ""
 
 
+class Condition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+
+
+class WorkloadStatus(msgspec.Struct, frozen=True):
+    """Rollout progress across Deployments, StatefulSets and DaemonSets."""
+
+    observedGeneration: int = 0
+    replicas: int = 0
+    updatedReplicas: int = 0
+    availableReplicas: int = 0
+    currentRevision: str = ""
+    updateRevision: str = ""
+    desiredNumberScheduled: int = 0
+    updatedNumberScheduled: int = 0
+    numberAvailable: int = 0
+    conditions: tuple[Condition, ...] = ()
+
+
 class WorkloadSpec(msgspec.Struct, frozen=True):
     template: PodTemplateSpec | None = None
+    replicas: int | None = None
+    progressDeadlineSeconds: int | None = None
     paused: bool = False  # Deployments (spec.paused)
     suspend: bool = False  # CronJobs
     workloadRef: WorkloadRef | None = None  # Argo Rollouts that borrow a Deployment's template
@@ -195,6 +218,7 @@ class Workload(msgspec.Struct, frozen=True):
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+    status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)
 
 
 def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kube_reloader.core import hashing
+from kube_reloader.core import hashing, rollouts
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Workload
@@ -155,8 +155,38 @@ def workload_entry(kind: WorkloadKind, obj: p.Workload | p.CronJob, keys: Keys) 
         owner_kind=_owner_kind(meta),
         workload_ref=ref,
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
+        status=None if isinstance(obj, p.CronJob) else _status(kind, obj),
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
+
+
+def _status(kind: WorkloadKind, obj: p.Workload) -> rollouts.Status | None:
+    st = obj.status
+    if kind is WorkloadKind.DAEMONSET:
+        return rollouts.Status(
+            generation=obj.metadata.generation, observed_generation=st.observedGeneration,
+            replicas=st.desiredNumberScheduled, updated=st.updatedNumberScheduled,
+            available=st.numberAvailable,
+        )  # fmt: skip
+    if kind not in (WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFULSET):
+        return None
+    exceeded = any(
+        c.type == "Progressing" and c.status == "False" and c.reason == "ProgressDeadlineExceeded"
+        for c in st.conditions
+    )
+    return rollouts.Status(
+        generation=obj.metadata.generation,
+        observed_generation=st.observedGeneration,
+        replicas=obj.spec.replicas if obj.spec.replicas is not None else 1,
+        updated=st.updatedReplicas,
+        available=st.availableReplicas,
+        current_revision=st.currentRevision,
+        update_revision=st.updateRevision,
+        progress_deadline_exceeded=exceeded,
+        progress_deadline_seconds=(
+            float(obj.spec.progressDeadlineSeconds) if obj.spec.progressDeadlineSeconds else None
+        ),
+    )
 
 
 def spc_status_entry(obj: p.SpcPodStatus) -> ConfigEntry:

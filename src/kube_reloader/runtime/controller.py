@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from kube_reloader.alerts import AlertSender, WebhookNotifier
-from kube_reloader.core import limiting, pausing, planning
+from kube_reloader.core import limiting, pausing, planning, rollouts
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Change, Event, Outcome
@@ -153,6 +153,8 @@ class Controller:
         self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._scheduled: dict[ObjectKey, asyncio.TimerHandle] = {}
+        #: rollouts being followed: key -> (generation written, started (monotonic), deadline)
+        self._tracking: dict[ObjectKey, tuple[int, float, float]] = {}
         self._last_reload: dict[ObjectKey, float] = {}
         self._bucket = limiting.TokenBucket(options.reload_rate, options.reload_burst)
         #: set while this replica may write (always without HA; while leading with HA)
@@ -466,6 +468,8 @@ class Controller:
                     handle.cancel()
             elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
                 self.index.put(ev.object.workload)
+                if ev.object.workload.key in self._tracking:
+                    self._check_rollout(ev.object.workload)
                 if ev.object.workload.kind is WorkloadKind.DEPLOYMENT:
                     self._track_pause(ev.object.workload)
 
@@ -775,6 +779,7 @@ class Controller:
         self._last_reload[key] = time.monotonic()
         if answer is not None and answer.get("kind") == workload.kind.value:
             self._refresh_cache(workload.kind, answer)
+            self._track_rollout(workload, answer)
         accepted = time.monotonic()
         self.metrics.action_latency.labels(workload_kind=key.kind).observe(accepted - write_started)
         for p in todo:
@@ -851,6 +856,74 @@ class Controller:
         except (msgspec.ValidationError, TypeError):
             return
         self.index.put(workload_entry(kind, obj, self.keys).workload)
+
+    # ------------------------------------------------------------------ rollout tracking
+
+    def _track_rollout(self, workload: planning.Workload, answer: dict[str, Any]) -> None:
+        if workload.kind not in (
+            WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFULSET, WorkloadKind.DAEMONSET
+        ):  # fmt: skip
+            return
+        generation = int((answer.get("metadata") or {}).get("generation") or 0)
+        fresh = self.index.workloads.get(workload.key)
+        status = fresh.status if fresh is not None else None
+        limit = (
+            rollouts.deadline(status) if status is not None else rollouts.DEFAULT_DEADLINE_SECONDS
+        )
+        self._tracking[workload.key] = (generation, time.monotonic(), limit)
+        loop = asyncio.get_running_loop()
+        loop.call_later(limit, lambda: self._rollout_timed_out(workload.key, generation))
+        if fresh is not None:
+            self._check_rollout(fresh)
+
+    def _check_rollout(self, workload: planning.Workload) -> None:
+        tracked = self._tracking.get(workload.key)
+        if tracked is None or workload.status is None:
+            return
+        written, _, _ = tracked
+        result = rollouts.state(workload.kind, written, workload.status)
+        if result is not rollouts.RolloutState.PROGRESSING:
+            self._finish_rollout(workload, result)
+
+    def _rollout_timed_out(self, key: ObjectKey, generation: int) -> None:
+        tracked = self._tracking.get(key)
+        workload = self.index.workloads.get(key)
+        if tracked is None or tracked[0] != generation or workload is None:
+            return
+        self._finish_rollout(workload, rollouts.RolloutState.STUCK)
+
+    def _finish_rollout(self, workload: planning.Workload, result: rollouts.RolloutState) -> None:
+        _written, started, limit = self._tracking.pop(workload.key)
+        seconds = time.monotonic() - started
+        kind, name = workload.kind.value, workload.name
+        self.metrics.rollouts.labels(workload_kind=kind, result=result.value).inc()
+        if result is rollouts.RolloutState.COMPLETE:
+            self.metrics.rollout_duration.labels(workload_kind=kind).observe(seconds)
+            log.info(
+                "rollout complete",
+                extra={"workload": str(workload.key), "seconds": round(seconds, 2)},
+            )
+            self._event(
+                workload, "Normal", "ReloadRolledOut",
+                f"Rollout of '{name}' after the reload completed in {seconds:.1f}s", "reloader",
+            )  # fmt: skip
+            return
+        if result is rollouts.RolloutState.FAILED:
+            reason, text = (
+                "ReloadRolloutFailed",
+                (f"Rollout of '{name}' after the reload failed: progress deadline exceeded"),
+            )
+        else:
+            reason, text = (
+                "ReloadRolloutStuck",
+                (f"Rollout of '{name}' after the reload is not complete after {limit:.0f}s"),
+            )
+        log.warning(
+            "rollout not complete", extra={"workload": str(workload.key), "result": result.value}
+        )
+        self._event(workload, "Warning", reason, text, "reloader")
+        if self.alerts is not None and self.leading.is_set():
+            self.alerts.notify(f"{text} ({kind} in namespace {workload.namespace})")
 
     # ------------------------------------------------------------------ pause period
 

@@ -1,0 +1,62 @@
+"""Did the rollout a reload started finish? Pure reading of a workload's status.
+
+After a reload the controller follows the workload until its new pods are all updated and
+available (complete), the controller reports the progress deadline exceeded (failed), or a
+deadline of our own passes first (stuck). "Logs say updated but pods never restarted"
+becomes an Event and a metric instead of a silent mystery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kube_reloader.core.objects import WorkloadKind
+
+DEFAULT_DEADLINE_SECONDS = 600.0
+
+
+class RolloutState(StrEnum):
+    PROGRESSING = "progressing"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    STUCK = "stuck"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The status fields that matter, whatever the kind (absent ones are 0 / empty)."""
+
+    generation: int = 0
+    observed_generation: int = 0
+    replicas: int = 0  # desired: spec.replicas, or desiredNumberScheduled for DaemonSets
+    updated: int = 0
+    available: int = 0
+    current_revision: str = ""  # StatefulSets
+    update_revision: str = ""
+    progress_deadline_exceeded: bool = False
+    progress_deadline_seconds: float | None = None
+
+
+def state(kind: WorkloadKind, written_generation: int, s: Status) -> RolloutState:
+    if s.observed_generation < written_generation:
+        return RolloutState.PROGRESSING
+    if s.progress_deadline_exceeded:
+        return RolloutState.FAILED
+    done = s.updated >= s.replicas and s.available >= s.replicas
+    if (
+        kind is WorkloadKind.STATEFULSET
+        and s.update_revision
+        and s.current_revision != s.update_revision
+    ):
+        done = done and s.replicas == 0
+    return RolloutState.COMPLETE if done else RolloutState.PROGRESSING
+
+
+#: kube-controller-manager reports a missed progress deadline a little after it passes
+GRACE_SECONDS = 30.0
+
+
+def deadline(s: Status) -> float:
+    """When to call a rollout stuck if the workload's controller has not said it failed."""
+    return (s.progress_deadline_seconds or DEFAULT_DEADLINE_SECONDS) + GRACE_SECONDS
