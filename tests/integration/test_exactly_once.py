@@ -429,3 +429,165 @@ async def test_a_reload_rollout_is_followed_to_completion_or_failure(
     assert got["ReloadRolloutFailed"]["type"] == "Warning"
     assert 'kube_reloader_rollouts_total{result="complete",workload_kind="Deployment"} 1.0' in text
     assert 'kube_reloader_rollouts_total{result="failed",workload_kind="Deployment"} 1.0' in text
+
+
+async def _private_ns(client: Client, name: str, workloads: int) -> None:
+    import contextlib
+
+    from kube_reloader.kube import errors
+
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(
+            resources.NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+    for i in range(workloads):
+        with contextlib.suppress(errors.AlreadyExists):
+            await client.create(resources.CONFIGMAPS, builders.configmap(f"c{i}", name, {"v": "0"}))
+            await client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", name, f"c{i}"))
+
+
+async def _update_retrying(client: Client, ns: str, name: str, data: dict[str, str]) -> None:
+    """Update a ConfigMap the way a user's tooling would while the API server restarts."""
+    from kube_reloader.kube import errors
+
+    for _ in range(300):
+        try:
+            await update_cm(client, ns, name, data)
+            return
+        except (errors.Transient, errors.ConnectionFailed):
+            await asyncio.sleep(0.2)
+    raise AssertionError("the API server never came back")
+
+
+async def test_an_expired_watch_after_etcd_compaction_loses_and_repeats_nothing(
+    private_cluster: Any, private_client: Client
+) -> None:
+    client, ns = private_client, "compaction"
+    await _private_ns(client, ns, 3)
+    async with running(client, ns) as ctl:
+        await update_cm(client, ns, "c0", {"v": "1"})
+        private_cluster.stop_component("kube-apiserver")
+        private_cluster.start_component("kube-apiserver")
+        # changes while the controller's watches are broken, then history compacted away
+        for i in range(3):
+            await _update_retrying(client, ns, f"c{i}", {"v": "2"})
+        private_cluster.compact_etcd()
+        await asyncio.to_thread(private_cluster.restart, "kube-apiserver")
+        want = hashing.configmap_hash({"v": "2"})
+
+        async def converged() -> bool:
+            for i in range(3):
+                if (await env_of(client, "Deployment", ns, f"w{i}")).get(
+                    f"STAKATER_C{i}_CONFIGMAP"
+                ) != want:
+                    return False
+            return True
+
+        await eventually(converged, what="every change applied after the expired watch", timeout=60)
+        await asyncio.sleep(1.0)
+        gens = [await generation(client, ns, f"w{i}") for i in range(3)]
+        assert gens[1:] == [2, 2], "one rollout each for w1 and w2"
+        assert gens[0] in (2, 3), "w0: its two changes may or may not have been merged"
+        assert sum(r.relists for r in ctl.all_reflectors()) > 0, "the expired watches were relisted"
+
+
+async def test_an_api_server_down_for_a_minute_is_waited_out(
+    private_cluster: Any, private_client: Client
+) -> None:
+    client, ns = private_client, "outage"
+    await _private_ns(client, ns, 1)
+    async with running(client, ns) as ctl:
+        private_cluster.stop_component("kube-apiserver")
+        await asyncio.sleep(60)
+        private_cluster.start_component("kube-apiserver")
+        await _update_retrying(client, ns, "c0", {"v": "after-outage"})
+        want = hashing.configmap_hash({"v": "after-outage"})
+
+        async def applied() -> bool:
+            return (await env_of(client, "Deployment", ns, "w0")).get(
+                "STAKATER_C0_CONFIGMAP"
+            ) == want
+
+        await eventually(applied, what="a reload after a one-minute outage", timeout=60)
+        assert ctl.stats.failures == 0
+
+
+# ------------------------------------------------------------------ bad input
+
+
+async def test_bad_input_never_stops_other_reloads(client: Client, namespace: str) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "0"}))
+    bad = {
+        "redos": {"configmap.reloader.stakater.com/reload": "(a+)+$,(a|aa)*c"},
+        "spaces": {"reloader.stakater.com/auto": " true"},
+        "casing": {"reloader.stakater.com/auto": "TRUE "},
+        "missing-config": {"reloader.stakater.com/auto": "true"},
+        "unknown-strategy": {
+            "reloader.stakater.com/auto": "true",
+            "reloader.stakater.com/rollout-strategy": "sideways",
+        },
+    }
+    for name, anns in bad.items():
+        refs = ("does-not-exist",) if name == "missing-config" else ("c",)
+        await client.create(
+            resources.DEPLOYMENTS,
+            builders.deployment(
+                name,
+                namespace,
+                replicas=0,
+                template=app(env_from_configmaps=refs, labels={"app": name}),
+                annotations=anns,
+            ),
+        )
+    await client.create(resources.DEPLOYMENTS, _deployment("good", namespace, "c"))
+    async with running(client, namespace) as ctl:
+        await update_cm(client, namespace, "c", {"v": "a" * 60 + "!"})
+
+        async def good() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "good")
+
+        await eventually(good, what="the good workload to reload")
+
+        async def warnings() -> set[str] | None:
+            names = {e["involvedObject"]["name"] for e in (await client.list(resources.EVENTS, namespace=namespace)).items
+                     if e["type"] == "Warning"}  # fmt: skip
+            return names if {"redos", "spaces"} <= names else None
+
+        names = await eventually(warnings, what="Warning events on the bad workloads")
+        assert ctl.stats.failures == 0
+    assert "casing" in names, "'TRUE ' (trailing space) is not a Go boolean: it is warned about"
+    for name in ("redos", "spaces", "missing-config"):
+        assert await env_of(client, "Deployment", namespace, name) == {}
+    assert "STAKATER_C_CONFIGMAP" in await env_of(
+        client, "Deployment", namespace, "unknown-strategy"
+    )
+
+
+async def test_five_thousand_workloads_on_one_configmap_all_reload(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("shared", namespace, {"v": "0"}))
+    sem = asyncio.Semaphore(48)
+
+    async def make(i: int) -> None:
+        async with sem:
+            await client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", namespace, "shared"))
+
+    await asyncio.gather(*(make(i) for i in range(5000)))
+    async with running(client, namespace, reload_rate=0, workers=8) as ctl:
+        await update_cm(client, namespace, "shared", {"v": "1"})
+
+        async def all_done() -> bool:
+            return ctl.stats.reloads >= 5000
+
+        await eventually(all_done, what="5,000 reloads", timeout=240, interval=1.0)
+        assert ctl.stats.failures == 0
+        assert ctl.stats.patches == 5000
+    listed = await client.list(resources.DEPLOYMENTS, namespace=namespace)
+    want = hashing.configmap_hash({"v": "1"})
+    carried = [
+        {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0].get("env") or []}.get("STAKATER_SHARED_CONFIGMAP")
+        for d in listed.items
+    ]  # fmt: skip
+    assert carried.count(want) == 5000
