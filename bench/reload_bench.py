@@ -122,7 +122,8 @@ async def run(args: argparse.Namespace, kubeconfig: Path, out: dict[str, Any]) -
         started = time.monotonic()
         with log_path.open("w") as log:
             proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, not awaited
-                [sys.executable, "-m", "kube_reloader", "--log-format=json"],
+                [sys.executable, "-m", "kube_reloader", "--log-format=json", "--metrics-addr=127.0.0.1:0",
+                 *args.controller_args],
                 env=env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         try:
@@ -206,6 +207,10 @@ def main() -> int:
     parser.add_argument("--secrets", type=int, default=10000)
     parser.add_argument("--secret-kib", type=int, default=8)
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
+    parser.add_argument(
+        "--controller-arg", dest="controller_args", action="append", default=[],
+        help="extra kube-reloader flag, e.g. --controller-arg=--reload-coalesce-window=0",
+    )  # fmt: skip
     args = parser.parse_args()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     results = Path(args.results) / stamp
