@@ -179,3 +179,16 @@ def decide(
     else:
         msg = f"no reload annotation for {rtype.kind}s on the workload or its pod template"
     return Decision(False, Reason.NO_MATCH, msg, source=source, warnings=tuple(warnings))
+
+
+def shadowed_template_keys(
+    workload_annotations: Mapping[str, str], template_annotations: Mapping[str, str], keys: Keys
+) -> dict[str, str]:
+    """Pod-template trigger annotations that can never be read: for their resource type, the
+    workload's own metadata already carries a trigger key, which pins the decision there."""
+    out: dict[str, str] = {}
+    for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET, ResourceType.SECRETPROVIDERCLASS):
+        triggers = keys.trigger_keys(rtype)
+        if any(k in workload_annotations for k in triggers):
+            out.update({k: template_annotations[k] for k in triggers if k in template_annotations})
+    return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -31,7 +32,7 @@ from typing import Any
 import msgspec
 
 from kube_reloader.alerts import AlertSender, WebhookNotifier
-from kube_reloader.core import limiting, pausing, planning, rollouts
+from kube_reloader.core import limiting, matching, pausing, planning, rollouts
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Change, Event, Outcome
@@ -468,6 +469,7 @@ class Controller:
                     handle.cancel()
             elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
                 self.index.put(ev.object.workload)
+                self._warn_shadowed(ev.object.workload)
                 if ev.object.workload.key in self._tracking:
                     self._check_rollout(ev.object.workload)
                 if ev.object.workload.kind is WorkloadKind.DEPLOYMENT:
@@ -570,10 +572,9 @@ class Controller:
         )
         if ref is None:
             return workload
-        return planning.Workload(
-            workload.kind, workload.namespace, workload.name, workload.annotations, ref.template,
-            workload.uid, workload.paused, workload.owner_kind, workload.workload_ref,
-        )  # fmt: skip
+        return dataclasses.replace(
+            workload, template=ref.template, template_changed_at=ref.template_changed_at
+        )
 
     def _fan_out(self, change: Change, observed: float) -> None:
         now = int(self.clock())
@@ -640,12 +641,28 @@ class Controller:
             self.metrics.side_channel.labels(channel="webhook", result="success").inc()
             self.metrics.reload_executed.labels(success="true").inc()
             self.metrics.action.labels(workload_kind="webhook", result="success").inc()
-        else:
-            self.metrics.side_channel.labels(channel="webhook", result="error").inc()
-            self.metrics.errors.labels(type="webhook_send").inc()
             log.info(
                 "webhook sent instead of reloading",
                 extra={"resource": str(change), "workloads": ",".join(map(str, workloads))},
+            )
+        else:
+            self.metrics.side_channel.labels(channel="webhook", result="error").inc()
+            self.metrics.errors.labels(type="webhook_send").inc()
+
+    def _warn_shadowed(self, workload: planning.Workload) -> None:
+        """One Warning per workload whose pod-template reload annotations can never be used."""
+        shadowed = matching.shadowed_template_keys(
+            workload.annotations, workload.template.annotations, self.keys
+        )
+        if shadowed:
+            listed = ", ".join(f"{k}={v!r}" for k, v in sorted(shadowed.items()))
+            self._warn_once(
+                workload,
+                (
+                    f"pod-template annotations {listed} are never used: the workload's own "
+                    "metadata has a reload annotation for the same type; move them to the "
+                    "workload's metadata",
+                ),
             )
 
     def _warn_once(self, workload: planning.Workload, warnings: tuple[str, ...]) -> None:

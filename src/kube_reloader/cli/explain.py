@@ -1,0 +1,171 @@
+"""`kube-reloader explain KIND/NAME`: the decision, step by step, for one workload."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kube_reloader.core import explaining, hashing, planning
+from kube_reloader.core.matching import MatchConfig
+from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.strategies import Strategy
+from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.runtime.writing import RESOURCES
+
+KIND_ALIASES = {
+    **{k.value.lower(): k for k in WorkloadKind},
+    **{k.value.lower() + "s": k for k in WorkloadKind},
+    "deploy": WorkloadKind.DEPLOYMENT, "sts": WorkloadKind.STATEFULSET,
+    "ds": WorkloadKind.DAEMONSET, "cj": WorkloadKind.CRONJOB, "dc": WorkloadKind.DEPLOYMENTCONFIG,
+}  # fmt: skip
+Resources = dict[tuple[ResourceType, str], tuple[str, Mapping[str, str]] | None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kube-reloader explain",
+        description="Say why a workload would or would not reload, step by step.",
+        allow_abbrev=False,
+    )
+    p.add_argument("target", metavar="KIND/NAME", help="e.g. deployment/web, sts/db")
+    p.add_argument("-n", "--namespace", default=None)
+    p.add_argument("--change", metavar="configmap/NAME|secret/NAME", help="explain this one change")
+    p.add_argument(
+        "-f", "--filename", help="read the workload (and its configs) from this YAML file"
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--kubeconfig", default=None)
+    p.add_argument("--context", default=None)
+    p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
+    p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
+    return p
+
+
+def _target(text: str) -> tuple[WorkloadKind, str]:
+    kind, sep, name = text.partition("/")
+    if not sep or not name or kind.lower() not in KIND_ALIASES:
+        raise ValueError(f"{text!r}: expected KIND/NAME with KIND one of deployment, statefulset, "
+                         "daemonset, cronjob, job, rollout, deploymentconfig")  # fmt: skip
+    return KIND_ALIASES[kind.lower()], name
+
+
+def _change(text: str | None) -> tuple[ResourceType, str] | None:
+    if not text:
+        return None
+    kind, _, name = text.partition("/")
+    types = {
+        "configmap": ResourceType.CONFIGMAP,
+        "cm": ResourceType.CONFIGMAP,
+        "secret": ResourceType.SECRET,
+    }
+    if kind.lower() not in types or not name:
+        raise ValueError(f"--change {text!r}: expected configmap/NAME or secret/NAME")
+    return types[kind.lower()], name
+
+
+def content_hash(obj: Mapping[str, Any]) -> str:
+    """Reloader's hash of a ConfigMap or Secret manifest (live or from a file)."""
+    if obj.get("kind") == "Secret":
+        data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        data.update({k: str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
+        return hashing.secret_hash(data)
+    binary = {k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()}
+    return hashing.configmap_hash({k: str(v) for k, v in (obj.get("data") or {}).items()}, binary)
+
+
+def from_file(
+    path: Path, kind: WorkloadKind, name: str, namespace: str | None
+) -> tuple[dict[str, Any], Resources]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+    def matches(d: dict[str, Any]) -> bool:
+        meta = d.get("metadata") or {}
+        in_ns = namespace is None or meta.get("namespace", "default") == namespace
+        return d.get("kind") == kind.value and meta.get("name") == name and in_ns
+
+    workload = next((d for d in docs if matches(d)), None)
+    if workload is None:
+        raise ValueError(f"{path}: no {kind.value} named {name!r}")
+    ns = (workload.get("metadata") or {}).get("namespace", "default")
+    found: Resources = {}
+    for d in docs:
+        meta = d.get("metadata") or {}
+        if d.get("kind") in ("ConfigMap", "Secret") and meta.get("namespace", "default") == ns:
+            rtype = ResourceType.CONFIGMAP if d["kind"] == "ConfigMap" else ResourceType.SECRET
+            found[(rtype, meta.get("name", ""))] = (
+                content_hash(d),
+                dict(meta.get("annotations") or {}),
+            )
+    return workload, found
+
+
+async def from_cluster(
+    args: argparse.Namespace, kind: WorkloadKind, name: str
+) -> tuple[dict[str, Any], Resources]:
+    conn = config.load(args.kubeconfig, context=args.context)
+    ns = args.namespace or conn.namespace
+    async with Client(conn, user_agent="kube-reloader-explain") as client:
+        workload = await client.get(RESOURCES[kind], name, namespace=ns)
+        w = planning.workload_from_manifest(workload)
+        wanted = set(w.template.references())
+        keys = MatchConfig().keys
+        found: Resources = {}
+        for rtype, res in (
+            (ResourceType.CONFIGMAP, resources.CONFIGMAPS),
+            (ResourceType.SECRET, resources.SECRETS),
+        ):
+            if keys.named(rtype) in w.annotations or keys.named(rtype) in w.template.annotations:
+                for obj in (await client.list(res, namespace=ns)).items:
+                    wanted.add((rtype, obj["metadata"]["name"]))
+        for rtype, rname in wanted:
+            if rtype is ResourceType.SECRETPROVIDERCLASS:
+                continue
+            res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
+            try:
+                obj = await client.get(res, rname, namespace=ns)
+            except errors.NotFound:
+                found[(rtype, rname)] = None
+                continue
+            found[(rtype, rname)] = (
+                content_hash(obj),
+                dict(obj["metadata"].get("annotations") or {}),
+            )
+    return workload, found
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        kind, name = _target(args.target)
+        only = _change(args.change)
+        if args.filename:
+            workload, found = from_file(Path(args.filename), kind, name, args.namespace)
+        else:
+            workload, found = asyncio.run(from_cluster(args, kind, name))
+    except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if only is not None and only not in found:
+        found[only] = None
+    cfg = planning.Config(
+        match=MatchConfig(auto_reload_all=args.auto_reload_all),
+        strategy=Strategy(args.reload_strategy),
+    )
+    result = explaining.explain(
+        workload=workload, resources=found, config=cfg, now=time.time(), only=only
+    )
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(explaining.render_text(result), end="")
+    return 0

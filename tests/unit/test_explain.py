@@ -1,0 +1,96 @@
+"""`kube-reloader explain -f FILE`: the same rules as the controller, with every reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kube_reloader import cli
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.matching import shadowed_template_keys
+
+DATA = Path(__file__).parent.parent / "data" / "explain-statefulset.yaml"
+
+
+def test_text_output_names_sources_shadowed_keys_references_and_staleness(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["explain", "sts/db", "-f", str(DATA)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("StatefulSet prod/db\n")
+    assert (
+        "CONFIGMAP  read from workload metadata: configmap.reloader.stakater.com/reload='app-config'"
+        in out
+    )
+    assert (
+        "SHADOWED on the pod template (never read): configmap.reloader.stakater.com/auto='true'"
+        in out
+    )
+    assert (
+        "SECRET     read from pod template (fallback): secret.reloader.stakater.com/reload='tls'"
+        in out
+    )
+    assert "container db, volumeMounts[tls] -> volume.secret" in out
+    assert "CONFIGMAP app-config: reloads on change; up to date now" in out
+    assert "SECRET tls: RELOAD NOW" in out
+    assert "(no hash carried yet)" in out
+
+
+def test_json_output_for_one_change(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli.main(
+            [
+                "explain",
+                "statefulset/db",
+                "-n",
+                "prod",
+                "-f",
+                str(DATA),
+                "--change",
+                "configmap/app-config",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert [v["name"] for v in doc["verdicts"]] == ["app-config"]
+    v = doc["verdicts"][0]
+    assert (v["outcome"], v["target_container"], v["stale"]) == ("up_to_date", "db", False)
+    assert v["current_hash"] == "f83e99e324ba68ccc373a58ef1eb42f8ab88646a"
+
+
+def test_a_change_to_a_missing_resource_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["explain", "sts/db", "-f", str(DATA), "--change", "secret/nope"]) == 0
+    out = capsys.readouterr().out
+    assert "SECRET nope: never reloads" in out
+    assert "this resource does not exist" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["explain", "pod/x", "-f", str(DATA)], "expected KIND/NAME"),
+    (["explain", "sts/nope", "-f", str(DATA)], "no StatefulSet named 'nope'"),
+    (["explain", "sts/db", "-f", str(DATA), "--change", "service/x"], "expected configmap/NAME or secret/NAME"),
+])  # fmt: skip
+def test_bad_input_is_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_shadowed_keys_are_those_of_types_pinned_by_the_workload() -> None:
+    keys = Keys()
+    wa = {"configmap.reloader.stakater.com/reload": "x"}
+    pa = {"configmap.reloader.stakater.com/auto": "true", "secret.reloader.stakater.com/auto": "true",
+          "reloader.stakater.com/auto": "true"}  # fmt: skip
+    assert shadowed_template_keys(wa, pa, keys) == {
+        "configmap.reloader.stakater.com/auto": "true",
+        "reloader.stakater.com/auto": "true",
+    }
+    assert shadowed_template_keys({}, pa, keys) == {}
