@@ -20,6 +20,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return devcluster.main(args[1:])
     if args and args[0] == "run":
         return run.main(args[1:])
+    if args and args[0] == "lint":
+        from kube_reloader.cli import lint
+
+        return lint.main(args[1:])
     if args and args[0] == "explain":
         from kube_reloader.cli import explain
 
