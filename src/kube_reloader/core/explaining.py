@@ -276,4 +276,9 @@ def render_text(e: Explanation) -> str:
     if not e.verdicts:
         lines.append("  (no referenced resource and no named list)")
     lines += ["", f"Pause: {e.pause}"]
+    lines.append(
+        "Limits: a running controller merges changes arriving within --reload-coalesce-window "
+        "(300ms) and reloads a workload at most once per --reload-min-interval (5s); deferrals "
+        "show as ReloadDeferred Events and kube_reloader_deferred_total"
+    )
     return "\n".join(lines) + "\n"

@@ -335,6 +335,10 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
                     continue
                 if not entry or REGEX_META.search(entry):
                     continue
+                if (rtype.value, ns, entry) in ignored:
+                    out.append(_finding("KR012", d, (*path_base, key),
+                        f"{ref}: {key} names {rtype.kind} {entry!r}, which is marked {keys.ignore}=\"true\": "
+                        "changes to it never reload anything", f"remove {keys.ignore} from {entry}", ref))  # fmt: skip
                 if (rtype.value, ns, entry) not in present:
                     same_ns = sorted(n for t, s, n in present if t == rtype.value and s == ns)
                     suffixed = [n for n in same_ns if n.startswith(entry + "-")]
