@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kube_reloader.devcluster.versions import Versions, cache_dir
+from kube_reloader.devcluster.versions import OPENSHIFT_API_FALLBACK, RELOADER, Versions, cache_dir
 
 PROGRESS_SECONDS = 15.0
 K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -82,6 +82,7 @@ class Builder:
         root: Path | None = None,
         report: Reporter = _stderr,
         go: str = "go",
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.versions = versions or Versions()
         self.binaries = Binaries(root or cache_dir(self.versions))
@@ -89,6 +90,8 @@ class Builder:
         self.go = go
         self.logs = self.binaries.root / "logs"
         self.timings: dict[str, float] = {}
+        #: optional components built on request (e.g. "reloader" for the benchmark)
+        self.extra = extra
 
     # ------------------------------------------------------------------ public
 
@@ -142,6 +145,7 @@ class Builder:
             "kwok": [b.path("kwok"), *b.stage_files()],
             "kubernetes": [b.path(c) for c in K8S_COMMANDS],
             "helm": [b.path("helm")],
+            **({"reloader": [b.path("reloader")]} if "reloader" in self.extra else {}),
         }
 
     def _stamp_text(self, component: str) -> str:
@@ -151,6 +155,7 @@ class Builder:
             "kwok": f"kwok v{v.kwok}",
             "kubernetes": f"kubernetes v{v.kubernetes}",
             "helm": f"helm v{v.helm}",
+            "reloader": f"reloader v{RELOADER}",
         }[component]
 
     def _build_etcd(self) -> None:
@@ -189,6 +194,44 @@ class Builder:
             ["sigs.k8s.io/kwok/cmd/kwok"],
             ["-o", str(self.binaries.path("kwok"))],
             ldflags=f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{v.kwok}",
+        )
+
+    def _build_reloader(self) -> None:
+        """Stakater Reloader v1, as the benchmark's peer: its go.mod has replace directives,
+        so it is built as the main module from the downloaded module source."""
+        module = f"github.com/stakater/Reloader@v{RELOADER}"
+        scratch = self._workdir("reloader-dl", "kube-reloader.local/reloaderdl")
+        run = self._runner("reloader", scratch)
+        info = json.loads(
+            run("downloading the module", [self.go, "mod", "download", "-json", module])
+        )
+        work = self.binaries.root / "src" / "reloader"
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(info["Dir"], work)
+        for path in [work, *work.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        gomod = (work / "go.mod").read_text()
+        pinned = re.search(r"github\.com/openshift/api (v\S+)", gomod)
+        run = self._runner("reloader", work)
+        if pinned:
+            wanted = f"github.com/openshift/api@{pinned.group(1)}"
+            probe = subprocess.run(
+                [self.go, "mod", "download", "-json", wanted],
+                cwd=scratch, env=self._env(), capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if probe.returncode != 0:
+                served = f"github.com/openshift/api@{OPENSHIFT_API_FALLBACK}"
+                run(
+                    "pinning a served openshift/api",
+                    [self.go, "mod", "edit", f"-replace=github.com/openshift/api={served}"],
+                )
+        self._compile(
+            run,
+            "reloader",
+            ["."],
+            ["-o", str(self.binaries.path("reloader"))],
+            ldflags=f"-s -w -X github.com/stakater/Reloader/pkg/common.Version=v{RELOADER}",
         )
 
     def _build_helm(self) -> None:
@@ -251,6 +294,8 @@ class Builder:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+        # Reloader's own module is served, but its checksum is not in the reachable sum database
+        env.setdefault("GONOSUMDB", "github.com/stakater")
         return env
 
     def _runner(self, component: str, work: Path) -> Callable[[str, Sequence[str]], str]:

@@ -10,6 +10,12 @@ KUBERNETES = "1.36.3"
 ETCD = "3.6.16"
 KWOK = "0.8.0"
 HELM = "3.22.0"
+#: Stakater Reloader, built only for the side-by-side benchmark: the newest v1.4.x the Go
+#: module proxy serves here (v1.4.20 and v1.4.21 are refused)
+RELOADER = "1.4.19"
+#: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
+#: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
+OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
 
 
 @dataclass(frozen=True, slots=True)
