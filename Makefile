@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench-reload manifests clean
+.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -16,6 +16,8 @@ help:
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
+	@echo "make bench [SCENARIOS=S1,S2] - kube-reloader vs Stakater Reloader (bench/README.md)"
+	@echo "make bench-quick - the same, short (< 10 min)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
 
@@ -55,6 +57,17 @@ check: lint typecheck imports test
 
 demo: cluster-binaries
 	@$(PY) scripts/demo.py
+
+SCENARIOS ?=
+BENCH_ARGS ?=
+
+bench: cluster-binaries
+	@$(PY) -m pip install --quiet -e '.[bench]'
+	@$(PY) bench/compare.py $(if $(SCENARIOS),--scenarios=$(SCENARIOS)) $(BENCH_ARGS)
+
+bench-quick: cluster-binaries
+	@$(PY) -m pip install --quiet -e '.[bench]'
+	@$(PY) bench/compare.py --quick $(if $(SCENARIOS),--scenarios=$(SCENARIOS))
 
 bench-reload: cluster-binaries
 	@$(PY) bench/reload_bench.py

@@ -420,11 +420,20 @@ async def test_a_reload_rollout_is_followed_to_completion_or_failure(
         async def events() -> dict[str, dict[str, Any]] | None:
             got = {e["reason"]: e for e in (await client.list(resources.EVENTS, namespace=namespace)).items
                    if e["reason"].startswith("ReloadRollout") or e["reason"] == "ReloadRolledOut"}  # fmt: skip
-            return got if {"ReloadRolledOut", "ReloadRolloutFailed"} <= set(got) else None
+            return got if "ReloadRolloutFailed" in got else None
 
-        got = await eventually(events, what="rolled-out and failed rollout events", timeout=60)
-        text = ctl.metrics.exposition().decode()
-    assert got["ReloadRolledOut"]["involvedObject"]["name"] == "ok"
+        got = await eventually(events, what="the failed-rollout event", timeout=60)
+
+        async def completed() -> str | None:
+            text = ctl.metrics.exposition().decode()
+            ok = (
+                'kube_reloader_rollouts_total{result="complete",workload_kind="Deployment"} 1.0'
+                in text
+            )
+            return text if ok else None
+
+        text = await eventually(completed, what="the completed rollout to be counted")
+    assert "ReloadRolledOut" not in got, "success is a metric and a log line, not an Event"
     assert got["ReloadRolloutFailed"]["involvedObject"]["name"] == "stuck"
     assert got["ReloadRolloutFailed"]["type"] == "Warning"
     assert 'kube_reloader_rollouts_total{result="complete",workload_kind="Deployment"} 1.0' in text

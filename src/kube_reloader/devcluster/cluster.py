@@ -71,6 +71,7 @@ class State:
     nodes: int
     procs: list[Proc] = field(default_factory=list)
     minimal: bool = False
+    audit: bool = False
     started_at: float = 0.0
     ready_seconds: float = 0.0
 
@@ -150,11 +151,14 @@ class DevCluster:
         timeout: float = 120.0,
         minimal: bool = False,
         ports: Mapping[str, int] | None = None,
+        audit: bool = False,
     ) -> State:
         """Start the cluster (or reuse a healthy one) and return its state once ready.
 
         `minimal` starts only etcd and kube-apiserver (no controllers, no nodes): enough
         for API-level work, and quick to restart. `ports` pins some ports (tests use it).
+        `audit` writes every request's metadata (user agent included) to `<state>/audit.log`,
+        which is how the benchmark counts each controller's API calls.
         """
         state = self.load_state()
         if state is not None:
@@ -202,6 +206,7 @@ class DevCluster:
             kubeconfig=str(self.kubeconfig),
             nodes=0 if minimal else nodes,
             minimal=minimal,
+            audit=audit,
             started_at=time.time(),
         )
         self._save(state)
@@ -271,6 +276,7 @@ class DevCluster:
                 "--max-requests-inflight=1000",
                 "--max-mutating-requests-inflight=500",
                 f"--cert-dir={self.state_dir / 'apiserver-certs'}",
+                *self._audit_flags(state),
             ],
         )
         ca_ctx = ssl.create_default_context(cafile=str(k.ca_crt))
@@ -420,6 +426,21 @@ class DevCluster:
                     f"dev-cluster: {name} did not become healthy in time (log: {log})"
                 )
             time.sleep(0.1)
+
+    def _audit_flags(self, state: State) -> list[str]:
+        if not state.audit:
+            return []
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+            "rules:\n  - level: Metadata\n"
+        )
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.state_dir / 'audit.log'}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+        ]
 
     def _write_kubeconfig(self, server: str) -> None:
         k = self.pki

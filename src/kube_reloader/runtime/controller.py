@@ -920,10 +920,8 @@ class Controller:
                 "rollout complete",
                 extra={"workload": str(workload.key), "seconds": round(seconds, 2)},
             )
-            self._event(
-                workload, "Normal", "ReloadRolledOut",
-                f"Rollout of '{name}' after the reload completed in {seconds:.1f}s", "reloader",
-            )  # fmt: skip
+            # no Event for a success: one per reload would double the controller's API writes;
+            # the metric and the log line record it, failures get Warning Events
             return
         if result is rollouts.RolloutState.FAILED:
             reason, text = (
