@@ -652,6 +652,12 @@ async def watch_workloads(
         res = KINDS[kind]
         listed = await client.list(res)
         rv = listed.resource_version
+        for obj in listed.items:  # the baseline generation of every workload
+            ns = obj["metadata"].get("namespace", "")
+            if ns in nss:
+                out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]),
+                                       int(obj["metadata"].get("generation", 0)), carried_hashes(obj),
+                                       bool(obj["spec"].get("paused"))))  # fmt: skip
         first = True
         while True:
             try:
