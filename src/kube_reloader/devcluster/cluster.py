@@ -440,6 +440,9 @@ class DevCluster:
             f"--audit-log-path={self.state_dir / 'audit.log'}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
+            # 0 means "the library default" (100 MB), and a rotation mid-scenario would make
+            # the benchmark's byte-offset accounting read nothing: never rotate.
+            "--audit-log-maxsize=1048576",
         ]
 
     def _write_kubeconfig(self, server: str) -> None:
