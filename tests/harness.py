@@ -90,3 +90,31 @@ def app(*, env_from_configmaps: tuple[str, ...] = (), env_from_secrets: tuple[st
     if init:
         tmpl["spec"]["initContainers"] = init
     return tmpl
+
+
+async def auto_deployment_on_configmap(
+    client: Client, namespace: str, *, replicas: int = 1
+) -> None:
+    """The common fixture: ConfigMap `c` ({"a": "1"}) and Deployment `w` (reloader auto) reading
+    it through envFrom."""
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            "w",
+            namespace,
+            replicas=replicas,
+            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
+            annotations=AUTO,
+        ),
+    )
+
+
+async def find_event(
+    client: Client, namespace: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """The first Event in `namespace` for which `predicate` holds, or None."""
+    for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
+        if predicate(e):
+            return e
+    return None

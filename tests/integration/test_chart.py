@@ -24,7 +24,7 @@ from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from tests import builders
-from tests.harness import AUTO, app, env_of, update_cm
+from tests.harness import AUTO, app, auto_deployment_on_configmap, env_of, update_cm
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,17 +298,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
         admin = config.load_kubeconfig([kubeconfig_path])
         as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
                                         credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
-        await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-        await client.create(
-            resources.DEPLOYMENTS,
-            builders.deployment(
-                "w",
-                namespace,
-                replicas=0,
-                template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-                annotations=AUTO,
-            ),
-        )
+        await auto_deployment_on_configmap(client, namespace, replicas=0)
         async with Client(as_sa) as sa:
             # all namespaces, as the chart's ClusterRole is meant for
             controller = Controller(sa, replace(Options(), deployment_configs=False))

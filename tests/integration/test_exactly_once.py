@@ -11,7 +11,7 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
-from tests.harness import AUTO, app, env_of, running, update_cm
+from tests.harness import AUTO, app, env_of, find_event, running, update_cm
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -92,10 +92,7 @@ async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times
         assert 'kube_reloader_deferred_total{reason="min_interval"}' in deferred
 
         async def event() -> dict[str, Any] | None:
-            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                if e["reason"] == "ReloadDeferred":
-                    return e
-            return None
+            return await find_event(client, namespace, lambda e: e["reason"] == "ReloadDeferred")
 
         e = await eventually(event, what="a ReloadDeferred event")
         assert "at most one reload every 3s per workload" in e["message"]

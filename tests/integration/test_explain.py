@@ -17,7 +17,7 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
-from tests.harness import AUTO, app, running, update_cm
+from tests.harness import AUTO, app, auto_deployment_on_configmap, running, update_cm
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -77,17 +77,7 @@ async def test_explain_a_live_workload_in_each_annotation_mode(
 async def test_explain_reports_a_stale_workload_after_a_change_it_missed(
     client: Client, namespace: str, kubeconfig_path: Path
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            replicas=0,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, replicas=0)
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 

@@ -24,7 +24,16 @@ from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.options import AlertSettings
 from tests import builders
-from tests.harness import AUTO, app, env_of, running, template_annotations, update_cm
+from tests.harness import (
+    AUTO,
+    app,
+    auto_deployment_on_configmap,
+    env_of,
+    find_event,
+    running,
+    template_annotations,
+    update_cm,
+)
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -515,10 +524,11 @@ async def test_an_invalid_pause_period_reloads_without_pausing_and_warns(
         await eventually(patched, what="the reload")
 
         async def warning() -> dict[str, Any] | None:
-            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                if e["type"] == "Warning" and "is not a duration" in e["message"]:
-                    return e
-            return None
+            return await find_event(
+                client,
+                namespace,
+                lambda e: e["type"] == "Warning" and "is not a duration" in e["message"],
+            )
 
         await eventually(warning, what="a Warning event about the pause period")
     assert (await deployment_state(client, namespace, "w"))[0] is False
@@ -597,16 +607,7 @@ async def test_webhook_mode_posts_reloaders_payload_instead_of_reloading_and_ret
 async def test_alerts_send_reloaders_exact_payload_per_sink(
     client: Client, namespace: str, sink: str, content_type: str, body: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     async with receiver() as (rec, url):
         alerts = AlertSettings(url=url, sink=sink, additional_info="prod")
         async with running(client, namespace, alerts=alerts) as ctl:
@@ -621,16 +622,7 @@ async def test_alerts_send_reloaders_exact_payload_per_sink(
 
 
 async def test_a_dead_alert_sink_never_delays_reloads(client: Client, namespace: str) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     async with (
         receiver([503]) as (_rec, url),
         running(client, namespace, alerts=AlertSettings(url=url, sink="slack")) as ctl,

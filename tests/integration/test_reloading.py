@@ -26,7 +26,9 @@ from tests.harness import (
     BUILDERS,
     KIND_RESOURCE,
     app,
+    auto_deployment_on_configmap,
     env_of,
+    find_event,
     running,
     template_annotations,
     update_cm,
@@ -300,16 +302,7 @@ async def test_auto_reload_all_reloads_unannotated_workloads_unless_they_opt_out
 async def test_metadata_only_updates_and_preexisting_objects_do_nothing(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     async with running(client, namespace, reload_on_create=True) as ctl:
         await client.patch(
             resources.CONFIGMAPS,
@@ -354,24 +347,12 @@ async def test_reload_on_create_and_on_delete(client: Client, namespace: str) ->
 
 
 async def test_reloaded_event_has_v1s_message_and_source(client: Client, namespace: str) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 
         async def event() -> dict[str, Any] | None:
-            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                if e["reason"] == "Reloaded":
-                    return e
-            return None
+            return await find_event(client, namespace, lambda e: e["reason"] == "Reloaded")
 
         e = await eventually(event, what="a Reloaded event")
     assert e["type"] == "Normal"
@@ -386,16 +367,7 @@ async def test_reloaded_event_has_v1s_message_and_source(client: Client, namespa
 async def test_the_patch_is_written_with_field_manager_reloader(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 
@@ -430,10 +402,11 @@ async def test_an_invalid_regex_warns_on_its_workload_and_others_still_reload(
         await eventually(good, what="the good workload to reload")
 
         async def warning() -> dict[str, Any] | None:
-            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                if e["type"] == "Warning" and e["involvedObject"]["name"] == "bad":
-                    return e
-            return None
+            return await find_event(
+                client,
+                namespace,
+                lambda e: e["type"] == "Warning" and e["involvedObject"]["name"] == "bad",
+            )
 
         e = await eventually(warning, what="a Warning event on the bad workload")
     assert "invalid regular expression '[unclosed'" in e["message"]
@@ -528,17 +501,7 @@ async def test_a_burst_of_updates_ends_with_the_latest_hash_and_bounded_patches(
 
 @pytest.mark.rollout
 async def test_a_configmap_change_really_replaces_the_pods(client: Client, namespace: str) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            replicas=2,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, replicas=2)
 
     async def pods() -> set[str]:
         listed = await client.list(resources.PODS, namespace=namespace, label_selector="app=w")
@@ -682,10 +645,11 @@ async def test_a_non_boolean_auto_value_gets_a_warning_event(
         await update_cm(client, namespace, "c", {"a": "2"})
 
         async def warning() -> dict[str, Any] | None:
-            for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                if e["type"] == "Warning" and e["involvedObject"]["name"] == "w":
-                    return e
-            return None
+            return await find_event(
+                client,
+                namespace,
+                lambda e: e["type"] == "Warning" and e["involvedObject"]["name"] == "w",
+            )
 
         e = await eventually(warning, what="a Warning event")
     assert "reloader.stakater.com/auto='yes'" in e["message"]
@@ -751,10 +715,7 @@ async def test_a_rejected_patch_records_reload_fail_and_other_workloads_still_re
             await eventually(free_done, what="the free workload to reload")
 
             async def fail_event() -> dict[str, Any] | None:
-                for e in (await client.list(resources.EVENTS, namespace=namespace)).items:
-                    if e["reason"] == "ReloadFail":
-                        return e
-                return None
+                return await find_event(client, namespace, lambda e: e["reason"] == "ReloadFail")
 
             e = await eventually(fail_event, what="a ReloadFail event")
             assert ctl.stats.failures == 1
@@ -781,16 +742,7 @@ async def test_a_rejected_patch_records_reload_fail_and_other_workloads_still_re
 async def test_a_reload_is_counted_in_reloaders_and_our_metrics(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace)
     await client.create(
         resources.DEPLOYMENTS,
         builders.deployment("x", namespace, template=app(labels={"app": "x"})),
