@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,20 @@ def test_a_corrupt_state_file_is_a_one_line_error(
     (tmp_path / "state.json").write_text("{not json")
     assert cli.main(["dev-cluster", "down", "--state-dir", str(tmp_path)]) == 0  # down still cleans
     assert not tmp_path.exists()
+
+
+def test_the_controller_starts_without_the_dev_cluster_extra_installed() -> None:
+    # The image installs the package without `[dev-cluster]`: `cryptography` is absent there.
+    code = (
+        "import sys; sys.modules['cryptography'] = None\n"
+        "from kube_reloader import cli\n"
+        "try:\n"
+        "    cli.main(['--help'])\n"
+        "except SystemExit as e:\n"
+        "    sys.exit(e.code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--auto-reload-all" in done.stdout

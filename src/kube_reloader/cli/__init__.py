@@ -11,12 +11,16 @@ import sys
 from collections.abc import Sequence
 
 from kube_reloader import __version__
-from kube_reloader.cli import devcluster, run
+from kube_reloader.cli import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "dev-cluster":
+        # Imported on demand: it needs `cryptography` (the `dev-cluster` extra), which the
+        # controller's image does not install, and it would cost the controller ~8 MiB RSS.
+        from kube_reloader.cli import devcluster
+
         return devcluster.main(args[1:])
     if args and args[0] == "run":
         return run.main(args[1:])
