@@ -71,6 +71,37 @@ async def test_list_paginates_over_more_than_five_hundred_objects(
     assert listed.resource_version.isdigit()
 
 
+async def test_list_reduced_reduces_each_page_before_fetching_the_next(
+    connection: config.ConnectionConfig, client: Client, namespace: str
+) -> None:
+    for i in range(5):
+        await client.create(resources.CONFIGMAPS, builders.configmap(f"r-{i}", namespace))
+    responses = 0
+
+    def count(method: str, status: str) -> None:
+        nonlocal responses
+        responses += 1
+
+    seen_at: list[int] = []
+
+    def reduce(obj: Object) -> str:
+        seen_at.append(responses)
+        return obj.metadata.name
+
+    async with Client(connection, user_agent="kube-reloader-tests", observer=count) as c:
+        listed = await c.list_reduced(
+            resources.CONFIGMAPS,
+            namespace=namespace,
+            limit=2,
+            type=Object,
+            reduce=reduce,
+        )
+    assert {f"r-{i}" for i in range(5)} <= set(listed.items)
+    # Items of page n are reduced once n answers have arrived, not after the last page.
+    assert seen_at == [i // 2 + 1 for i in range(len(seen_at))]
+    assert listed.resource_version.isdigit()
+
+
 async def test_list_filters_by_label_selector(client: Client, namespace: str) -> None:
     for i, team in enumerate(["a", "b", "a"]):
         await client.create(

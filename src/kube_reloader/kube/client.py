@@ -27,6 +27,7 @@ from kube_reloader.kube.config import AuthState, ConnectionConfig
 from kube_reloader.kube.resources import Resource
 
 T = TypeVar("T")
+R = TypeVar("R")
 RawObject = dict[str, Any]
 
 USER_AGENT = f"kube-reloader/{__version__}"
@@ -382,7 +383,32 @@ class Client:
         limit: int = DEFAULT_PAGE_SIZE,
         type: Any = RawObject,
     ) -> ObjectList[Any]:
-        """LIST every page; returns all items and the list's resourceVersion.
+        """LIST every page; returns all items and the list's resourceVersion."""
+        return await self.list_reduced(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            type=type,
+            reduce=None,
+        )
+
+    async def list_reduced(
+        self,
+        resource: Resource,
+        *,
+        type: Any,
+        reduce: Callable[[Any], R] | None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+    ) -> ObjectList[R]:
+        """LIST every page, passing each item through `reduce` as its page arrives.
+
+        Only one decoded page is alive at a time: a LIST of 10,000 large Secrets reduced to
+        hashes never holds their data all at once.
 
         If the continue token expires mid-way (410), the whole list restarts once, as a
         consistent snapshot is the point of returning a single resourceVersion.
@@ -399,8 +425,12 @@ class Client:
                     limit=limit,
                     type=type,
                 ):
-                    items.extend(page.items or ())
+                    if reduce is None:
+                        items.extend(page.items or ())
+                    else:
+                        items.extend(reduce(item) for item in page.items or ())
                     rv = rv or page.metadata.resourceVersion
+                    del page
             except errors.Gone:
                 if attempt:
                     raise

@@ -203,13 +203,16 @@ class Reflector(Generic[T]):
         log.error(message, extra=extra)
 
     async def _relist(self) -> AsyncIterator[ReflectorEvent[T]]:
-        result = await self.client.list(
+        # Items are reduced page by page, so the full decoded objects of one page at most
+        # are alive at once (never all of a large LIST).
+        result = await self.client.list_reduced(
             self.resource,
             namespace=self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self.page_size,
             type=self.type,
+            reduce=self._transform,
         )
         # Diffing against known state (a relist, or a resume whose point expired): every
         # event below is inferred, not observed.
@@ -218,9 +221,7 @@ class Reflector(Generic[T]):
             self.relists += 1
         self.lists += 1
         fresh: dict[Key, T] = {}
-        transform = self._transform
-        for item in result.items:
-            obj = transform(item) if transform is not None else item
+        for obj in result.items:
             fresh[key_of(obj)] = obj
         old_store = self.store
         self.store = fresh
