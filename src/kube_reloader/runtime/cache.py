@@ -77,7 +77,7 @@ def secret_entry(obj: p.SecretContent, keys: Keys) -> ConfigEntry:
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.SECRET,
-        hashing.secret_hash(obj.data),
+        hashing.secret_hash(dict(obj.values())),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
     )
 

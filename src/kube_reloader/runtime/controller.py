@@ -51,6 +51,7 @@ from kube_reloader.runtime.cache import (
     spc_status_entry,
     workload_entry,
 )
+from kube_reloader.runtime.memory import release_free_memory
 from kube_reloader.runtime.observing import ControllerCollector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.queueing import WorkQueue
@@ -272,6 +273,8 @@ class Controller:
         stashed, self._stashed = self._stashed, {}
         for change, observed in stashed.values():
             self._fan_out(change, observed)
+        # The initial LISTs' pages are garbage now; hand their memory back to the OS.
+        release_free_memory()
         log.info(
             "caches synced",
             extra={

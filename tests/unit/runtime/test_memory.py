@@ -1,0 +1,21 @@
+"""Freed heap memory is handed back to the OS after the initial sync."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+from kube_reloader.runtime import memory
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is a glibc function")
+def test_free_heap_pages_are_returned_on_glibc() -> None:
+    garbage = [bytes(8192) for _ in range(5000)]  # 40 MiB of small heap blocks
+    del garbage
+    assert memory.release_free_memory() is True
+
+
+def test_without_malloc_trim_it_only_collects_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_TRIM", None)
+    assert memory.release_free_memory() is False
