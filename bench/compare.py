@@ -869,8 +869,38 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         for ns in plan.namespaces:
             with contextlib.suppress(errors.KubeError):
                 await client.delete(resources.NAMESPACES, ns)
+        await wait_gone(client, plan.namespaces)
     (out_dir / "raw" / f"{scenario.id}-{controller}.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+async def wait_gone(client: Client, names: list[str], timeout: float = 900.0) -> None:
+    """Wait until the scenario's namespaces (and so every object in them) are gone.
+
+    The next controller must start on a clean cluster: otherwise its initial LIST and its
+    level-based start see the previous run's objects (stale workloads, thousands of Secrets
+    being garbage-collected), which skews its latency, CPU and RSS.
+    """
+    deadline = time.monotonic() + timeout
+    left = list(names)
+    t0 = time.monotonic()
+    while left and time.monotonic() < deadline:
+        still = []
+        for ns in left:
+            try:
+                await client.get(resources.NAMESPACES, ns)
+                still.append(ns)
+            except errors.NotFound:
+                pass
+        left = still
+        if left:
+            await asyncio.sleep(1.0)
+    if left:
+        progress(
+            f"  warning: namespaces still terminating after {timeout:.0f} s: {', '.join(left)}"
+        )
+    else:
+        progress(f"  cleaned up in {time.monotonic() - t0:.1f} s")
 
 
 async def probe_first_reload(run: Run, ctrl: Controller, obs: list[Observation]) -> float | None:
