@@ -1039,6 +1039,10 @@ async def main_async(args: argparse.Namespace) -> int:
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "seed": args.seed,
             "duration": args.duration, "reloader_version": RELOADER,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}  # fmt: skip
+    # SIGTERM (timeout, CI) cancels the run like Ctrl-C, so the cluster below is stopped.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     try:
         progress("starting the dev cluster (with an audit log)")
         await asyncio.to_thread(cluster.up, nodes=2, audit=True)
@@ -1089,7 +1093,11 @@ def main() -> int:
     args = p.parse_args()
     if args.duration is None:
         args.duration = 12.0 if args.quick else 55.0
-    return asyncio.run(main_async(args))
+    try:
+        return asyncio.run(main_async(args))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        progress("interrupted: the dev cluster was stopped")
+        return 143
 
 
 if __name__ == "__main__":
