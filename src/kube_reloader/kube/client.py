@@ -430,7 +430,7 @@ class Client:
                     else:
                         items.extend(reduce(item) for item in page.items or ())
                     rv = rv or page.metadata.resourceVersion
-                    del page
+                    del page  # not alive while the next page is fetched and decoded
             except errors.Gone:
                 if attempt:
                     raise

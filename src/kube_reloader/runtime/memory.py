@@ -9,17 +9,15 @@ are returned. Without glibc (musl, other systems) this is a no-op.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 from typing import Any
 
 
 def _malloc_trim() -> Any:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # The process's own symbols include libc's: no `find_library` (which runs ldconfig or a
+    # compiler in a subprocess) at start-up.
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None)
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
     except OSError:
         return None
 
