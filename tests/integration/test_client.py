@@ -102,6 +102,45 @@ async def test_list_reduced_reduces_each_page_before_fetching_the_next(
     assert listed.resource_version.isdigit()
 
 
+async def test_pages_sized_by_bytes_hold_fewer_large_objects(
+    client: Client, namespace: str
+) -> None:
+    for i in range(8):  # about 27 KiB each once base64-encoded in the answer
+        await client.create(
+            resources.SECRETS,
+            builders.secret(f"big-{i}", namespace, {"blob": f"{i}" * 20_000}),
+        )
+    pages = [
+        len(page.items or ())
+        async for page in client.list_pages(
+            resources.SECRETS, namespace=namespace, limit=4, page_bytes=64 * 1024, type=Object
+        )
+    ]
+    # 4 at first (the cap), then as many as fit in 64 KiB judging by that page: 2
+    assert pages == [4, 2, 2]
+
+
+async def test_pages_sized_by_bytes_grow_to_the_cap_for_small_objects(
+    client: Client, namespace: str
+) -> None:
+    sem = asyncio.Semaphore(32)
+
+    async def make(i: int) -> None:
+        async with sem:
+            await client.create(resources.CONFIGMAPS, builders.configmap(f"s-{i:03d}", namespace))
+
+    await asyncio.gather(*(make(i) for i in range(130)))
+    pages = [
+        len(page.items or ())
+        async for page in client.list_pages(
+            resources.CONFIGMAPS, namespace=namespace, limit=60, page_bytes=1024 * 1024, type=Object
+        )
+    ]
+    # a first page of FIRST_PAGE_LIMIT (50), then the cap (60); kube-root-ca.crt may lag
+    assert pages[:2] == [50, 60]
+    assert sum(pages) in (130, 131)
+
+
 async def test_list_filters_by_label_selector(client: Client, namespace: str) -> None:
     for i, team in enumerate(["a", "b", "a"]):
         await client.create(

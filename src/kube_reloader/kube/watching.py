@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from kube_reloader.kube import errors
-from kube_reloader.kube.client import DEFAULT_PAGE_SIZE, Client
+from kube_reloader.kube.client import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_SIZE, Client
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.resources import Resource
 
@@ -83,6 +83,7 @@ class Reflector(Generic[T]):
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        page_bytes: int | None = DEFAULT_PAGE_BYTES,
         watch_timeout: tuple[int, int] = (240, 360),
         backoff: Backoff | None = None,
         store: Mapping[Key, T] | None = None,
@@ -98,6 +99,8 @@ class Reflector(Generic[T]):
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.page_size = page_size
+        #: LIST pages are sized to about this many bytes (at most `page_size` items each)
+        self.page_bytes = page_bytes
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.store: dict[Key, T] = dict(store or {})
@@ -211,6 +214,7 @@ class Reflector(Generic[T]):
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self.page_size,
+            page_bytes=self.page_bytes,
             type=self.type,
             reduce=self._transform,
         )
