@@ -19,6 +19,17 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.cluster
 
 
+async def create_configmaps(client: Client, namespace: str, name: str, n: int) -> None:
+    """Create `n` small ConfigMaps named `name.format(i)`, 32 at a time."""
+    sem = asyncio.Semaphore(32)
+
+    async def make(i: int) -> None:
+        async with sem:
+            await client.create(resources.CONFIGMAPS, builders.configmap(name.format(i), namespace))
+
+    await asyncio.gather(*(make(i) for i in range(n)))
+
+
 async def test_create_get_and_delete_round_trip_a_configmap(client: Client, namespace: str) -> None:
     created = await client.create(
         resources.CONFIGMAPS, builders.configmap("cm", namespace, {"a": "1"})
@@ -49,13 +60,7 @@ async def test_get_decodes_straight_into_a_typed_projection(client: Client, name
 async def test_list_paginates_over_more_than_five_hundred_objects(
     client: Client, namespace: str
 ) -> None:
-    sem = asyncio.Semaphore(32)
-
-    async def make(i: int) -> None:
-        async with sem:
-            await client.create(resources.CONFIGMAPS, builders.configmap(f"cm-{i:04d}", namespace))
-
-    await asyncio.gather(*(make(i) for i in range(520)))
+    await create_configmaps(client, namespace, "cm-{:04d}", 520)
     pages = [
         len(page.items or ())
         async for page in client.list_pages(
@@ -123,13 +128,7 @@ async def test_pages_sized_by_bytes_hold_fewer_large_objects(
 async def test_pages_sized_by_bytes_grow_to_the_cap_for_small_objects(
     client: Client, namespace: str
 ) -> None:
-    sem = asyncio.Semaphore(32)
-
-    async def make(i: int) -> None:
-        async with sem:
-            await client.create(resources.CONFIGMAPS, builders.configmap(f"s-{i:03d}", namespace))
-
-    await asyncio.gather(*(make(i) for i in range(130)))
+    await create_configmaps(client, namespace, "s-{:03d}", 130)
     pages = [
         len(page.items or ())
         async for page in client.list_pages(
