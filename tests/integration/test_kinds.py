@@ -437,14 +437,25 @@ async def test_pause_period_pauses_then_resumes_on_time(client: Client, namespac
             a["deployment.reloader.stakater.com/paused-at"].replace("Z", "+00:00")
         )
         assert abs((dt.datetime.now(dt.UTC) - stamp).total_seconds()) < 10
-        assert "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
+
+        # The pause is written first, then the template (as Reloader does): two writes.
+        async def reloaded() -> bool:
+            return "STAKATER_C_CONFIGMAP" in await env_of(client, "Deployment", namespace, "w")
+
+        await eventually(reloaded, what="the template to carry the hash")
 
         async def resumed() -> bool:
             p, a = await deployment_state(client, namespace, "w")
             return not p and "deployment.reloader.stakater.com/paused-at" not in a
 
         await eventually(resumed, what="the Deployment to be resumed", timeout=20)
-        assert (ctl.stats.pauses, ctl.stats.resumes) == (1, 1)
+
+        # the API server may answer the test's GET before the controller counts its own PATCH
+        async def counted() -> tuple[int, int] | None:
+            got = (ctl.stats.pauses, ctl.stats.resumes)
+            return got if got == (1, 1) else None
+
+        await eventually(counted, what="one pause and one resume counted", timeout=5)
 
 
 async def test_a_user_paused_deployment_is_left_paused(client: Client, namespace: str) -> None:
@@ -498,7 +509,11 @@ async def test_a_pause_survives_a_controller_restart(client: Client, namespace: 
             return not (await deployment_state(client, namespace, "w"))[0]
 
         await eventually(resumed, what="the new controller to resume it", timeout=20)
-        assert second.stats.resumes == 1
+
+        async def counted() -> bool:  # counted once its PATCH has returned
+            return second.stats.resumes == 1
+
+        await eventually(counted, what="the resume to be counted by the new controller", timeout=5)
 
 
 async def test_an_invalid_pause_period_reloads_without_pausing_and_warns(
