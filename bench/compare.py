@@ -770,45 +770,36 @@ def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, i
             else:
                 missed += 1
     # rollouts vs distinct changes, per workload
-    duplicates = spurious = rollouts = 0
+    duplicates = spurious = rollouts = pauses = 0
     suspects: dict[str, list[tuple[float, int, bool, list[str]]]] = {}
-    touched = {
-        w for res, _ in ((r, 0) for _, r, _ in run.updates) for w in run.plan.affects.get(res, [])
-    }
+    touched = {w for _, res, _ in run.updates for w in run.plan.affects.get(res, [])}
     for w in run.plan.workloads:
         trace = by_workload[w]
-        gens = [o.generation for o in trace]
-        base = min(gens) if gens else 0
+        if not trace:
+            continue
+        pairs = list(itertools.pairwise(trace))
+        pauses += sum(1 for a, b in pairs if b.paused and not a.paused)
         # Pausing or resuming a Deployment (pause-period) changes its spec, so its generation,
         # but not its pod template: not a rollout.
         pausing = sum(
             1
-            for a, b in itertools.pairwise(trace)
+            for a, b in pairs
             if b.generation > a.generation and b.carried == a.carried and b.paused != a.paused
         )
-        bumps = max(0, max(gens) - base - pausing) if gens else 0
+        gens = [o.generation for o in trace]
+        bumps = max(0, max(gens) - min(gens) - pausing)
         rollouts += bumps
-        distinct = (
-            len({tuple(sorted(o.carried.items())) for o in by_workload[w]}) - 1
-            if by_workload[w]
-            else 0
-        )
+        distinct = len({tuple(sorted(o.carried.items())) for o in trace}) - 1
+        extra = bumps if w not in touched else max(0, bumps - distinct)
         if w not in touched:
-            spurious += bumps
-        elif bumps > max(0, distinct):
-            duplicates += bumps - max(0, distinct)
-        if bumps and (w not in touched or bumps > max(0, distinct)):
-            # what the harness saw of this workload, to tell why (t from the run's start)
+            spurious += extra
+        else:
+            duplicates += extra
+        if extra:  # what the harness saw of this workload, to tell why (t from the run's start)
             suspects["/".join(w)] = [
                 (round(o.t - ctrl.started, 3), o.generation, o.paused, sorted(o.carried.values()))
                 for o in trace
             ]
-    pauses = sum(
-        1
-        for w in run.plan.workloads
-        for a, b in zip(by_workload[w], by_workload[w][1:], strict=False)
-        if b.paused and not a.paused
-    )
     cpu = ctrl.samples[-1][1] if ctrl.samples else 0.0
     rss = [s[2] for s in ctrl.samples]
     n = len(run.updates)

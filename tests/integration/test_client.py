@@ -30,6 +30,16 @@ async def create_configmaps(client: Client, namespace: str, name: str, n: int) -
     await asyncio.gather(*(make(i) for i in range(n)))
 
 
+async def page_sizes(
+    client: Client, resource: resources.Resource, namespace: str, **paging: int
+) -> list[int]:
+    """How many items each page of a LIST (`limit`, `page_bytes`) brought."""
+    return [
+        len(page.items or ())
+        async for page in client.list_pages(resource, namespace=namespace, type=Object, **paging)
+    ]
+
+
 async def test_create_get_and_delete_round_trip_a_configmap(client: Client, namespace: str) -> None:
     created = await client.create(
         resources.CONFIGMAPS, builders.configmap("cm", namespace, {"a": "1"})
@@ -61,12 +71,7 @@ async def test_list_paginates_over_more_than_five_hundred_objects(
     client: Client, namespace: str
 ) -> None:
     await create_configmaps(client, namespace, "cm-{:04d}", 520)
-    pages = [
-        len(page.items or ())
-        async for page in client.list_pages(
-            resources.CONFIGMAPS, namespace=namespace, limit=200, type=Object
-        )
-    ]
+    pages = await page_sizes(client, resources.CONFIGMAPS, namespace, limit=200)
     # 520 ours + kube-root-ca.crt published by kube-controller-manager (may lag behind)
     assert pages[:2] == [200, 200]
     assert len(pages) == 3
@@ -115,12 +120,7 @@ async def test_pages_sized_by_bytes_hold_fewer_large_objects(
             resources.SECRETS,
             builders.secret(f"big-{i}", namespace, {"blob": f"{i}" * 20_000}),
         )
-    pages = [
-        len(page.items or ())
-        async for page in client.list_pages(
-            resources.SECRETS, namespace=namespace, limit=4, page_bytes=64 * 1024, type=Object
-        )
-    ]
+    pages = await page_sizes(client, resources.SECRETS, namespace, limit=4, page_bytes=64 * 1024)
     # 4 at first (the cap), then as many as fit in 64 KiB judging by that page: 2
     assert pages == [4, 2, 2]
 
@@ -129,12 +129,9 @@ async def test_pages_sized_by_bytes_grow_to_the_cap_for_small_objects(
     client: Client, namespace: str
 ) -> None:
     await create_configmaps(client, namespace, "s-{:03d}", 130)
-    pages = [
-        len(page.items or ())
-        async for page in client.list_pages(
-            resources.CONFIGMAPS, namespace=namespace, limit=60, page_bytes=1024 * 1024, type=Object
-        )
-    ]
+    pages = await page_sizes(
+        client, resources.CONFIGMAPS, namespace, limit=60, page_bytes=1024 * 1024
+    )
     # a first page of FIRST_PAGE_LIMIT (50), then the cap (60); kube-root-ca.crt may lag
     assert pages[:2] == [50, 60]
     assert sum(pages) in (130, 131)
