@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kube_reloader.core import regexes
-from kube_reloader.core.annotations import Keys, parse_bool, split_list
+from kube_reloader.core.annotations import Keys, list_members, parse_bool
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
@@ -111,7 +111,7 @@ def decide(
 
     # 5. exclude: always and only from the workload's metadata
     exclude_key = keys.exclude(rtype)
-    if exclude_key in wa and name in split_list(wa[exclude_key]):
+    if exclude_key in wa and name in list_members(wa[exclude_key]):
         return Decision(
             False,
             Reason.EXCLUDED,
@@ -120,12 +120,23 @@ def decide(
         )
 
     # 6. named list
-    for entry in split_list(named):
-        compiled = regexes.compile_entry(entry)
-        if compiled.error:
-            warnings.append(f"{keys.named(rtype)} on the {source}: {compiled.error}; entry skipped")
-            continue
-        if compiled.search(name):
+    if named:
+        compiled = regexes.compile_list(named)
+        warnings.extend(
+            f"{keys.named(rtype)} on the {source}: {problem}; entry skipped"
+            for problem in compiled.problems
+        )
+        if compiled.refused is not None:
+            warnings.append(f"{keys.named(rtype)} on the {source}: {compiled.refused}")
+            return Decision(
+                False,
+                Reason.NO_MATCH,
+                f"{keys.named(rtype)} on the {source} is refused: {compiled.refused}",
+                source=source,
+                warnings=tuple(warnings),
+            )
+        entry = compiled.first_match(name)
+        if entry is not None:
             return Decision(
                 True,
                 Reason.NAMED,

@@ -1,90 +1,150 @@
 """Named reload lists compile exactly as Reloader builds them: `"^" + entry + "$"`, searched.
 
-Reloader uses Go's RE2, which is linear-time and rejects lookarounds and backreferences.
-Python's `re` backtracks, so two guards keep decisions identical and the controller safe:
-syntax RE2 rejects is rejected here too, and patterns with nested unbounded repetition
-(the shape of catastrophic backtracking, e.g. `(a+)+`) are refused with a clear reason
-instead of being allowed to stall the controller. Kubernetes names are at most 253
-characters, so every other pattern matches in bounded time.
+Reloader uses Go's `regexp`, an RE2 engine: linear time in the name's length whatever the
+pattern, and its own dialect (`(?i)`, `[[:digit:]]`, `\\pL`, `\\z`; no lookarounds or
+backreferences). Every pattern here is compiled by RE2 itself (`google-re2`), so decisions are
+Go's and no pattern a tenant writes can stall the controller.
+
+Annotation values are hostile input, so a list is bounded before anything is compiled:
+at most `MAX_ENTRIES` entries of at most `MAX_PATTERN_LENGTH` characters each, and a bounded
+RE2 memory budget per pattern. A list over a cap is refused as a whole (the workload is not
+reloaded for that list and gets a Warning), an entry RE2 rejects is skipped as Reloader's
+master does. A list compiles once per distinct value (cached); a change then costs one
+linear-time search of the combined list, plus, on a match only, a search per entry to name
+the first entry that matched (the entry Reloader, which tries them in order, would report).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
-# Python 3.11+ keeps the regex parser in re._parser (sre_parse is its deprecated alias).
-from re import _parser as sre_parser  # type: ignore[attr-defined]
-from typing import Any
+import re2
 
-_REPEATS = {
-    sre_parser.MAX_REPEAT,
-    sre_parser.MIN_REPEAT,
-    getattr(sre_parser, "POSSESSIVE_REPEAT", None),
-}
-_RE2_UNSUPPORTED = {
-    sre_parser.ASSERT: "lookaround assertions",
-    sre_parser.ASSERT_NOT: "lookaround assertions",
-    sre_parser.GROUPREF: "backreferences",
-    sre_parser.GROUPREF_EXISTS: "conditional groups",
-}
-_MAXREPEAT = sre_parser.MAXREPEAT
+from kube_reloader.core.annotations import split_list
+
+#: entries per named list (a list of more is refused as a whole)
+MAX_ENTRIES = 1000
+#: characters per entry (a longer entry is skipped); Kubernetes names are at most 253
+MAX_PATTERN_LENGTH = 1024
+#: RE2's memory budget for one entry and for a whole list (a pattern over it is refused)
+ENTRY_MEMORY = 1 << 20
+LIST_MEMORY = 8 << 20
+#: bytes Go's RE2 does not accept but C++ RE2 does: `\C` (any byte)
+_NOT_IN_GO = ("\\C",)
+
+
+def _options(budget: int) -> re2.Options:
+    opts = re2.Options()
+    opts.max_mem = budget
+    opts.log_errors = False
+    return opts
+
+
+def _compile(source: str, budget: int) -> tuple[re2._Regexp | None, str | None]:
+    try:
+        return re2.compile(source, _options(budget)), None
+    except (re2.error, UnicodeError, ValueError, TypeError, OverflowError) as exc:
+        arg = exc.args[0] if exc.args else ""
+        text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+        return None, (text.splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _go_dialect_problem(entry: str) -> str | None:
+    i = 0
+    while i < len(entry):
+        if entry[i] == "\\" and i + 1 < len(entry):
+            if entry[i : i + 2] in _NOT_IN_GO:
+                return "\\C (any byte) is not part of Go's regexp syntax"
+            i += 2
+            continue
+        i += 1
+    return None
+
+
+def _search(pattern: re2._Regexp, name: str) -> bool:
+    try:
+        return pattern.search(name) is not None
+    except (UnicodeError, ValueError, TypeError):
+        return False  # a name RE2 cannot encode (lone surrogate) matches nothing
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
+    """One list entry: its RE2 program, or why it cannot be used."""
+
     entry: str
-    pattern: re.Pattern[str] | None
+    pattern: re2._Regexp | None
     error: str | None = None
 
     def search(self, name: str) -> bool:
-        return self.pattern is not None and self.pattern.search(name) is not None
+        return self.pattern is not None and _search(self.pattern, name)
 
 
 @functools.lru_cache(maxsize=4096)
 def compile_entry(entry: str) -> Compiled:
-    """Compile one list entry the way v1 does, or say why it cannot be used."""
-    source = "^" + entry + "$"
-    try:
-        parsed = sre_parser.parse(source)
-        pattern = re.compile(source)
-    except (re.error, OverflowError, RecursionError) as exc:
-        return Compiled(entry, None, f"invalid regular expression {entry!r}: {exc}")
-    problem = _inspect(
-        parsed.data if hasattr(parsed, "data") else list(parsed), inside_repeat=False
-    )
-    if problem:
-        return Compiled(entry, None, f"regular expression {entry!r} refused: {problem}")
+    """Compile one list entry the way v1 does (`^entry$`, RE2), or say why it cannot be used."""
+    shown = entry if len(entry) <= 80 else entry[:77] + "..."
+    if len(entry) > MAX_PATTERN_LENGTH:
+        return Compiled(
+            entry, None, f"regular expression {shown!r} refused: longer than "
+            f"{MAX_PATTERN_LENGTH} characters",
+        )  # fmt: skip
+    problem = _go_dialect_problem(entry)
+    if problem is not None:
+        return Compiled(entry, None, f"invalid regular expression {shown!r}: {problem}")
+    pattern, error = _compile("^" + entry + "$", ENTRY_MEMORY)
+    if pattern is None:
+        return Compiled(entry, None, f"invalid regular expression {shown!r}: {error}")
     return Compiled(entry, pattern)
 
 
-def _inspect(items: Any, *, inside_repeat: bool) -> str | None:
-    for op, arg in items:
-        if op in _RE2_UNSUPPORTED:
-            return f"{_RE2_UNSUPPORTED[op]} are not supported by Reloader's RE2 syntax"
-        if op in _REPEATS:
-            _lo, hi, sub = arg
-            unbounded = hi == _MAXREPEAT or hi > 100
-            if unbounded and inside_repeat:
-                return "nested unbounded repetition risks catastrophic backtracking"
-            found = _inspect(
-                sub.data if hasattr(sub, "data") else sub, inside_repeat=inside_repeat or unbounded
+@dataclass(frozen=True, slots=True)
+class CompiledList:
+    """A whole named list: its usable entries (in order), one combined program to test them
+    all at once, the per-entry problems, and `refused` when the list as a whole is over a cap."""
+
+    entries: tuple[Compiled, ...] = ()
+    combined: re2._Regexp | None = None
+    problems: tuple[str, ...] = ()
+    refused: str | None = None
+
+    def first_match(self, name: str) -> str | None:
+        """The first entry (in list order) whose regex finds `name`, or None."""
+        if self.refused is not None or not self.entries:
+            return None
+        if self.combined is not None and not _search(self.combined, name):
+            return None
+        for compiled in self.entries:
+            if compiled.search(name):
+                return compiled.entry
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def compile_list(value: str) -> CompiledList:
+    """Compile a named-list annotation value once; every decision on it reuses the result."""
+    if value.count(",") + 1 > MAX_ENTRIES:
+        return CompiledList(
+            refused=f"the list has {value.count(',') + 1} entries, more than the "
+            f"{MAX_ENTRIES} kube-reloader accepts; the list is not used"
+        )
+    usable: list[Compiled] = []
+    problems: list[str] = []
+    for entry in split_list(value):
+        compiled = compile_entry(entry)
+        if compiled.error is not None:
+            problems.append(compiled.error)
+        else:
+            usable.append(compiled)
+    combined = None
+    # `\Q` quotes up to `\E` or the end of the pattern: it would swallow the entries after it
+    if len(usable) > 1 and not any("\\Q" in c.entry for c in usable):
+        # `(?:^a|b$)` keeps each entry's own precedence: v1 concatenates the anchors.
+        source = "|".join("(?:^" + c.entry + "$)" for c in usable)
+        combined, _error = _compile(source, LIST_MEMORY)
+        if combined is None:
+            return CompiledList(
+                refused="the list is too large for RE2's memory budget; the list is not used"
             )
-            if found:
-                return found
-        elif op == sre_parser.SUBPATTERN:
-            sub = arg[-1]
-            found = _inspect(sub.data if hasattr(sub, "data") else sub, inside_repeat=inside_repeat)
-            if found:
-                return found
-        elif op == sre_parser.BRANCH:
-            for alt in arg[1]:
-                if inside_repeat and len(arg[1]) > 1:
-                    return "alternation under unbounded repetition risks catastrophic backtracking"
-                found = _inspect(
-                    alt.data if hasattr(alt, "data") else alt, inside_repeat=inside_repeat
-                )
-                if found:
-                    return found
-    return None
+    return CompiledList(tuple(usable), combined, tuple(problems))
