@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
+.PHONY: help venv lock cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -20,11 +20,15 @@ help:
 	@echo "make bench-quick - the same, short (< 10 min)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
+	@echo "make lock      - re-resolve requirements/*.txt (hashed locks); LOCK_ARGS=--upgrade to move pins"
 
-$(STAMP): pyproject.toml
+# Everything comes from the hashed locks in requirements/: first pip and the build backend,
+# then the runtime + test + lint packages, then the project itself without resolving anything.
+$(STAMP): pyproject.toml requirements/build.txt requirements/dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/build.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 venv:
@@ -62,11 +66,11 @@ SCENARIOS ?=
 BENCH_ARGS ?=
 
 bench: cluster-binaries
-	@$(PY) -m pip install --quiet -e '.[bench]'
+	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
 	@$(PY) bench/compare.py $(if $(SCENARIOS),--scenarios=$(SCENARIOS)) $(BENCH_ARGS)
 
 bench-quick: cluster-binaries
-	@$(PY) -m pip install --quiet -e '.[bench]'
+	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
 	@$(PY) bench/compare.py --quick $(if $(SCENARIOS),--scenarios=$(SCENARIOS))
 
 bench-reload: cluster-binaries
@@ -74,6 +78,28 @@ bench-reload: cluster-binaries
 
 manifests: cluster-binaries
 	@$(PY) scripts/render_manifests.py
+
+# The locks are resolved by uv (pinned here) in a throwaway virtualenv, never a project
+# dependency: --universal gives one lock for every platform and Python >= 3.11, and the
+# existing pins are kept unless LOCK_ARGS=--upgrade (or --upgrade-package NAME) says otherwise.
+# tests/unit/test_lockfiles.py fails when pyproject.toml and the locks disagree.
+UV_VERSION := 0.13.9
+LOCKGEN := $(or $(TMPDIR),/tmp)/kube-reloader-lockgen
+LOCK_ARGS ?=
+COMPILE = $(LOCKGEN)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock  (uv $(UV_VERSION) in a throwaway venv; see the Makefile)" $(LOCK_ARGS)
+
+lock:
+	rm -rf $(LOCKGEN)
+	$(PYTHON) -m venv $(LOCKGEN)
+	$(LOCKGEN)/bin/pip install --quiet uv==$(UV_VERSION)
+	$(COMPILE) requirements/build.in -o requirements/build.txt
+	$(COMPILE) pyproject.toml -o requirements/runtime.txt
+	$(COMPILE) pyproject.toml --extra test --extra lint \
+		-c requirements/runtime.txt -c requirements/build.txt -o requirements/dev.txt
+	$(COMPILE) pyproject.toml --extra test --extra lint --extra bench \
+		-c requirements/dev.txt -o requirements/bench.txt
+	rm -rf $(LOCKGEN)
 
 demo-down: venv
 	@$(PY) scripts/demo_down.py
