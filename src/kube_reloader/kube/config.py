@@ -6,6 +6,11 @@ name wins, relative paths resolve against the file that holds them), else `~/.ku
 else the pod's service account. Credentials are objects that can refresh themselves: token
 files are re-read (bound service-account tokens rotate), exec plugins are re-run when their
 credential expires or the server answers 401.
+
+Fields are typed as client-go's structs type them: `insecure-skip-tls-verify: "false"` (a
+string) fails to load, as it does for kubectl, rather than being read as "true" because it
+is not empty. The proxy is chosen as client-go chooses it: the cluster's `proxy-url`, else
+Go's `ProxyFromEnvironment` (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import ipaddress
 import json
 import os
 import time
@@ -20,7 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+from urllib.parse import SplitResult, urlsplit
 
 import yaml
 
@@ -252,6 +259,20 @@ class ConnectionConfig:
     namespace: str = "default"
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the proxy to reach the server through (see `proxy_for`); None connects directly
+    proxy: str | None = None
+    #: the cluster's `disable-compression`: do not ask for gzip-encoded answers
+    disable_compression: bool = False
+
+    def __post_init__(self) -> None:
+        if self.insecure_skip_tls_verify and self.ca_pem:
+            raise ConfigError(f"{self.source or self.server}: {_CA_AND_INSECURE}")
+
+
+_CA_AND_INSECURE = (
+    "certificate-authority and insecure-skip-tls-verify: true are both set (client-go: "
+    "specifying a root certificates file with the insecure flag is not allowed)"
+)
 
 
 def load(
@@ -264,14 +285,14 @@ def load(
     """Load the connection the way client-go does (see the module docstring)."""
     env = os.environ if env is None else env
     if kubeconfig:
-        return load_kubeconfig([Path(kubeconfig)], context=context)
+        return load_kubeconfig([Path(kubeconfig)], context=context, env=env)
     if env.get("KUBECONFIG"):
         paths = [Path(p) for p in env["KUBECONFIG"].split(os.pathsep) if p]
-        return load_kubeconfig(paths, context=context)
+        return load_kubeconfig(paths, context=context, env=env)
     home = Path(env.get("HOME") or Path.home())
     default = home / ".kube" / "config"
     if default.exists():
-        return load_kubeconfig([default], context=context)
+        return load_kubeconfig([default], context=context, env=env)
     if env.get("KUBERNETES_SERVICE_HOST"):
         return load_in_cluster(env=env, root=in_cluster_root)
     raise ConfigError(
@@ -300,17 +321,25 @@ def load_in_cluster(
     ns_path = root / "namespace"
     namespace = ns_path.read_text().strip() if ns_path.exists() else "default"
     server_host = f"[{host}]" if ":" in host else host
+    server = f"https://{server_host}:{port}"
     return ConnectionConfig(
-        server=f"https://{server_host}:{port}",
+        server=server,
         credentials=TokenFileCredentials(token_path),
         ca_pem=ca,
         namespace=namespace or "default",
         source="in-cluster service account",
+        proxy=proxy_for(server, env),
     )
 
 
-def load_kubeconfig(paths: list[Path], *, context: str | None = None) -> ConnectionConfig:
-    """Merge kubeconfig files (first definition of a name wins) and resolve one context."""
+def load_kubeconfig(
+    paths: list[Path], *, context: str | None = None, env: Mapping[str, str] | None = None
+) -> ConnectionConfig:
+    """Merge kubeconfig files (first definition of a name wins) and resolve one context.
+
+    `env` (default: the process environment) is read only for the proxy settings.
+    """
+    env = os.environ if env is None else env
     merged = _merge(paths)
     where = "kubeconfig " + os.pathsep.join(str(p) for p in paths)
     name = context or merged.current_context
@@ -320,46 +349,63 @@ def load_kubeconfig(paths: list[Path], *, context: str | None = None) -> Connect
     if ctx is None:
         known = ", ".join(sorted(merged.contexts)) or "none"
         raise ConfigError(f"{where}: context {name!r} not found (contexts: {known})")
-    ctx_body, ctx_dir = ctx
-    cluster_name = str(ctx_body.get("cluster") or "")
-    user_name = str(ctx_body.get("user") or "")
+    cluster_name = str(ctx.body.get("cluster") or "")
+    user_name = str(ctx.body.get("user") or "")
     if cluster_name not in merged.clusters:
         raise ConfigError(f"{where}: context {name!r} names cluster {cluster_name!r}, not defined")
-    cluster, cluster_dir = merged.clusters[cluster_name]
+    cluster, cluster_file, cluster_dir = merged.clusters[cluster_name]
+    what = f"kubeconfig {cluster_file}: cluster {cluster_name!r}"
     server = str(cluster.get("server") or "")
     if not server:
-        raise ConfigError(f"{where}: cluster {cluster_name!r} has no server")
-    what = f"{where}: cluster {cluster_name!r}"
+        raise ConfigError(f"{what} has no server")
+    insecure = cluster.get("insecure-skip-tls-verify") is True
+    if insecure and (
+        cluster.get("certificate-authority") or cluster.get("certificate-authority-data")
+    ):
+        raise ConfigError(f"{what}: {_CA_AND_INSECURE}")
     ca = _bytes_field(cluster, "certificate-authority", cluster_dir, what)
+    proxy_url = str(cluster.get("proxy-url") or "")
+    proxy = proxy_for(server, env, proxy_url, what=what)
     user: Mapping[str, Any] = {}
-    user_dir = ctx_dir
+    user_file, user_dir = ctx.file, ctx.base
     if user_name:
         if user_name not in merged.users:
             raise ConfigError(f"{where}: context {name!r} names user {user_name!r}, not defined")
-        user, user_dir = merged.users[user_name]
+        user, user_file, user_dir = merged.users[user_name]
     cluster_info = {
         "server": server,
         "certificate-authority-data": base64.b64encode(ca).decode() if ca else None,
-        "insecure-skip-tls-verify": bool(cluster.get("insecure-skip-tls-verify")),
+        "insecure-skip-tls-verify": insecure,
         "tls-server-name": cluster.get("tls-server-name"),
+        "proxy-url": proxy_url or None,
+        "disable-compression": cluster.get("disable-compression") is True,
     }
-    credentials = _credentials(user, user_dir, f"{where}: user {user_name!r}", cluster_info)
+    user_what = f"kubeconfig {user_file}: user {user_name!r}"
+    credentials = _credentials(user, user_dir, user_what, cluster_info)
     return ConnectionConfig(
         server=server.rstrip("/"),
         credentials=credentials,
         ca_pem=ca,
-        insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
+        insecure_skip_tls_verify=insecure,
         tls_server_name=cluster.get("tls-server-name") or None,
-        namespace=str(ctx_body.get("namespace") or "default"),
+        namespace=str(ctx.body.get("namespace") or "default"),
         source=f"{where} (context {name!r})",
+        proxy=proxy,
+        disable_compression=cluster.get("disable-compression") is True,
     )
+
+
+class _Entry(NamedTuple):
+    body: Mapping[str, Any]
+    file: Path  # the file that defines it, for messages
+    base: Path  # its directory, for relative paths
 
 
 @dataclass
 class _Merged:
-    clusters: dict[str, tuple[Mapping[str, Any], Path]] = field(default_factory=dict)
-    users: dict[str, tuple[Mapping[str, Any], Path]] = field(default_factory=dict)
-    contexts: dict[str, tuple[Mapping[str, Any], Path]] = field(default_factory=dict)
+    clusters: dict[str, _Entry] = field(default_factory=dict)
+    users: dict[str, _Entry] = field(default_factory=dict)
+    contexts: dict[str, _Entry] = field(default_factory=dict)
     current_context: str = ""
 
 
@@ -373,7 +419,7 @@ def _merge(paths: list[Path]) -> _Merged:
             continue  # client-go skips missing files in KUBECONFIG
         found = True
         try:
-            doc = yaml.safe_load(path.read_text()) or {}
+            doc = yaml.load(path.read_text(), Loader=_Loader) or {}  # noqa: S506 - a safe loader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
@@ -382,6 +428,7 @@ def _merge(paths: list[Path]) -> _Merged:
             raise ConfigError(f"kubeconfig {path}: cannot be read: {exc.strerror}") from exc
         if not isinstance(doc, dict):
             raise ConfigError(f"kubeconfig {path}: top level is not a mapping")
+        _check(doc, "config", f"kubeconfig {path}")
         base = path.resolve().parent
         for section, inner, target in (
             ("clusters", "cluster", merged.clusters),
@@ -391,10 +438,13 @@ def _merge(paths: list[Path]) -> _Merged:
             for i, entry in enumerate(doc.get(section) or []):
                 if not isinstance(entry, dict) or not entry.get("name"):
                     raise ConfigError(f"kubeconfig {path}: {section}[{i}] has no name")
+                _check(entry, "named", f"kubeconfig {path}: {section}[{i}]")
                 body = entry.get(inner) or {}
                 if not isinstance(body, dict):
                     raise ConfigError(f"kubeconfig {path}: {section}[{i}].{inner} is not a mapping")
-                target.setdefault(str(entry["name"]), (body, base))
+                # client-go decodes every entry of every file: a mistyped field anywhere fails
+                _check(body, inner, f"kubeconfig {path}: {inner} {entry['name']!r}")
+                target.setdefault(str(entry["name"]), _Entry(body, path, base))
         if not merged.current_context and doc.get("current-context"):
             merged.current_context = str(doc["current-context"])
     if not found:
@@ -404,12 +454,219 @@ def _merge(paths: list[Path]) -> _Merged:
     return merged
 
 
+# ----------------------------------------------------------------------- typed fields
+
+_STR, _BOOL, _STRS, _MAP, _LIST = (
+    "a string",
+    "true or false (a YAML boolean, not quoted)",
+    "a list of strings",
+    "a mapping",
+    "a list",
+)
+#: client-go decodes a kubeconfig into typed structs (YAML -> JSON -> Go): a value of
+#: another type (a quoted "false" for a bool, a number for a string) fails the whole load.
+_FIELDS: dict[str, dict[str, str]] = {
+    "config": {"current-context": _STR, "clusters": _LIST, "users": _LIST, "contexts": _LIST},
+    "named": {"name": _STR},
+    "cluster": {
+        "server": _STR,
+        "tls-server-name": _STR,
+        "insecure-skip-tls-verify": _BOOL,
+        "certificate-authority": _STR,
+        "certificate-authority-data": _STR,
+        "proxy-url": _STR,
+        "disable-compression": _BOOL,
+    },
+    "user": {
+        **dict.fromkeys(("client-certificate", "client-certificate-data", "client-key"), _STR),
+        **dict.fromkeys(("client-key-data", "token", "tokenFile", "username", "password"), _STR),
+        "as": _STR,
+        "as-groups": _STRS,
+        "exec": _MAP,
+        "auth-provider": _MAP,
+    },
+    "context": {"cluster": _STR, "user": _STR, "namespace": _STR},
+    "exec": {
+        "command": _STR,
+        "args": _STRS,
+        "env": _LIST,
+        "apiVersion": _STR,
+        "installHint": _STR,
+        "provideClusterInfo": _BOOL,
+        "interactiveMode": _STR,
+    },
+    "exec env": {"name": _STR, "value": _STR},
+}
+
+
+def _check(body: Mapping[str, Any], kind: str, what: str) -> None:
+    """Raise a one-line `ConfigError` for the first field of `body` that has the wrong type."""
+    for key, want in _FIELDS[kind].items():
+        value = body.get(key)
+        if value is None:  # absent or null: the zero value, as in Go
+            continue
+        ok = {
+            _STR: isinstance(value, str),
+            _BOOL: isinstance(value, bool),
+            _STRS: isinstance(value, list) and all(isinstance(v, str) for v in value),
+            _MAP: isinstance(value, dict),
+            _LIST: isinstance(value, list),
+        }[want]
+        if not ok:
+            raise ConfigError(f"{what}: {key} must be {want}, not {_kind_of(value)}")
+    if kind == "user" and isinstance(body.get("exec"), dict):
+        _check(body["exec"], "exec", f"{what}: exec")
+        for i, item in enumerate(body["exec"].get("env") or []):
+            if not isinstance(item, dict):
+                raise ConfigError(f"{what}: exec.env[{i}] must be a mapping with a name and value")
+            _check(item, "exec env", f"{what}: exec.env[{i}]")
+
+
+def _kind_of(value: object) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as Go's decoder reads it into JSON: an unquoted date stays a string."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+# ----------------------------------------------------------------------- proxies
+
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def proxy_for(
+    server: str, env: Mapping[str, str], proxy_url: str = "", *, what: str = "proxy"
+) -> str | None:
+    """The proxy to reach `server` through, chosen as client-go chooses it; None: directly.
+
+    A cluster's `proxy-url` wins and applies to every server, loopback included. Otherwise
+    Go's `ProxyFromEnvironment`: `HTTPS_PROXY` for an https server, `HTTP_PROXY` for an http
+    one (each name upper case first, then lower case; a value without a scheme is http),
+    never for `localhost` or a loopback address, nor for a host `NO_PROXY` matches (see
+    `_bypass`). Only http and https proxies are supported (not socks5).
+    """
+    if proxy_url:
+        _supported(urlsplit(proxy_url).scheme, f"{what}: proxy-url {proxy_url!r}")
+        return proxy_url
+    url = urlsplit(server)
+    name = {"https": "HTTPS_PROXY", "http": "HTTP_PROXY"}.get(url.scheme)
+    if name is None:
+        return None
+    value = env.get(name) or env.get(name.lower()) or ""
+    proxy = _parse_proxy(value) if value else None
+    if proxy is None:
+        return None  # unset, or unparseable: Go ignores it too
+    if name == "HTTP_PROXY" and env.get("REQUEST_METHOD"):
+        raise ConfigError(f"{name}: refusing to use it in a CGI environment (REQUEST_METHOD)")
+    if _bypass(url, env.get("NO_PROXY") or env.get("no_proxy") or ""):
+        return None
+    _supported(proxy.scheme, f"{name} {value!r}")
+    return proxy.geturl()
+
+
+def _supported(scheme: str, what: str) -> None:
+    if scheme in ("http", "https"):
+        return
+    if scheme == "socks5":
+        raise ConfigError(f"{what}: SOCKS proxies are not supported; use an http(s) proxy")
+    raise ConfigError(f"{what}: unsupported scheme {scheme!r}, must be http or https")
+
+
+def _parse_proxy(value: str) -> SplitResult | None:
+    parts = urlsplit(value)
+    if not parts.scheme or not parts.netloc:
+        parts = urlsplit("http://" + value)  # "host:port" means an http proxy
+    try:
+        _ = parts.port  # raises ValueError on a bad port
+    except ValueError:
+        return None
+    return parts if parts.hostname else None
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return mapped or ip
+
+
+def _bypass(url: SplitResult, no_proxy: str) -> bool:
+    """Whether Go connects to `url` directly despite a proxy (golang.org/x/net httpproxy).
+
+    Always for `localhost` and loopback addresses. Otherwise when a `NO_PROXY` entry
+    (comma-separated, case-insensitive) matches: `*` matches every host; `10.0.0.0/8`
+    (CIDR) and `10.1.2.3` match IP hosts; `example.com` matches it and its subdomains,
+    `.example.com` and `*.example.com` only its subdomains; any entry may end with
+    `:port`, then it matches that port only. Domain entries never match IP hosts.
+    """
+    host = url.hostname or ""
+    port = str(url.port or _DEFAULT_PORTS.get(url.scheme, ""))
+    ip = _ip(host)
+    if host == "localhost" or (ip is not None and ip.is_loopback):
+        return True
+    for entry in no_proxy.split(","):
+        p = entry.strip().lower()
+        if p == "*":
+            return True
+        if "/" in p:
+            try:
+                if ip is not None and ip in ipaddress.ip_network(p, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        phost, pport = _split_host_port(p)
+        if not phost or pport not in ("", port):
+            continue
+        pip = _ip(phost)
+        if pip is not None:
+            if pip == ip:
+                return True
+            continue
+        suffix = phost[1:] if phost.startswith("*.") else phost
+        exact = not suffix.startswith(".")
+        if ip is None and (
+            host.endswith(suffix if not exact else "." + suffix) or (exact and host == suffix)
+        ):
+            return True
+    return False
+
+
+def _split_host_port(entry: str) -> tuple[str, str]:
+    """Go's net.SplitHostPort, falling back to (entry, "") where it fails."""
+    if entry.startswith("["):
+        end = entry.find("]")
+        if end > 0 and entry[end + 1 : end + 2] == ":":
+            return entry[1:end], entry[end + 2 :]
+        return entry, ""
+    if entry.count(":") == 1:
+        host, _, port = entry.partition(":")
+        return host, port
+    return entry, ""
+
+
 def _bytes_field(body: Mapping[str, Any], key: str, base: Path, what: str) -> bytes | None:
     """`<key>-data` (base64) wins over `<key>` (a path relative to the kubeconfig file)."""
     data = body.get(f"{key}-data")
     if data:
         try:
-            return base64.b64decode(str(data), validate=True)
+            # Go's decoder skips line breaks (a folded YAML block); Python's strict one does not
+            return base64.b64decode(str(data).replace("\n", "").replace("\r", ""), validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ConfigError(f"{what}: {key}-data is not valid base64") from exc
     path = body.get(key)
@@ -466,12 +723,12 @@ def _exec_config(raw: Any, base: Path, what: str) -> ExecConfig:
     for i, item in enumerate(raw.get("env") or []):
         if not isinstance(item, dict) or "name" not in item:
             raise ConfigError(f"{what}: exec.env[{i}] needs a name and a value")
-        env_items.append((str(item["name"]), str(item.get("value", ""))))
+        env_items.append((str(item["name"]), str(item.get("value") or "")))
     return ExecConfig(
         command=command,
         api_version=api_version,
         args=tuple(str(a) for a in raw.get("args") or ()),
         env=tuple(env_items),
-        provide_cluster_info=bool(raw.get("provideClusterInfo")),
+        provide_cluster_info=raw.get("provideClusterInfo") is True,
         install_hint=str(raw.get("installHint") or ""),
     )

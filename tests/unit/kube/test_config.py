@@ -407,3 +407,277 @@ def test_relative_exec_command_resolves_against_the_kubeconfig_directory(tmp_pat
     assert isinstance(cfg.credentials, config.ExecCredentials)
     assert cfg.credentials._config.command == str(tmp_path.resolve() / "./bin/auth")
     json.dumps(doc)  # the document stays plain data
+
+
+# ----------------------------------------------------------------------- typed fields
+
+
+def cluster_field(key: str, value: Any) -> Any:
+    return lambda d: d["clusters"][0]["cluster"].update({key: value})
+
+
+def user_field(key: str, value: Any) -> Any:
+    return lambda d: d["users"][0]["user"].update({key: value})
+
+
+def exec_field(key: str, value: Any) -> Any:
+    stanza = {"apiVersion": "client.authentication.k8s.io/v1", "command": "x", key: value}
+    return user_field("exec", stanza)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (cluster_field("insecure-skip-tls-verify", "false"), "cluster 'c': insecure-skip-tls-verify must be true or false (a YAML boolean, not quoted), not the string 'false'"),
+        (cluster_field("insecure-skip-tls-verify", "true"), "insecure-skip-tls-verify must be true or false"),
+        (cluster_field("insecure-skip-tls-verify", 0), "insecure-skip-tls-verify must be true or false (a YAML boolean, not quoted), not the number 0"),
+        (cluster_field("disable-compression", "yes"), "disable-compression must be true or false"),
+        (exec_field("provideClusterInfo", "true"), "user 'u': exec: provideClusterInfo must be true or false"),
+        (cluster_field("server", 6443), "server must be a string, not the number 6443"),
+        (cluster_field("proxy-url", ["http://p"]), "proxy-url must be a string, not a list"),
+        (user_field("token", 12345), "user 'u': token must be a string, not the number 12345"),
+        (user_field("exec", "kubelogin"), "exec must be a mapping, not the string 'kubelogin'"),
+        (user_field("as-groups", "admins"), "as-groups must be a list of strings"),
+        (exec_field("args", ["--port", 8000]), "exec: args must be a list of strings, not a list"),
+        (exec_field("env", [{"name": "N", "value": 1}]), "exec.env[0]: value must be a string, not the number 1"),
+        (exec_field("env", ["N=1"]), "exec.env[0] must be a mapping"),
+        (lambda d: d["contexts"][0]["context"].update(namespace=7), "context 'x': namespace must be a string"),
+        (lambda d: d["clusters"][0].update(name=True), "clusters[0]: name must be a string, not the boolean true"),
+        (lambda d: d.update({"current-context": False}), "current-context must be a string"),
+    ],
+    ids=[
+        "quoted false", "quoted true", "number for a boolean", "yes as a string",
+        "quoted exec boolean", "number for a string", "list for a string", "numeric token",
+        "string for a mapping", "string for a string list", "number in a string list",
+        "number as an env value", "env entry not a mapping", "numeric namespace",
+        "boolean name", "boolean current-context",
+    ],
+)  # fmt: skip
+def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_the_file_and_field(
+    tmp_path: Path, mutate: Any, message: str
+) -> None:
+    doc = simple()
+    mutate(doc)
+    path = write(tmp_path / "k", doc)
+    with pytest.raises(ConfigError) as info:
+        config.load_kubeconfig([path], env={})
+    text = str(info.value)
+    assert message in text
+    assert f"kubeconfig {path}" in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("value", "insecure"),
+    [(True, True), (False, False), (None, False)],
+    ids=["true", "false", "null"],
+)
+def test_a_real_yaml_boolean_is_read_as_such(tmp_path: Path, value: Any, insecure: bool) -> None:
+    path = tmp_path / "k"
+    path.write_text(
+        yaml.safe_dump(simple()).replace(
+            "server: https://a:6443",
+            f"server: https://a:6443\n    insecure-skip-tls-verify: {json.dumps(value)}",
+        )
+    )
+    assert config.load_kubeconfig([path], env={}).insecure_skip_tls_verify is insecure
+
+
+def test_a_mistyped_field_fails_even_in_an_entry_the_context_does_not_use(tmp_path: Path) -> None:
+    doc = simple()
+    doc["clusters"].append(
+        {"name": "unused", "cluster": {"server": "https://b", "insecure-skip-tls-verify": "false"}}
+    )
+    with pytest.raises(ConfigError, match="cluster 'unused': insecure-skip-tls-verify must be"):
+        config.load_kubeconfig([write(tmp_path / "k", doc)], env={})
+
+
+def test_a_mistyped_field_names_the_file_that_holds_it_when_merging(tmp_path: Path) -> None:
+    good = write(tmp_path / "good", simple())
+    bad_doc = kubeconfig(users={"other": {"token": 1}})
+    bad = write(tmp_path / "bad", bad_doc)
+    with pytest.raises(ConfigError, match=rf"^kubeconfig {bad}: user 'other': token must be"):
+        config.load_kubeconfig([good, bad], env={})
+
+
+def test_an_unquoted_date_stays_a_string_as_go_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_text(yaml.safe_dump(simple(ns="placeholder")).replace("placeholder", "2026-12-01"))
+    assert config.load_kubeconfig([path], env={}).namespace == "2026-12-01"
+
+
+def test_base64_data_folded_over_several_lines_is_decoded_as_go_does(tmp_path: Path) -> None:
+    doc = simple()
+    encoded = base64.b64encode(b"A" * 100).decode()
+    folded = "\n".join(encoded[i : i + 40] for i in range(0, len(encoded), 40))
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = folded
+    assert config.load_kubeconfig([write(tmp_path / "k", doc)], env={}).ca_pem == b"A" * 100
+
+
+@pytest.mark.parametrize(
+    "ca", [{"certificate-authority-data": "Q0E="}, {"certificate-authority": "missing.crt"}]
+)
+def test_a_ca_together_with_insecure_skip_tls_verify_is_rejected_as_client_go_does(
+    tmp_path: Path, ca: dict[str, str]
+) -> None:
+    doc = simple()
+    doc["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": True, **ca})
+    path = write(tmp_path / "k", doc)
+    with pytest.raises(ConfigError) as info:
+        config.load_kubeconfig([path], env={})
+    text = str(info.value)
+    assert f"kubeconfig {path}: cluster 'c'" in text
+    assert "specifying a root certificates file with the insecure flag is not allowed" in text
+    assert "\n" not in text
+
+
+def test_a_connection_config_with_both_a_ca_and_insecure_cannot_be_built() -> None:
+    with pytest.raises(ConfigError, match="insecure flag is not allowed"):
+        config.ConnectionConfig(
+            server="https://a",
+            credentials=config.StaticCredentials(config.AuthState()),
+            ca_pem=b"CA",
+            insecure_skip_tls_verify=True,
+        )
+
+
+# ----------------------------------------------------------------------- proxies
+
+PROXY = "http://proxy.corp:3128"
+
+
+@pytest.mark.parametrize(
+    ("server", "env", "expected"),
+    [
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY}, PROXY),
+        ("https://api.example:6443", {"https_proxy": PROXY}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "https_proxy": "http://lower:1"}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": "", "https_proxy": PROXY}, PROXY),
+        ("https://api.example:6443", {"HTTP_PROXY": PROXY}, None),
+        ("http://api.example:8080", {"HTTP_PROXY": PROXY}, PROXY),
+        ("http://api.example:8080", {"HTTPS_PROXY": PROXY}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": "proxy.corp:3128"}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": "10.0.0.9:3128"}, "http://10.0.0.9:3128"),
+        ("https://api.example:6443", {"HTTPS_PROXY": "https://proxy.corp"}, "https://proxy.corp"),
+        ("https://api.example:6443", {"HTTPS_PROXY": "http://proxy.corp:port"}, None),
+        ("https://localhost:6443", {"HTTPS_PROXY": PROXY}, None),
+        ("https://127.0.0.1:6443", {"HTTPS_PROXY": PROXY}, None),
+        ("https://127.8.9.10:6443", {"HTTPS_PROXY": PROXY}, None),
+        ("https://[::1]:6443", {"HTTPS_PROXY": PROXY}, None),
+        ("https://[::ffff:127.0.0.1]:6443", {"HTTPS_PROXY": PROXY}, None),
+        ("https://localhost.example:6443", {"HTTPS_PROXY": PROXY}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "*"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "a.b, *"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example"}, None),
+        ("https://API.Example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": " Api.EXAMPLE "}, None),
+        ("https://k8s.api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example"}, None),
+        ("https://myapi.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example"}, PROXY),
+        ("https://k8s.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": ".example"}, None),
+        ("https://example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": ".example"}, PROXY),
+        ("https://k8s.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "*.example"}, None),
+        ("https://example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "*.example"}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example:6443"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example:443"}, PROXY),
+        ("https://api.example", {"HTTPS_PROXY": PROXY, "NO_PROXY": "api.example:443"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "10.0.0.0/8"}, None),
+        ("https://11.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "10.0.0.0/8"}, PROXY),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "10.1.2.3"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "10.1.2.3:6443"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "10.1.2.3:443"}, PROXY),
+        ("https://[fd00::1]:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "fd00::/8"}, None),
+        ("https://[fd00::1]:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "[fd00::1]:6443"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "3"}, PROXY),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "no_proxy": "api.example"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": PROXY, "NO_PROXY": "other", "no_proxy": "api.example"}, PROXY),
+    ],
+    ids=[
+        "https proxy", "lower case", "upper case first", "empty upper falls back",
+        "http proxy is not for https", "http proxy for http", "https proxy is not for http",
+        "host:port means http", "ip:port means http", "https proxy scheme", "unparseable is ignored",
+        "localhost", "loopback", "all of 127/8", "ipv6 loopback", "ipv4-mapped loopback",
+        "localhost is a whole name", "star", "star among others", "exact host", "case and spaces",
+        "bare domain matches subdomains", "bare domain is not a substring", "dot domain subdomain",
+        "dot domain not itself", "star-dot subdomain", "star-dot not itself", "port matches",
+        "port differs", "default port", "cidr", "outside cidr", "exact ip", "ip and port",
+        "ip and other port", "ipv6 cidr", "bracketed ipv6 and port", "domain entry never matches ip",
+        "lower-case no_proxy", "upper-case no_proxy first",
+    ],
+)  # fmt: skip
+def test_the_proxy_is_chosen_from_the_environment_as_go_chooses_it(
+    server: str, env: dict[str, str], expected: str | None
+) -> None:
+    assert config.proxy_for(server, env) == expected
+
+
+def test_http_proxy_is_refused_in_a_cgi_environment_as_go_does() -> None:
+    with pytest.raises(ConfigError, match="CGI"):
+        config.proxy_for("http://a:80", {"HTTP_PROXY": PROXY, "REQUEST_METHOD": "GET"})
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("socks5://proxy:1080", "SOCKS proxies are not supported"),
+        ("ftp://proxy:21", "unsupported scheme 'ftp', must be http or https"),
+    ],
+    ids=["socks5", "ftp"],
+)
+def test_an_unsupported_proxy_is_a_clear_error(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config.proxy_for("https://api:6443", {"HTTPS_PROXY": value})
+    with pytest.raises(ConfigError, match=f"proxy-url '{value}': {message}"):
+        config.proxy_for("https://api:6443", {}, value)
+
+
+def test_the_cluster_proxy_url_wins_over_the_environment_and_no_proxy(tmp_path: Path) -> None:
+    doc = simple(server="https://127.0.0.1:6443")
+    doc["clusters"][0]["cluster"]["proxy-url"] = "http://u:p@kube-proxy:8080"
+    env = {"HTTPS_PROXY": PROXY, "NO_PROXY": "*"}
+    cfg = config.load_kubeconfig([write(tmp_path / "k", doc)], env=env)
+    assert cfg.proxy == "http://u:p@kube-proxy:8080"
+
+
+def test_a_bad_proxy_url_names_the_file_and_cluster(tmp_path: Path) -> None:
+    doc = simple()
+    doc["clusters"][0]["cluster"]["proxy-url"] = "proxy:3128"  # Go reads "proxy" as the scheme
+    path = write(tmp_path / "k", doc)
+    with pytest.raises(ConfigError, match=rf"kubeconfig {path}: cluster 'c': proxy-url"):
+        config.load_kubeconfig([path], env={})
+
+
+def test_kubeconfig_and_in_cluster_loading_take_the_proxy_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    env = {"HTTPS_PROXY": PROXY, "HOME": str(tmp_path)}
+    cfg = config.load(write(tmp_path / "k", simple()), env=env)
+    assert cfg.proxy == PROXY
+    (tmp_path / "token").write_text("t")
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1"
+    assert config.load_in_cluster(env=env, root=tmp_path).proxy == PROXY
+    env["NO_PROXY"] = "10.96.0.0/12"
+    assert config.load_in_cluster(env=env, root=tmp_path).proxy is None
+
+
+async def test_exec_plugin_cluster_info_carries_the_proxy_url(tmp_path: Path) -> None:
+    script = plugin(
+        tmp_path,
+        """
+        import json, os
+        info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+        token = info["spec"]["cluster"]["proxy-url"]
+        print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+                          "status": {"token": token}}))
+        """,
+    )
+    doc = simple()
+    doc["clusters"][0]["cluster"]["proxy-url"] = "http://kube-proxy:8080"
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": str(script),
+            "provideClusterInfo": True,
+        }
+    }
+    cfg = config.load_kubeconfig([write(tmp_path / "k", doc)], env={})
+    assert (await cfg.credentials.current()).token == "http://kube-proxy:8080"
