@@ -16,6 +16,7 @@ from enum import StrEnum
 from kube_reloader.core import regexes
 from kube_reloader.core.annotations import Keys, list_members, parse_bool
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.parsing import quote
 
 VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
 
@@ -106,7 +107,8 @@ def decide(
     for key, value in ((keys.auto, auto), (keys.typed_auto(rtype), typed_auto)):
         if value and parse_bool(value) is None:
             warnings.append(
-                f"{key}={value!r} on the {source} is not a boolean (true/false); treated as false"
+                f"{key}={quote(value)} on the {source} is not a boolean (true/false); "
+                "treated as false"
             )
 
     # 5. exclude: always and only from the workload's metadata
@@ -140,7 +142,7 @@ def decide(
             return Decision(
                 True,
                 Reason.NAMED,
-                f"{what} matches {entry!r} in {keys.named(rtype)} on the {source}",
+                f"{what} matches {quote(entry)} in {keys.named(rtype)} on the {source}",
                 auto=False,
                 source=source,
                 warnings=tuple(warnings),
@@ -180,7 +182,7 @@ def decide(
 
     # 9. nothing matched
     if auto or typed_auto:
-        msg = f"auto annotation value {auto or typed_auto!r} is not true"
+        msg = f"auto annotation value {quote(auto or typed_auto)} is not true"
         if config.auto_reload_all:
             msg += " (a non-empty value also opts out of --auto-reload-all)"
     elif named:

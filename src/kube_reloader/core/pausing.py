@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from kube_reloader.core.parsing import quote
+
 _UNITS = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -26,6 +28,12 @@ _UNITS = {
     "h": 3600.0,
 }
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+#: Go's time.Duration is int64 nanoseconds: ParseDuration refuses anything longer
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+#: a duration string longer than this is refused before it is scanned
+MAX_DURATION_TEXT = 256
+_LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+_EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 class DurationError(ValueError):
@@ -35,6 +43,8 @@ class DurationError(ValueError):
 def parse_duration(text: str) -> float:
     """Go's `time.ParseDuration`, in seconds (`1h30m`, `90s`, `1.5h`, `-5m`; no `d`)."""
     s = text
+    if len(s) > MAX_DURATION_TEXT:
+        raise DurationError(f"invalid duration: longer than {MAX_DURATION_TEXT} characters")
     if s in ("0", "+0", "-0"):
         return 0.0
     if not s:
@@ -45,27 +55,57 @@ def parse_duration(text: str) -> float:
         s = s[1:]
     pos, total = 0, 0.0
     if not s:
-        raise DurationError(f"invalid duration {text!r}")
+        raise DurationError(f"invalid duration {quote(text)}")
     while pos < len(s):
         m = _PART.match(s, pos)
         if not m:
-            raise DurationError(f"invalid duration {text!r}")
+            raise DurationError(f"invalid duration {quote(text)}")
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
+    if total > MAX_DURATION_SECONDS:
+        raise DurationError(f"invalid duration {quote(text)}: out of range")
     return sign * total
+
+
+def shift(when: dt.datetime, seconds: float) -> dt.datetime:
+    """`when` moved by `seconds`, clamped to the representable range (never raises)."""
+    try:
+        return when + dt.timedelta(seconds=seconds)
+    except OverflowError:
+        return _LATEST if seconds > 0 else _EARLIEST
+
+
+#: a paused-at further in the future than this (clock skew) is not a pause of ours
+FUTURE_TOLERANCE = dt.timedelta(minutes=5)
 
 
 def format_time(when: dt.datetime) -> str:
     """RFC 3339 to the second, as Go's `time.RFC3339` prints a UTC time."""
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        when = when.astimezone(dt.UTC)
+    except OverflowError:
+        when = _LATEST if when.year > 1 else _EARLIEST
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str) -> dt.datetime | None:
+    """An RFC 3339 time, or None for anything else (never raises)."""
+    if len(text) > 64:
+        return None
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _stamp(text: str, now: dt.datetime) -> dt.datetime | None:
+    """A paused-at stamp, or None when it does not parse or lies in the future (a stamp
+    from year 9999 must not keep a Deployment paused until then)."""
+    since = parse_time(text)
+    if since is None or since > shift(now, FUTURE_TOLERANCE.total_seconds()):
+        return None
+    return since
 
 
 class PauseAction(StrEnum):
@@ -100,13 +140,13 @@ def plan_pause(
     except DurationError:
         return PausePlan(
             PauseAction.INVALID,
-            f"{period_key}={raw!r} is not a duration (Go syntax, e.g. 5m, 1h30m); "
+            f"{period_key}={quote(raw)} is not a duration (Go syntax, e.g. 5m, 1h30m); "
             "reloading without pausing",
         )
     stamp = annotations.get(paused_at_key, "")
     if paused and stamp:
-        since = parse_time(stamp)
-        resume = now if since is None else since + dt.timedelta(seconds=period)
+        since = _stamp(stamp, now)
+        resume = now if since is None else shift(since, period)
         return PausePlan(
             PauseAction.KEEP,
             f"already paused by kube-reloader until {format_time(resume)}",
@@ -114,7 +154,7 @@ def plan_pause(
         )
     if paused:
         return PausePlan(PauseAction.USER_PAUSED, "paused by someone else; not managing the pause")
-    return PausePlan(PauseAction.PAUSE, f"pausing for {raw}", now + dt.timedelta(seconds=period))
+    return PausePlan(PauseAction.PAUSE, f"pausing for {raw}", shift(now, period))
 
 
 def resume_due(
@@ -134,14 +174,14 @@ def resume_due(
     stamp = annotations.get(paused_at_key, "")
     if not (paused and stamp):
         return False, None
-    since = parse_time(stamp)
+    since = _stamp(stamp, now)
     try:
         period = parse_duration(annotations.get(period_key, ""))
     except DurationError:
         return True, now
     if since is None:
         return True, now
-    when = since + dt.timedelta(seconds=period)
+    when = shift(since, period)
     return when <= now, when
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import re2
 
 from kube_reloader.core.annotations import split_list
+from kube_reloader.core.parsing import quote
 
 #: entries per named list (a list of more is refused as a whole)
 MAX_ENTRIES = 1000
@@ -84,18 +85,18 @@ class Compiled:
 @functools.lru_cache(maxsize=4096)
 def compile_entry(entry: str) -> Compiled:
     """Compile one list entry the way v1 does (`^entry$`, RE2), or say why it cannot be used."""
-    shown = entry if len(entry) <= 80 else entry[:77] + "..."
+    shown = quote(entry)
     if len(entry) > MAX_PATTERN_LENGTH:
         return Compiled(
-            entry, None, f"regular expression {shown!r} refused: longer than "
+            entry, None, f"regular expression {shown} refused: longer than "
             f"{MAX_PATTERN_LENGTH} characters",
         )  # fmt: skip
     problem = _go_dialect_problem(entry)
     if problem is not None:
-        return Compiled(entry, None, f"invalid regular expression {shown!r}: {problem}")
+        return Compiled(entry, None, f"invalid regular expression {shown}: {problem}")
     pattern, error = _compile("^" + entry + "$", ENTRY_MEMORY)
     if pattern is None:
-        return Compiled(entry, None, f"invalid regular expression {shown!r}: {error}")
+        return Compiled(entry, None, f"invalid regular expression {shown}: {error}")
     return Compiled(entry, pattern)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from kube_reloader.core import parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import PodTemplate
@@ -118,12 +119,9 @@ def annotation_carries(
     raw = template.annotations.get(LAST_RELOADED_FROM)
     if not raw:
         return False
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return False
+    doc = parsing.json_object(raw)
     return bool(
-        isinstance(doc, dict)
+        doc is not None
         and doc.get("type") == rtype.value
         and doc.get("name") == name
         and doc.get("namespace") == namespace
@@ -137,11 +135,8 @@ def record_key(rtype: ResourceType, name: str) -> str:
 
 def recorded_hashes(template: PodTemplate) -> dict[str, str]:
     """Our per-config record (annotations strategy); {} when absent or unreadable."""
-    try:
-        doc = json.loads(template.annotations.get(RELOADED_HASHES) or "{}")
-    except ValueError:
-        return {}
-    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+    doc = parsing.json_object(template.annotations.get(RELOADED_HASHES) or "{}")
+    return {str(k): str(v) for k, v in doc.items()} if doc is not None else {}
 
 
 def annotation_patch(value: str, record: dict[str, str] | None = None) -> dict[str, Any]:
