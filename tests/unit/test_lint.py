@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
+import sys
+import tracemalloc
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from kube_reloader import cli
+from kube_reloader import cli, limits
 from tests.sarif import schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,3 +128,148 @@ def test_pre_commit_hook_is_declared() -> None:
     hook = next(h for h in hooks if h["id"] == "kube-reloader-lint")
     assert hook["entry"] == "kube-reloader lint"
     assert hook["language"] == "python"
+
+
+# ------------------------------------------------------------------ hostile input (issue 13)
+
+STILL_LINTED = (ROOT / CORPUS / "broken.yaml").read_text().split("---\n")[2]
+
+
+def auto_line(text: str) -> int:
+    """The line of STILL_LINTED's pod-template annotation (a KR001 warning) in `text`."""
+    return text.splitlines().index('        reloader.stakater.com/auto: "true"') + 1
+
+
+def laughs(levels: int) -> str:
+    """A "billion laughs" ConfigMap: each list holds nine aliases of the previous one."""
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: lol", "data:",
+             '  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']  # fmt: skip
+    for prev, name in zip("abcdefghijk", "bcdefghijkl", strict=False):
+        if len(lines) - 5 == levels:
+            break
+        lines.append(f"  {name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_alias_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(laughs(9) + "---\n" + STILL_LINTED)
+    line = auto_line(bomb.read_text())
+    assert len(laughs(9)) < 520, "the size of the reported bomb"
+
+    # the unfixed linter dies of MemoryError in the child, instead of taking the machine
+    child = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))\n"
+        "from kube_reloader import cli\n"
+        "code = cli.main(['lint', sys.argv[1]])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child, str(bomb)], capture_output=True, timeout=60, check=False
+    )
+    peak_kib = int(proc.stderr.decode().split()[-1])  # ru_maxrss is in KiB on Linux
+    text = proc.stdout.decode()
+    assert proc.returncode == 2, proc.stderr.decode()[-2000:]
+    refusals = [ln for ln in text.splitlines() if "KR000" in ln]
+    assert refusals == [
+        f"{bomb}:1: error KR000 invalid-yaml: refused YAML: aliases would expand this document "
+        "from 38 to 490,329,074 nodes (an alias bomb?)"
+    ]
+    assert f"{bomb}:{line}: warning KR001" in text, "the next document in the file is still linted"
+    assert peak_kib < 200 * 1024
+
+
+def test_a_document_growing_past_the_alias_budget_is_refused_with_a_small_peak(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(laughs(6))  # 531,441 strings once expanded: the unfixed linter takes ~140 MB
+    tracemalloc.start()
+    try:
+        code = cli.main(["lint", str(bomb)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 2
+    assert "refused YAML: aliases would expand this document from 32 to 672,620 nodes" in (
+        capsys.readouterr().out
+    )
+    assert peak < 4 * 2**20
+
+
+ANCHORED = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: anchored
+  namespace: default
+  labels: &labels {app: web}
+spec:
+  selector: {matchLabels: *labels}
+  template:
+    metadata:
+      labels: &pod {<<: *labels, tier: front}
+      annotations: {reloader.stakater.com/auto: "true"}
+    spec:
+      containers: [{name: c, image: x, envFrom: [{configMapRef: {name: ok}}]}]
+  extra: [*pod, *pod]
+"""
+
+
+def test_ordinary_anchors_lint_exactly_like_the_same_manifest_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written_out = (
+        ANCHORED.replace("&labels ", "")
+        .replace("*labels", "{app: web}")
+        .replace("&pod {<<: {app: web}, tier: front}", "{app: web, tier: front}")
+        .replace("[*pod, *pod]", "[{app: web, tier: front}, {app: web, tier: front}]")
+    )
+    assert "*" not in written_out
+    assert "&" not in written_out
+    outputs = []
+    for name, text in (("a.yaml", ANCHORED), ("b.yaml", written_out)):
+        (tmp_path / name).write_text(text)
+        code = cli.main(["lint", str(tmp_path / name), "--format", "json"])
+        outputs.append((code, json.loads(capsys.readouterr().out)))
+    for _, findings in outputs:
+        for f in findings:
+            f["file"] = "x.yaml"
+    assert outputs[0] == outputs[1]
+    assert [f["rule"] for f in outputs[0][1]] == ["KR001"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a: &r [1, *r]\n", "an alias refers to a collection that contains it"),
+        ("[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ],
+    ids=["recursive alias", "deep nesting"],
+)
+def test_a_document_that_cannot_be_expanded_safely_is_refused_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    target = tmp_path / "hostile.yaml"
+    target.write_text(text + "---\n" + STILL_LINTED)
+    assert cli.main(["lint", str(target)]) == 2
+    out = capsys.readouterr().out
+    assert f"{target}:1: error KR000 invalid-yaml: refused YAML: {problem}\n" in out
+    assert f"{target}:{auto_line(target.read_text())}: warning KR001" in out
+
+
+def test_an_input_file_over_the_size_cap_is_refused_and_the_others_are_still_linted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(limits, "MAX_FILE_CHARS", 4000)
+    (tmp_path / "big.yaml").write_text("# padding\n" * 401)
+    shutil.copy(ROOT / CORPUS / "tls-without-reload.yaml", tmp_path / "small.yaml")
+    assert cli.main(["lint", str(tmp_path), "--fail-on", "warning"]) == 2
+    out = capsys.readouterr().out
+    assert (
+        f"{tmp_path}/big.yaml:1: error KR000 invalid-yaml: refused: more than 4,000 characters"
+        in out
+    )
+    assert f"{tmp_path}/small.yaml:" in out

@@ -2,6 +2,7 @@
 
 Exit codes: 0 no finding at or above `--fail-on`, 1 such findings, 2 usage or input errors
 (a broken YAML document is reported with file:line; the other documents are still linted).
+Input that would exhaust memory (a huge file, an alias bomb) is refused the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from kube_reloader import __version__
+from kube_reloader import __version__, limits
 from kube_reloader.core import linting
 from kube_reloader.core.linting import Document, Finding, Severity
 from kube_reloader.kube.errors import KubeError
@@ -51,12 +52,18 @@ def split_documents(text: str, source: str) -> list[Chunk]:
 def parse_chunk(chunk: Chunk) -> tuple[Document | None, Finding | None]:
     try:
         node = yaml.compose(chunk.text, Loader=yaml.SafeLoader)
+        refused = limits.refusal(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = chunk.first_line + (mark.line if mark is not None else 0)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem}",
                              "fix the document; the other documents were still linted", chunk.source, line)  # fmt: skip
+    except RecursionError:
+        node, refused = None, "nested too deeply"
+    if refused:
+        return None, Finding("KR000", Severity.ERROR, f"refused YAML: {refused}",
+                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
     if node is None:
         return None, None
     lines: dict[linting.Path, int] = {}
@@ -99,18 +106,22 @@ def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], di
     files: list[tuple[str, str]] = []
     for p in paths:
         if p == "-":
-            files.append(("<stdin>", sys.stdin.read()))
+            files.append(("<stdin>", limits.read_text(sys.stdin)))
             continue
         path = Path(p)
         if path.is_dir():
             for f in sorted(path.rglob("*")):
                 if f.suffix in (".yaml", ".yml") and f.is_file():
-                    files.append((str(f), f.read_text()))
+                    files.append((str(f), limits.read_text(f)))
         elif path.exists():
-            files.append((str(path), path.read_text()))
+            files.append((str(path), limits.read_text(path)))
         else:
             raise FileNotFoundError(f"{p}: no such file or directory")
     for source, text in files:
+        if len(text) > limits.MAX_FILE_CHARS:
+            errors.append(Finding("KR000", Severity.ERROR, f"refused: more than {limits.MAX_FILE_CHARS:,} characters",
+                                  "split the file; the other files were still linted", source, 1))  # fmt: skip
+            continue
         texts[source] = text
         for chunk in split_documents(text, source):
             doc, err = parse_chunk(chunk)
