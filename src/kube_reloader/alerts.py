@@ -14,6 +14,7 @@ import contextlib
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import aiohttp
 
@@ -21,6 +22,7 @@ from kube_reloader import __version__
 from kube_reloader.core import alerting
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -75,22 +77,20 @@ class AlertSender:
         self.stats = SinkStats()
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=max_queue)
         self._payload_type = alerting.payload(sink, "").content_type
-        self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     def start(self) -> None:
+        """Open the HTTP session; the caller runs `run()` as a supervised task."""
         self._session = aiohttp.ClientSession(
             trust_env=self.proxy is None, headers={"User-Agent": f"kube-reloader/{__version__}"}
         )
-        self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self, drain_seconds: float = 5.0) -> None:
+    async def drain(self, seconds: float = 5.0) -> None:
+        """Wait (bounded) until the queued alerts are sent; call before cancelling `run`."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), drain_seconds)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait_for(self._queue.join(), seconds)
+
+    async def stop(self) -> None:
         if self._session is not None:
             await self._session.close()
 
@@ -118,7 +118,8 @@ class AlertSender:
             return
         self._queue.put_nowait(body)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Send queued alerts until cancelled."""
         assert self._session is not None
         ok_only_200 = alerting.payload(self.sink, "").ok_only_200
         while True:
@@ -148,15 +149,41 @@ class AlertSender:
                 self._queue.task_done()
 
 
-class WebhookNotifier:
-    """`--webhook-url`: POST Reloader's payload instead of reloading, with retries."""
+class WebhookNotifier(Generic[T]):
+    """`--webhook-url`: POST Reloader's payload instead of reloading, with retries.
 
-    def __init__(self, url: str, *, attempts: int = 5, base_delay: float = 0.5) -> None:
+    Changes wait in a bounded queue for one sender: against a hanging endpoint the oldest
+    waiting notification is dropped (counted in `stats.dropped`), so memory stays bounded
+    however many changes arrive."""
+
+    def __init__(
+        self, url: str, *, attempts: int = 5, base_delay: float = 0.5, max_queue: int = 1000
+    ) -> None:
         self.url = url
         self.attempts = attempts
         self.base_delay = base_delay
         self.stats = SinkStats()
         self._session: aiohttp.ClientSession | None = None
+        self._queue: asyncio.Queue[T] = asyncio.Queue(maxsize=max_queue)
+
+    def enqueue(self, item: T) -> None:
+        """Queue one notification; when full, the oldest waiting one is dropped."""
+        if self._queue.full():
+            with contextlib.suppress(asyncio.QueueEmpty):
+                self._queue.get_nowait()
+            self.stats.dropped += 1
+            if self.stats.dropped in (1, 10, 100) or self.stats.dropped % 1000 == 0:
+                log.warning("webhook queue full, dropped the oldest change",
+                            extra={"dropped": self.stats.dropped})  # fmt: skip
+        self._queue.put_nowait(item)
+
+    async def next(self) -> T:
+        """The next queued notification (waits for one)."""
+        return await self._queue.get()
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
 
     async def close(self) -> None:
         if self._session is not None:

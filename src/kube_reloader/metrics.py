@@ -128,6 +128,15 @@ class Recorder:
             "kube_reloader_leader", "1 when this replica holds the lease", registry=r
         )
         self.ready = Gauge("kube_reloader_ready", "1 once the caches are synced", registry=r)
+        self.task_restarts = Counter(
+            "kube_reloader_task_restarts", "Background tasks restarted after a crash, by task",
+            ["task"], registry=r,
+        )  # fmt: skip
+        self.object_errors = Counter(
+            "kube_reloader_object_errors",
+            "Objects whose handling failed unexpectedly (that object skipped), by stage",
+            ["stage"], registry=r,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ domain methods
 
@@ -142,6 +151,10 @@ class Recorder:
                 self._by_ns[(label, namespace)] += 1
         if success and seconds is not None:
             self.reload_latency.labels(workload_kind=kind).observe(seconds)
+
+    def task_crashed(self, name: str) -> None:
+        """A supervised task crashed; its label drops the per-namespace part of its name."""
+        self.task_restarts.labels(task=name.split("@", 1)[0]).inc()
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""

@@ -114,6 +114,9 @@ class Reflector(Generic[T]):
         self._on_error = on_error
         #: reduces each decoded object to what is stored and emitted (e.g. data -> hash)
         self._transform = transform
+        #: objects the transform could not reduce (skipped, logged; one bad object never
+        #: stops the watch of every other one)
+        self.rejected = 0
         #: when RBAC allows LIST but not WATCH, relist this often instead (None: never)
         self.poll_interval = poll_interval
         self.polling = False
@@ -205,6 +208,26 @@ class Reflector(Generic[T]):
         self._logged.add(key)
         log.error(message, extra=extra)
 
+    def _reduce(self, obj: Any) -> Any:
+        """The transform of one object, or None when it raised (the object is skipped)."""
+        if self._transform is None:
+            return obj
+        try:
+            return self._transform(obj)
+        except Exception as exc:  # noqa: BLE001 - one unreadable object is skipped, not fatal
+            self.rejected += 1
+            meta = getattr(obj, "metadata", None)
+            log.error(
+                "object skipped: could not be read",
+                extra={
+                    "resource": str(self.resource),
+                    "namespace": getattr(meta, "namespace", ""),
+                    "name": getattr(meta, "name", ""),
+                    "error": f"{type(exc).__name__}: {exc}"[:300],
+                },
+            )
+            return None
+
     async def _relist(self) -> AsyncIterator[ReflectorEvent[T]]:
         # Items are reduced page by page, so the full decoded objects of one page at most
         # are alive at once (never all of a large LIST).
@@ -216,7 +239,7 @@ class Reflector(Generic[T]):
             limit=self.page_size,
             page_bytes=self.page_bytes,
             type=self.type,
-            reduce=self._transform,
+            reduce=self._reduce,
         )
         # Diffing against known state (a relist, or a resume whose point expired): every
         # event below is inferred, not observed.
@@ -226,7 +249,8 @@ class Reflector(Generic[T]):
         self.lists += 1
         fresh: dict[Key, T] = {}
         for obj in result.items:
-            fresh[key_of(obj)] = obj
+            if obj is not None:
+                fresh[key_of(obj)] = obj
         old_store = self.store
         self.store = fresh
         self.resource_version = result.resource_version
@@ -259,7 +283,11 @@ class Reflector(Generic[T]):
             if ev.type == "BOOKMARK":
                 self.resource_version = str(ev.object) or self.resource_version
                 continue
-            obj: Any = ev.object if self._transform is None else self._transform(ev.object)
+            obj: Any = self._reduce(ev.object)
+            if obj is None:
+                rv = getattr(getattr(ev.object, "metadata", None), "resourceVersion", "")
+                self.resource_version = rv or self.resource_version
+                continue
             key = key_of(obj)
             rv = obj.metadata.resourceVersion
             if ev.type == "DELETED":

@@ -20,7 +20,6 @@ Data flow:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -55,6 +54,7 @@ from kube_reloader.runtime.memory import release_free_memory
 from kube_reloader.runtime.observing import ControllerCollector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.queueing import WorkQueue
+from kube_reloader.runtime.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,8 @@ CONTENT_TYPES: dict[ResourceType, type[Any]] = {
     ResourceType.SECRET: projections.SecretContent,
 }
 MAX_BACKOFF = 60.0
+#: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
+MAX_WARNED = 10_000
 _EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
 
 
@@ -144,19 +146,26 @@ class Controller:
         self.stats = Stats()
         self.ready = asyncio.Event()
         self.alerts: AlertSender | None = None
-        self.webhook: WebhookNotifier | None = None
+        self.webhook: WebhookNotifier[tuple[Change, tuple[ObjectKey, ...]]] | None = None
         self._stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = {}
         self._config_reflectors: list[Reflector[ConfigEntry]] = []
         self._workload_reflectors: list[Reflector[WorkloadEntry]] = []
         self._ns_reflector: Reflector[projections.Object] | None = None
         self._spc_reflectors: list[Reflector[projections.Object]] = []
         self._selected_namespaces: set[str] = set()
-        self._warned: set[tuple[ObjectKey, str]] = set()
+        self._warned: dict[tuple[ObjectKey, str], None] = {}
         self._resumes: dict[ObjectKey, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: every background task runs under it: a crash is logged, counted and restarted
+        self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
+        #: optional kinds (Argo, DeploymentConfig, CSI): watched when served, never awaited
+        #: for readiness
+        self._optional_reflectors: list[Reflector[Any]] = []
+        #: reconciles in flight, cancelled the moment this replica stops leading
+        self._writing: set[asyncio.Task[None]] = set()
         self._scheduled: dict[ObjectKey, asyncio.TimerHandle] = {}
-        #: rollouts being followed: key -> (generation written, started (monotonic), deadline)
-        self._tracking: dict[ObjectKey, tuple[int, float, float]] = {}
+        #: rollouts being followed: key -> (generation written, started (monotonic), deadline,
+        #: the deadline timer); one entry and one timer per workload, however many reloads
+        self._tracking: dict[ObjectKey, tuple[int, float, float, asyncio.TimerHandle]] = {}
         self._last_reload: dict[ObjectKey, float] = {}
         self._bucket = limiting.TokenBucket(options.reload_rate, options.reload_burst)
         #: set while this replica may write (always without HA; while leading with HA)
@@ -169,11 +178,15 @@ class Controller:
     def _scopes(self) -> list[str | None]:
         return list(self.options.namespaces) if self.options.namespaces else [None]
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A short background job (an Event, a resume): a crash is logged and counted."""
+        return self.supervisor.oneshot(name, coro)
+
+    def _watch(
+        self, refl: Reflector[Any], consume: Callable[[Any], Coroutine[Any, Any, None]]
+    ) -> None:
+        scope = f"@{refl.namespace}" if refl.namespace else ""
+        self.supervisor.spawn(f"watch/{refl.resource.plural}{scope}", lambda: consume(refl))
 
     def _build_reflectors(self) -> None:
         keys = self.keys
@@ -221,43 +234,45 @@ class Controller:
                 url=a.url, sink=a.sink, additional_info=a.additional_info, proxy=a.proxy or None
             )
             self.alerts.start()
+            self.supervisor.spawn("alerts", self.alerts.run)
         if self.options.webhook_url:
             self.webhook = WebhookNotifier(self.options.webhook_url)
+            self.supervisor.spawn("webhook", self._send_webhooks)
         for r in self._workload_reflectors:
-            self._spawn(self._consume_workloads(r))
+            self._watch(r, self._consume_workloads)
         for c in self._config_reflectors:
-            self._spawn(self._consume_configs(c))
+            self._watch(c, self._consume_configs)
         if self._ns_reflector is not None:
-            self._spawn(self._consume_namespaces(self._ns_reflector))
-        # Optional APIs served right now are part of the initial sync; others are polled for.
+            self._watch(self._ns_reflector, self._consume_namespaces)
+        # Optional APIs are watched when served and polled for otherwise; they never hold up
+        # readiness (a broken CRD or a slow optional LIST must not stop every other reload).
         if self.options.argo_rollouts:
             await self._optional_kind(WorkloadKind.ROLLOUT, required=True)
         if self.options.deployment_configs:
             await self._optional_kind(WorkloadKind.DEPLOYMENTCONFIG, required=False)
         if self.options.csi:
             await self._optional_csi()
-        workers = [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
+        for i in range(self.options.workers):
+            self.supervisor.spawn(f"worker@{i}", self._worker)
+        self.supervisor.spawn("leadership-watch", self._cancel_writes_on_loss)
         if self.options.reconcile_on_start and self.webhook is None:
-            self._spawn(self._level_loop())
+            self.supervisor.spawn("catch-up", self._level_loop)
         started = time.monotonic()
-        waiter = asyncio.create_task(self._wait_synced(started))
+        self.supervisor.spawn("sync", lambda: self._wait_synced(started))
         await stop.wait()
         log.info("stopping", extra={"in_flight": self.queue.active, "queued": len(self.queue)})
-        waiter.cancel()
-        for t in list(self._tasks):
-            t.cancel()
         for h in [*self._resumes.values(), *self._scheduled.values()]:
             h.cancel()
+        for tracked in self._tracking.values():
+            tracked[3].cancel()
         self.queue.close()
-        # let in-flight writes finish (bounded), then cancel the idle workers
+        # let in-flight writes finish (bounded), then cancel everything else
         deadline = time.monotonic() + 10
         while self.queue.active and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
             await asyncio.sleep(0.05)
-        for w in workers:
-            w.cancel()
-        for t in [waiter, *self._tasks, *workers]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        if self.alerts is not None:
+            await self.alerts.drain()
+        await self.supervisor.close()
         if self.alerts is not None:
             await self.alerts.stop()
         if self.webhook is not None:
@@ -286,6 +301,7 @@ class Controller:
 
     def all_reflectors(self) -> list[Reflector[Any]]:
         out: list[Reflector[Any]] = [*self._workload_reflectors, *self._config_reflectors]
+        out += self._optional_reflectors
         out += self._spc_reflectors
         if self._ns_reflector is not None:
             out.append(self._ns_reflector)
@@ -361,10 +377,10 @@ class Controller:
                 )
                 if not missed:
                     continue
-                log.info(
-                    "reloading a change missed while not watching",
-                    extra={"workload": str(workload.key), "reason": why},
-                )
+                self._log_change(
+                    "reloading a change missed while not watching", change,
+                    workload=str(workload.key), reason=why,
+                )  # fmt: skip
                 pending = self.pending.setdefault(workload.key, {})
                 if not pending:
                     queued += 1
@@ -411,8 +427,8 @@ class Controller:
         if await self._check_served(res):
             for ns in self._scopes():
                 refl = self._workload_reflector(kind, ns)
-                self._workload_reflectors.append(refl)
-                self._spawn(self._consume_workloads(refl))
+                self._optional_reflectors.append(refl)
+                self._watch(refl, self._consume_workloads)
             return
         what = "--is-Argo-Rollouts" if kind is WorkloadKind.ROLLOUT else "DeploymentConfig support"
 
@@ -420,7 +436,7 @@ class Controller:
             await self._wait_served(res, what=what, required=required)
             await self._optional_kind(kind, required=required)
 
-        self._spawn(later())
+        self.supervisor.spawn(f"discover/{res.plural}", later)
 
     async def _optional_csi(self) -> None:
         res = resources.SECRETPROVIDERCLASSPODSTATUSES
@@ -430,7 +446,7 @@ class Controller:
                 await self._wait_served(res, what="--enable-csi-integration", required=True)
                 await self._optional_csi()
 
-            self._spawn(later())
+            self.supervisor.spawn(f"discover/{res.plural}", later)
             return
         for ns in self._scopes():
             spc = Reflector(
@@ -438,7 +454,7 @@ class Controller:
                 namespace=ns, transform=_spc_transform(self.keys),
             )  # fmt: skip
             self._spc_reflectors.append(spc)
-            self._spawn(self._drain(spc))
+            self._watch(spc, self._drain)
             status = Reflector(
                 self.client,
                 resources.SECRETPROVIDERCLASSPODSTATUSES,
@@ -446,8 +462,8 @@ class Controller:
                 namespace=ns,
                 transform=spc_status_entry,
             )
-            self._config_reflectors.append(status)
-            self._spawn(self._consume_configs(status))
+            self._optional_reflectors.append(status)
+            self._watch(status, self._consume_configs)
 
     async def _drain(self, refl: Reflector[Any]) -> None:
         async for _ in refl.events():
@@ -462,21 +478,54 @@ class Controller:
 
     # ------------------------------------------------------------------ consumers
 
+    def _object_failed(self, stage: str, key: object, exc: Exception) -> None:
+        """One object's handling raised: log it with the object, count it, carry on."""
+        self.metrics.object_errors.labels(stage=stage).inc()
+        log.error(
+            "object skipped after an unexpected error",
+            exc_info=exc,
+            extra={"stage": stage, "object": str(key), "error": f"{type(exc).__name__}"},
+        )
+
     async def _consume_workloads(self, refl: Reflector[WorkloadEntry]) -> None:
+        optional = refl in self._optional_reflectors
         async for ev in refl.events():
-            if ev.type is EventType.DELETED and ev.object is not None:
-                self.index.remove(ev.object.workload.key)
-                self._last_reload.pop(ev.object.workload.key, None)
-                handle = self._resumes.pop(ev.object.workload.key, None)
-                if handle is not None:
-                    handle.cancel()
-            elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
-                self.index.put(ev.object.workload)
-                self._warn_shadowed(ev.object.workload)
-                if ev.object.workload.key in self._tracking:
-                    self._check_rollout(ev.object.workload)
-                if ev.object.workload.kind is WorkloadKind.DEPLOYMENT:
-                    self._track_pause(ev.object.workload)
+            try:
+                self._on_workload(ev, optional=optional)
+            except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
+                self._object_failed("workload", ev.key, exc)
+                if ev.object is not None:
+                    self._warn_once(
+                        ev.object.workload,
+                        (f"kube-reloader could not handle this object: {type(exc).__name__}",),
+                        "ReloadError",
+                    )
+
+    def _on_workload(self, ev: ReflectorEvent[WorkloadEntry], *, optional: bool) -> None:
+        if ev.type is EventType.SYNCED:
+            if optional and self.ready.is_set() and self.options.reconcile_on_start:
+                self.reconcile_missed()  # a late optional kind gets the catch-up too
+        elif ev.type is EventType.DELETED and ev.object is not None:
+            self._forget_workload(ev.object.workload.key)
+        elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
+            self.index.put(ev.object.workload)
+            self._warn_shadowed(ev.object.workload)
+            if ev.object.workload.key in self._tracking:
+                self._check_rollout(ev.object.workload)
+            if ev.object.workload.kind is WorkloadKind.DEPLOYMENT:
+                self._track_pause(ev.object.workload)
+
+    def _forget_workload(self, key: ObjectKey) -> None:
+        """A deleted workload leaves nothing behind: index, timers, tracking, records."""
+        self.index.remove(key)
+        self._last_reload.pop(key, None)
+        self.failures.pop(key, None)
+        handle = self._resumes.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        tracked = self._tracking.pop(key, None)
+        if tracked is not None:
+            tracked[3].cancel()
 
     async def _consume_namespaces(self, refl: Reflector[projections.Object]) -> None:
         async for ev in refl.events():
@@ -488,41 +537,51 @@ class Controller:
                 self._selected_namespaces.add(ev.object.metadata.name)
 
     async def _consume_configs(self, refl: Reflector[ConfigEntry]) -> None:
-        initial = True
+        # a restarted consumer of a synced reflector is past its initial list
+        initial = not refl.synced.is_set()
         resource_type = refl.resource.plural
         async for ev in refl.events():
             if ev.type is EventType.SYNCED:
                 initial = False
                 continue
-            self.metrics.events_received.labels(
-                event_type=_EVENT_NAMES[ev.type], resource_type=resource_type
-            ).inc()
-            change = self._change_for(ev, initial=initial)
-            if change is None:
-                if ev.type is EventType.MODIFIED:
-                    self.metrics.skipped.labels(reason="no_data_change").inc()
-            else:
-                self.stats.changes += 1
-                observed = time.monotonic()
-                self.metrics.events_processed.labels(
-                    event_type=change.event.value, resource_type=resource_type, result="success"
-                ).inc()
-                log.info(
-                    "change detected",
-                    extra={
-                        "resource": str(change),
-                        "event": change.event.value,
-                        "hash": change.hash,
-                        "missed_while_not_watching": ev.synthesized,
-                    },
-                )
-                if self.ready.is_set():
-                    self._fan_out(change, observed)
-                else:
-                    self._stashed[(change.namespace, change.rtype, change.name)] = (
-                        change,
-                        observed,
-                    )
+            try:
+                self._on_config(ev, resource_type, initial=initial)
+            except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
+                self._object_failed("config", ev.key, exc)
+
+    def _on_config(
+        self, ev: ReflectorEvent[ConfigEntry], resource_type: str, *, initial: bool
+    ) -> None:
+        self.metrics.events_received.labels(
+            event_type=_EVENT_NAMES[ev.type], resource_type=resource_type
+        ).inc()
+        change = self._change_for(ev, initial=initial)
+        if change is None:
+            if ev.type is EventType.MODIFIED:
+                self.metrics.skipped.labels(reason="no_data_change").inc()
+            return
+        self.stats.changes += 1
+        observed = time.monotonic()
+        self.metrics.events_processed.labels(
+            event_type=change.event.value, resource_type=resource_type, result="success"
+        ).inc()
+        self._log_change("change detected", change, missed_while_not_watching=ev.synthesized)
+        if self.ready.is_set():
+            self._fan_out(change, observed)
+        else:
+            self._stashed[(change.namespace, change.rtype, change.name)] = (change, observed)
+
+    def _log_change(self, message: str, change: Change, **extra: object) -> None:
+        """An info line about a change; a Secret's content hash only at debug (a short
+        Secret can be guessed from its unsalted hash)."""
+        fields: dict[str, object] = {"resource": str(change), "event": change.event.value}
+        fields.update(extra)
+        if change.rtype is ResourceType.SECRET:
+            # the decision's reason names the value written (the hash): debug only too
+            log.info(message, extra={k: v for k, v in fields.items() if k != "reason"})
+            log.debug(message, extra={**fields, "hash": change.hash})
+        else:
+            log.info(message, extra={**fields, "hash": change.hash})
 
     def _change_for(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | None:
         obj = ev.object
@@ -583,31 +642,19 @@ class Controller:
         now = int(self.clock())
         matched: list[ObjectKey] = []
         for candidate in self.index.candidates(change.namespace, change.rtype, change.name):
-            workload = self._resolve_template(candidate)
-            p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-            self._warn_once(workload, p.decision.warnings)
-            kind = workload.kind.value
-            self.metrics.workloads_scanned.labels(kind=kind).inc()
-            self.metrics.decisions.labels(
-                outcome=p.outcome.value, reason=p.decision.reason.value
-            ).inc()
-            if p.outcome is Outcome.RELOAD:
-                self.metrics.workloads_matched.labels(kind=kind).inc()
-                matched.append(workload.key)
-            else:
-                reason = (
-                    "strategy_not_updated" if p.outcome is Outcome.NO_CONTAINER else p.outcome.value
+            try:
+                if self._decide(change, candidate, now):
+                    matched.append(candidate.key)
+            except Exception as exc:  # noqa: BLE001 - one decision never stops the others
+                self._object_failed("decision", candidate.key, exc)
+                self._warn_once(
+                    candidate,
+                    (f"kube-reloader could not decide on this workload: {type(exc).__name__}",),
+                    "ReloadError",
                 )
-                self.metrics.skipped.labels(reason=reason).inc()
-                self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
-                log.debug(
-                    "not reloading",
-                    extra={"workload": str(workload.key), "resource": str(change),
-                           "outcome": p.outcome.value, "reason": p.message},
-                )  # fmt: skip
         if self.webhook is not None:
             if matched and self.leading.is_set():
-                self._spawn(self._notify_webhook(change, matched))
+                self.webhook.enqueue((change, tuple(matched)))
             return
         for key in matched:
             pending = self.pending.setdefault(key, {})
@@ -616,6 +663,28 @@ class Controller:
             pending[(change.rtype, change.name)] = change
             self._observed_at.setdefault((key, change.rtype, change.name), observed)
             self._schedule(key, self.options.coalesce_window)
+
+    def _decide(self, change: Change, candidate: planning.Workload, now: int) -> bool:
+        """Plan `change` for one workload; True when it must reload."""
+        workload = self._resolve_template(candidate)
+        p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
+        self._warn_once(workload, p.decision.warnings)
+        kind = workload.kind.value
+        self.metrics.workloads_scanned.labels(kind=kind).inc()
+        self.metrics.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
+        if p.outcome is Outcome.RELOAD:
+            self.metrics.workloads_matched.labels(kind=kind).inc()
+            return True
+        reason = "strategy_not_updated" if p.outcome is Outcome.NO_CONTAINER else p.outcome.value
+        self.metrics.skipped.labels(reason=reason).inc()
+        self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
+        log.debug(
+            "not reloading",
+            extra={"workload": str(workload.key), "resource": str(change),
+                   "outcome": p.outcome.value,
+                   "reason": "" if change.rtype is ResourceType.SECRET else p.message},
+        )  # fmt: skip
+        return False
 
     def _schedule(self, key: ObjectKey, delay: float) -> None:
         """Queue `key` after `delay`; changes arriving meanwhile join the same reload."""
@@ -637,7 +706,15 @@ class Controller:
         self.metrics.queue_adds.inc()
         self.metrics.queue_depth.set(len(self.queue))
 
-    async def _notify_webhook(self, change: Change, workloads: list[ObjectKey]) -> None:
+    async def _send_webhooks(self) -> None:
+        """Webhook mode: one POST per queued change, in order (the queue is bounded: a
+        hanging endpoint costs dropped notifications, counted, never memory)."""
+        assert self.webhook is not None
+        while True:
+            change, workloads = await self.webhook.next()
+            await self._notify_webhook(change, workloads)
+
+    async def _notify_webhook(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:
         assert self.webhook is not None
         if await self.webhook.notify():
             self.stats.webhooks += 1
@@ -668,16 +745,28 @@ class Controller:
                 ),
             )
 
-    def _warn_once(self, workload: planning.Workload, warnings: tuple[str, ...]) -> None:
+    def _warn_once(
+        self,
+        workload: planning.Workload,
+        warnings: tuple[str, ...],
+        reason: str = "ReloadAnnotationInvalid",
+    ) -> None:
+        """One Warning Event per (workload, problem); the leader records them. The memory
+        of what was warned is bounded (the oldest is forgotten, then warned again)."""
+        if not warnings or not self.leading.is_set():
+            return
         for text in warnings:
             marker = (workload.key, text)
             if marker in self._warned:
                 continue
-            self._warned.add(marker)
+            self._warned[marker] = None
+            if len(self._warned) > MAX_WARNED:
+                del self._warned[next(iter(self._warned))]
             log.warning(
-                "bad reload annotation", extra={"workload": str(workload.key), "problem": text}
+                "bad reload annotation" if reason == "ReloadAnnotationInvalid" else "reload error",
+                extra={"workload": str(workload.key), "problem": text},
             )
-            self._event(workload, "Warning", "ReloadAnnotationInvalid", text, "reloader")
+            self._event(workload, "Warning", reason, text, "reloader")
 
     # ------------------------------------------------------------------ workers
 
@@ -691,21 +780,53 @@ class Controller:
             self.metrics.queue_depth.set(len(self.queue))
             started = time.monotonic()
             result = "success"
+            # the write runs as its own task so that losing the lease can cancel it in flight
+            write = self.supervisor.task(f"reconcile/{key}", self._reconcile(key))
+            self._writing.add(write)
             try:
-                await self._reconcile(key)
+                await asyncio.shield(write)
             except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug must not kill the worker: log, back off, retry
+                if not write.cancelled():
+                    write.cancel()
+                    raise  # the worker itself is being stopped
+                result = "cancelled"
+                self._retry(key)  # cancelled on lost leadership: the changes wait, kept
+            except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker: retry
                 result = "error"
                 self.metrics.errors.labels(type="handler_error").inc()
-                log.exception("reconcile crashed", extra={"workload": str(key)})
+                self._object_failed("reconcile", key, exc)
+                workload = self.index.workloads.get(key)
+                if workload is not None:
+                    self._warn_once(
+                        workload,
+                        (f"kube-reloader failed to reload this workload and will retry: "
+                         f"{type(exc).__name__}",),
+                        "ReloadError",
+                    )  # fmt: skip
                 self._retry(key)
             finally:
+                self._writing.discard(write)
                 self.queue.done(key)
                 self.metrics.reconcile.labels(result=result).inc()
                 self.metrics.reconcile_duration.labels(result=result).observe(
                     time.monotonic() - started
                 )
+
+    async def _cancel_writes_on_loss(self) -> None:
+        """The moment this replica stops leading, cancel every write still in flight."""
+        while True:
+            await self.leading.wait()
+            while self.leading.is_set():  # noqa: ASYNC110 - a state change, not a handoff
+                await asyncio.sleep(0.05)
+            for write in list(self._writing):
+                write.cancel()
+            if self._writing:
+                log.warning("leadership lost: in-flight writes cancelled",
+                            extra={"writes": len(self._writing)})  # fmt: skip
+
+    def may_write(self) -> bool:
+        """Checked right before every write is sent."""
+        return self.leading.is_set()
 
     def _retry(self, key: ObjectKey) -> None:
         n = self.failures.get(key, 0) + 1
@@ -720,6 +841,17 @@ class Controller:
         changes = self.pending.pop(key, {})
         if not changes:
             return
+        try:
+            await self._reconcile_changes(key, changes)
+        except BaseException:
+            # a crash or a cancellation never loses the changes (newer ones that arrived
+            # meanwhile win); the worker retries with backoff
+            self.pending[key] = {**changes, **self.pending.get(key, {})}
+            raise
+
+    async def _reconcile_changes(
+        self, key: ObjectKey, changes: dict[tuple[ResourceType, str], Change]
+    ) -> None:
         cached = self.index.workloads.get(key)
         if cached is None:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
@@ -741,9 +873,14 @@ class Controller:
         resource = WORKLOAD_RESOURCES[workload.kind]
         when = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
         write_started = time.monotonic()
+        if not self.may_write():
+            self.pending[key] = {**changes, **self.pending.get(key, {})}
+            return  # no longer leading: the next leader writes these
         try:
             if workload.kind is WorkloadKind.DEPLOYMENT:
                 await self._maybe_pause(workload, when)
+            if not self.may_write():
+                raise asyncio.CancelledError
             answer = await writing.write(
                 self.client, workload, todo, field_manager=self.options.field_manager, now=when
             )
@@ -812,11 +949,7 @@ class Controller:
                 success=True,
                 seconds=None if seen is None else accepted - seen,
             )
-            log.info(
-                "reloaded workload",
-                extra={"workload": str(key), "resource": str(c), "event": c.event.value,
-                       "hash": c.hash, "reason": p.message},
-            )  # fmt: skip
+            self._log_change("reloaded workload", c, workload=str(key), reason=p.message)
             self._event(
                 workload, "Normal", "Reloaded",
                 f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
@@ -890,9 +1023,14 @@ class Controller:
         limit = (
             rollouts.deadline(status) if status is not None else rollouts.DEFAULT_DEADLINE_SECONDS
         )
-        self._tracking[workload.key] = (generation, time.monotonic(), limit)
-        loop = asyncio.get_running_loop()
-        loop.call_later(limit, lambda: self._rollout_timed_out(workload.key, generation))
+        previous = self._tracking.pop(workload.key, None)
+        if previous is not None:
+            previous[3].cancel()  # one timer per workload: a newer reload replaces the old one
+        key = workload.key
+        timer = asyncio.get_running_loop().call_later(
+            limit, lambda: self._rollout_timed_out(key, generation)
+        )
+        self._tracking[key] = (generation, time.monotonic(), limit, timer)
         if fresh is not None:
             self._check_rollout(fresh)
 
@@ -900,7 +1038,7 @@ class Controller:
         tracked = self._tracking.get(workload.key)
         if tracked is None or workload.status is None:
             return
-        written, _, _ = tracked
+        written = tracked[0]
         result = rollouts.state(workload.kind, written, workload.status)
         if result is not rollouts.RolloutState.PROGRESSING:
             self._finish_rollout(workload, result)
@@ -913,7 +1051,8 @@ class Controller:
         self._finish_rollout(workload, rollouts.RolloutState.STUCK)
 
     def _finish_rollout(self, workload: planning.Workload, result: rollouts.RolloutState) -> None:
-        _written, started, limit = self._tracking.pop(workload.key)
+        _written, started, limit, timer = self._tracking.pop(workload.key)
+        timer.cancel()
         seconds = time.monotonic() - started
         kind, name = workload.kind.value, workload.name
         self.metrics.rollouts.labels(workload_kind=kind, result=result.value).inc()
@@ -988,7 +1127,9 @@ class Controller:
             old.cancel()
         delay = max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
         loop = asyncio.get_running_loop()
-        self._resumes[key] = loop.call_later(delay, lambda: self._spawn(self._resume(key)))
+        self._resumes[key] = loop.call_later(
+            delay, lambda: self._spawn(f"resume/{key}", self._resume(key))
+        )
 
     async def _resume(self, key: ObjectKey) -> None:
         self._resumes.pop(key, None)
@@ -1035,4 +1176,4 @@ class Controller:
             except errors.KubeError as exc:
                 log.warning("could not record event", extra={"reason": reason, "error": str(exc)})
 
-        self._spawn(send())
+        self._spawn(f"event/{reason}", send())
