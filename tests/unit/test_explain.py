@@ -94,3 +94,20 @@ def test_shadowed_keys_are_those_of_types_pinned_by_the_workload() -> None:
         "reloader.stakater.com/auto": "true",
     }
     assert shadowed_template_keys({}, pa, keys) == {}
+
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_secret_hash_is_shown_as_a_short_prefix_only(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from kube_reloader.cli.explain import content_hash
+
+    secret = next(d for d in yaml.safe_load_all(DATA.read_text()) if d["kind"] == "Secret")
+    full = content_hash(secret)
+    assert cli.main(["explain", "sts/db", "-f", str(DATA), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert full not in out
+    assert full[:8] + "..." in out

@@ -191,6 +191,13 @@ def explain(
         stale = None
         if found is not None and p.decision.reload and p.target and p.target.container:
             stale = carried is not None and carried != current
+        reason = p.message
+        if rtype is ResourceType.SECRET:
+            # a Secret's unsalted hash can give a short value away: show a prefix only
+            for full in {h for h in (current, carried) if h}:
+                reason = reason.replace(full, secret_hash_prefix(full))
+            current = secret_hash_prefix(current) if current else current
+            carried = secret_hash_prefix(carried) if carried else carried
         verdicts.append(
             ResourceVerdict(
                 rtype=rtype.value,
@@ -198,7 +205,7 @@ def explain(
                 exists=found is not None,
                 reload=p.outcome in (planning.Outcome.RELOAD, planning.Outcome.UP_TO_DATE),
                 outcome=p.outcome.value,
-                reason=p.message,
+                reason=reason,
                 target_container=p.target.container if p.target else None,
                 env_name=p.env_name,
                 current_hash=current or None,
@@ -211,6 +218,11 @@ def explain(
         kind=w.kind.value, namespace=w.namespace, name=w.name, annotations=tuple(sources),
         references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
     )  # fmt: skip
+
+
+def secret_hash_prefix(digest: str) -> str:
+    """The first 8 hex digits of a Secret's hash, enough to tell stale from current."""
+    return digest[:8] + "..."
 
 
 def _named(w: planning.Workload, rtype: ResourceType, config: planning.Config) -> bool:

@@ -178,6 +178,10 @@ class Controller:
     def _scopes(self) -> list[str | None]:
         return list(self.options.namespaces) if self.options.namespaces else [None]
 
+    def _now(self) -> dt.datetime:
+        """The injected clock as an aware UTC datetime."""
+        return dt.datetime.fromtimestamp(self.clock(), dt.UTC)
+
     def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A short background job (an Event, a resume): a crash is logged and counted."""
         return self.supervisor.oneshot(name, coro)
@@ -871,7 +875,7 @@ class Controller:
         if self._defer(key, workload, changes):
             return
         resource = WORKLOAD_RESOURCES[workload.kind]
-        when = dt.datetime.fromtimestamp(self.clock(), dt.UTC)
+        when = self._now()
         write_started = time.monotonic()
         if not self.may_write():
             self.pending[key] = {**changes, **self.pending.get(key, {})}
@@ -982,7 +986,7 @@ class Controller:
             return False
         self.pending[key] = {**changes, **self.pending.get(key, {})}
         self.metrics.deferred.labels(reason=reason).inc()
-        until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=wait)
+        until = self._now() + dt.timedelta(seconds=wait)
         log.info(
             "reload deferred",
             extra={"workload": str(key), "reason": reason, "until": pausing.format_time(until)},
@@ -1110,7 +1114,7 @@ class Controller:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
         _due, when = pausing.resume_due(
             annotations=dict(workload.annotations), paused=workload.paused,
-            now=dt.datetime.now(dt.UTC), period_key=self.keys.pause_period,
+            now=self._now(), period_key=self.keys.pause_period,
             paused_at_key=self.keys.paused_at,
         )  # fmt: skip
         if when is None:
@@ -1125,7 +1129,7 @@ class Controller:
         old = self._resumes.pop(key, None)
         if old is not None:
             old.cancel()
-        delay = max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+        delay = max(0.0, (when - self._now()).total_seconds())
         loop = asyncio.get_running_loop()
         self._resumes[key] = loop.call_later(
             delay, lambda: self._spawn(f"resume/{key}", self._resume(key))
@@ -1134,7 +1138,7 @@ class Controller:
     async def _resume(self, key: ObjectKey) -> None:
         self._resumes.pop(key, None)
         if not self.leading.is_set():  # the leader resumes; check again later in case we lead
-            self._schedule_resume(key, dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5))
+            self._schedule_resume(key, self._now() + dt.timedelta(seconds=5))
             return
         try:
             obj = await self.client.get(resources.DEPLOYMENTS, key.name, namespace=key.namespace)
@@ -1153,7 +1157,7 @@ class Controller:
             return
         except errors.KubeError as exc:
             log.warning("resume failed, retrying", extra={"workload": str(key), "error": str(exc)})
-            self._schedule_resume(key, dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5))
+            self._schedule_resume(key, self._now() + dt.timedelta(seconds=5))
 
     # ------------------------------------------------------------------ events
 
