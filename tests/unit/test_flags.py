@@ -228,3 +228,29 @@ def test_coalescing_and_rate_limit_flags() -> None:
         parse(["--reload-min-interval=soon"], env={})
     with pytest.raises(FlagError, match="--reload-coalesce-window: must not be negative"):
         parse(["--reload-coalesce-window=-1s"], env={})
+
+
+def test_the_hash_algorithm_defaults_to_reloaders_sha1() -> None:
+    assert parse([], env={}).hash_key is None
+
+
+def test_hmac_sha256_names_the_key_secret_in_the_controllers_namespace() -> None:
+    s = parse(["--hash-algorithm=hmac-sha256"], env={"POD_NAMESPACE": "reloader"})
+    assert s.hash_key is not None
+    assert (s.hash_key.namespace, s.hash_key.secret) == ("reloader", "kube-reloader-hash-key")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--hash-algorithm=md5"], {}, "must be sha1 or hmac-sha256"),
+        (["--hash-algorithm=hmac-sha256"], {}, "POD_NAMESPACE environment variable is required"),
+        (["--hash-algorithm=hmac-sha256", "--hash-key-secret=Bad_Name"], {"POD_NAMESPACE": "r"},
+         "is not a valid name"),
+    ],
+)  # fmt: skip
+def test_bad_hash_settings_stop_the_start_with_one_line(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(FlagError, match=message):
+        parse(argv, env=env)

@@ -58,6 +58,7 @@ SLICE_FLAGS = (
     "resource-label-selector",
 )
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class FlagError(ValueError):
@@ -72,6 +73,14 @@ class HASettings:
 
 
 @dataclass(frozen=True)
+class HashKeySettings:
+    """`--hash-algorithm=hmac-sha256`: where the key lives (created on first start)."""
+
+    namespace: str
+    secret: str
+
+
+@dataclass(frozen=True)
 class RunSettings:
     options: Options
     log_format: str
@@ -83,6 +92,7 @@ class RunSettings:
     ha: HASettings | None = None
     #: diagnostics listener (`--enable-pprof`); the default `:6060` binds to loopback only
     pprof_addr: str | None = None
+    hash_key: HashKeySettings | None = None
 
 
 def _bool(flag: str) -> Callable[[str], bool]:
@@ -159,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--leader-election-lease-duration", default="15s")
     parser.add_argument("--leader-election-renew-deadline", default="10s")
     parser.add_argument("--leader-election-retry-period", default="2s")
+    # ours: keyed content hashes (not Reloader-identical) for clusters where the unsalted
+    # SHA-1 of a short Secret must not be readable from env vars and annotations
+    parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
+    parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
     return parser
 
 
@@ -325,6 +339,19 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
             raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
+    hash_key = None
+    if ns.hash_algorithm not in ("sha1", "hmac-sha256"):
+        raise FlagError(f"--hash-algorithm: {ns.hash_algorithm!r} must be sha1 or hmac-sha256")
+    if ns.hash_algorithm == "hmac-sha256":
+        key_ns = env.get("POD_NAMESPACE", "")
+        if not key_ns:
+            raise FlagError(
+                "--hash-algorithm=hmac-sha256: the POD_NAMESPACE environment variable is required "
+                "(the key Secret lives in the controller's namespace)"
+            )
+        if not _DNS_SUBDOMAIN.match(ns.hash_key_secret):
+            raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
+        hash_key = HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
     pprof = None
     if ns.enable_pprof:
         pprof = "127.0.0.1:6060" if ns.pprof_addr == ":6060" else ns.pprof_addr
@@ -338,4 +365,5 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         kubeconfig=ns.kubeconfig,
         context=ns.context,
         warnings=tuple(warnings),
+        hash_key=hash_key,
     )

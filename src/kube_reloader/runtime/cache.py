@@ -64,20 +64,22 @@ def _trim_meta(meta: ObjectMeta, keep: frozenset[str]) -> ObjectMeta:
 _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
 
 
-def configmap_entry(obj: p.ConfigMapContent, keys: Keys) -> ConfigEntry:
+def configmap_entry(
+    obj: p.ConfigMapContent, keys: Keys, hash_key: bytes | None = None
+) -> ConfigEntry:
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.CONFIGMAP,
-        hashing.configmap_hash(obj.data, obj.binaryData),
+        hashing.configmap_hash(obj.data, obj.binaryData, key=hash_key),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
     )
 
 
-def secret_entry(obj: p.SecretContent, keys: Keys) -> ConfigEntry:
+def secret_entry(obj: p.SecretContent, keys: Keys, hash_key: bytes | None = None) -> ConfigEntry:
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.SECRET,
-        hashing.secret_hash(dict(obj.values())),
+        hashing.secret_hash(dict(obj.values()), key=hash_key),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
     )
 
@@ -189,7 +191,7 @@ def _status(kind: WorkloadKind, obj: p.Workload) -> rollouts.Status | None:
     )
 
 
-def spc_status_entry(obj: p.SpcPodStatus) -> ConfigEntry:
+def spc_status_entry(obj: p.SpcPodStatus, hash_key: bytes | None = None) -> ConfigEntry:
     """A SecretProviderClassPodStatus, reduced to the class it reports on and a hash.
 
     Like v1, a status with no objects yet hashes as "" so that its first population counts
@@ -199,7 +201,9 @@ def spc_status_entry(obj: p.SpcPodStatus) -> ConfigEntry:
         digest = ""
     else:
         digest = hashing.spc_pod_status_hash(
-            [(o.id, o.version) for o in status.objects], status.secretProviderClassName
+            [(o.id, o.version) for o in status.objects],
+            status.secretProviderClassName,
+            key=hash_key,
         )
     return ConfigEntry(
         _trim_meta(obj.metadata, frozenset()),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -73,11 +74,13 @@ MAX_WARNED = 10_000
 _EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
 
 
-def _config_transform(rtype: ResourceType, keys: Keys) -> Callable[[Any], ConfigEntry]:
+def _config_transform(
+    rtype: ResourceType, keys: Keys, hash_key: bytes | None
+) -> Callable[[Any], ConfigEntry]:
     def transform(obj: Any) -> ConfigEntry:
         if rtype is ResourceType.CONFIGMAP:
-            return configmap_entry(obj, keys)
-        return secret_entry(obj, keys)
+            return configmap_entry(obj, keys, hash_key)
+        return secret_entry(obj, keys, hash_key)
 
     return transform
 
@@ -205,7 +208,7 @@ class Controller:
                         type=CONTENT_TYPES[rtype],
                         namespace=ns,
                         label_selector=selector,
-                        transform=_config_transform(rtype, keys),
+                        transform=_config_transform(rtype, keys, self.options.hash_key),
                         poll_interval=self.options.poll_interval,
                     )
                 )
@@ -464,7 +467,7 @@ class Controller:
                 resources.SECRETPROVIDERCLASSPODSTATUSES,
                 type=projections.SpcPodStatus,
                 namespace=ns,
-                transform=spc_status_entry,
+                transform=functools.partial(spc_status_entry, hash_key=self.options.hash_key),
             )
             self._optional_reflectors.append(status)
             self._watch(status, self._consume_configs)

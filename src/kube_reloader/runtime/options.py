@@ -63,4 +63,7 @@ class Options:
     sync_after_restart: bool = False
     workers: int = 4
     field_manager: str = "Reloader"
+    #: `--hash-algorithm=hmac-sha256`: the key content hashes are keyed with (None: SHA-1,
+    #: Reloader's values)
+    hash_key: bytes | None = field(default=None, repr=False)
     user_agent: str = ""

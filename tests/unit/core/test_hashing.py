@@ -66,3 +66,38 @@ def test_a_10k_key_secret_hashes_quickly_and_deterministically() -> None:
     data = {f"key-{i:05d}": bytes([i % 256]) * 8 for i in range(10_000)}
     reversed_data = dict(reversed(list(data.items())))
     assert hashing.secret_hash(data) == hashing.secret_hash(reversed_data)
+
+
+def test_hmac_sha256_keys_the_same_items_reloader_hashes() -> None:
+    import hmac
+
+    key = b"k" * hashing.KEY_BYTES
+    assert hashing.configmap_hash({"b": "2", "a": "1"}, key=key) == (
+        hmac.new(key, b"a=1;b=2", hashlib.sha256).hexdigest()
+    )
+    assert hashing.secret_hash({"pin": b"123456"}, key=key) == (
+        hmac.new(key, b"pin=123456", hashlib.sha256).hexdigest()
+    )
+
+
+def test_an_hmac_hash_cannot_be_matched_without_the_key() -> None:
+    pin = {"pin": b"123456"}
+    keyed = hashing.secret_hash(pin, key=b"a" * 32)
+    assert keyed != hashing.secret_hash(pin)
+    assert keyed != hashing.secret_hash(pin, key=b"b" * 32)
+    assert len(keyed) == 64
+
+
+def test_sha1_is_requested_as_not_for_security_so_fips_openssl_allows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[dict[str, object]] = []
+    real = hashlib.sha1
+
+    def spy(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashlib, "sha1", spy)
+    hashing.configmap_hash({"a": "1"})
+    assert calls == [{"usedforsecurity": False}]
