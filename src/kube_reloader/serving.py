@@ -1,6 +1,13 @@
 """The HTTP endpoints: `/metrics` and `/live` as Reloader v1 serves them, plus `/readyz`;
 and, only with `--enable-pprof`, Python diagnostics (asyncio tasks, tracemalloc top
 allocations) on a separate listener bound to loopback unless told otherwise.
+
+The listener is reachable by every tenant's pods, and it shares the process's file
+descriptors with the controller's own API connections, so no client may hold more than a
+bounded share of them (issue 13): each connection must finish its request headers within a
+few seconds and keep them small, idle keep-alive is short, and the number of connections is
+capped. At the cap, the oldest connection still sending its headers (or idling after a
+response) makes way for the newcomer; if there is none, the newcomer is closed at once.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ import asyncio
 import io
 import logging
 import tracemalloc
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -92,29 +100,217 @@ def build_debug_app(recorder: Recorder) -> web.Application:
     return app
 
 
-class Server:
-    """Run one aiohttp application on one address until stopped."""
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost the process. Kubelet probes and Prometheus send a small
+    request at once and read the answer, so these bounds never touch them."""
 
-    def __init__(self, app: web.Application, addr: str, *, default_host: str = "0.0.0.0") -> None:  # noqa: S104
+    #: open connections at most; one descriptor each
+    max_connections: int = 128
+    #: seconds from a request's first byte (or the connection's start) to the end of its headers
+    header_timeout: float = 5.0
+    #: seconds an idle keep-alive connection stays open between requests
+    keepalive_timeout: float = 15.0
+    #: bytes of request line and headers (a body counts as the next request's bytes)
+    max_request_bytes: int = 8192
+    #: at the cap, a connection idle this long after its last request may make way
+    idle_grace: float = 1.0
+
+
+class Edge:
+    """The connections of one listener, and the ones it dropped (counts, for logs and tests)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.open: set[_Guard] = set()
+        self.sending: OrderedDict[_Guard, float] = OrderedDict()  # headers not finished yet
+        self.idle: OrderedDict[_Guard, float] = OrderedDict()  # headers done, since when
+        self.refused = 0  # over the cap with no connection to make way: closed at once
+        self.shed = 0  # closed to make way for a newer connection
+        self.timed_out = 0  # headers not finished in time, or too large
+        self._logged_at = -1e9
+
+    def admit(self, guard: _Guard, now: float) -> bool:
+        if len(self.open) >= self.limits.max_connections:
+            victim = next(iter(self.sending), None)
+            if victim is None:
+                oldest = next(iter(self.idle.items()), None)
+                if oldest is not None and now - oldest[1] >= self.limits.idle_grace:
+                    victim = oldest[0]
+            if victim is None:
+                self.refused += 1
+                self._report(now)
+                return False
+            self.shed += 1
+            victim.drop()
+            self._report(now)
+        self.open.add(guard)
+        return True
+
+    def timed_out_one(self, now: float) -> None:
+        self.timed_out += 1
+        self._report(now)
+
+    def forget(self, guard: _Guard) -> None:
+        self.open.discard(guard)
+        self.sending.pop(guard, None)
+        self.idle.pop(guard, None)
+
+    def _report(self, now: float) -> None:
+        if now - self._logged_at >= 10:
+            self._logged_at = now
+            log.warning(
+                "http connections dropped",
+                extra={"refused": self.refused, "shed": self.shed, "timed_out": self.timed_out,
+                       "open": len(self.open), "max_connections": self.limits.max_connections},
+            )  # fmt: skip
+
+
+class _Guard(asyncio.Protocol):
+    """One connection: watches where each request's headers end, then hands the bytes to
+    aiohttp's protocol. aiohttp itself has no header timeout (a half-sent request is only
+    dropped by its keep-alive timer) and no connection cap."""
+
+    def __init__(self, edge: Edge, make_inner: Callable[[], asyncio.Protocol]) -> None:
+        self.edge = edge
+        self.make_inner = make_inner
+        self.inner: asyncio.Protocol | None = None
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.count = 0  # bytes of the current request's headers so far
+        self.tail = b""  # their last three bytes: an end of headers may straddle two reads
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if not self.edge.admit(self, self.loop.time()):
+            transport.abort()
+            return
+        self._start_request()
+        self.inner = self.make_inner()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.inner is None or self.transport is None or self.transport.is_closing():
+            return
+        if not self._scan(data):
+            self.edge.timed_out_one(self.loop.time())
+            self.drop()
+            return
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+        self.edge.forget(self)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
+
+    def drop(self) -> None:
+        self.edge.forget(self)
+        self._stop_timer()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _scan(self, data: bytes) -> bool:
+        """Follow request heads through `data`; False if one grows past the size limit."""
+        buf = self.tail + data
+        pos, counted = 0, len(self.tail)
+        limit = self.edge.limits.max_request_bytes
+        while True:
+            if self not in self.edge.sending:
+                if pos >= len(buf):
+                    return True
+                self._start_request()
+            end = buf.find(b"\r\n\r\n", pos)
+            if end < 0:
+                self.count += len(buf) - max(pos, counted)
+                self.tail = buf[-3:]
+                return self.count <= limit
+            self.count += end + 4 - max(pos, counted)
+            if self.count > limit:
+                return False
+            pos = end + 4
+            self._stop_timer()
+            self.edge.sending.pop(self, None)
+            self.edge.idle[self] = self.loop.time()
+
+    def _start_request(self) -> None:
+        self.count, self.tail = 0, b""
+        self.edge.idle.pop(self, None)
+        self.edge.sending[self] = self.loop.time()
+        self._stop_timer()
+        self.timer = self.loop.call_later(self.edge.limits.header_timeout, self._expire)
+
+    def _expire(self) -> None:
+        self.timer = None
+        self.edge.timed_out_one(self.loop.time())
+        self.drop()
+
+    def _stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+class Server:
+    """Run one aiohttp application on one address until stopped, behind the `Limits`."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        addr: str,
+        *,
+        default_host: str = "0.0.0.0",  # noqa: S104
+        limits: Limits | None = None,
+    ) -> None:
         self.app = app
         self.host, self.port = split_addr(addr, default_host=default_host)
+        self.edge = Edge(limits or Limits())
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None)
+        limits = self.edge.limits
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            keepalive_timeout=limits.keepalive_timeout,
+            max_line_size=limits.max_request_bytes,
+            max_field_size=limits.max_request_bytes,
+            lingering_time=limits.header_timeout,
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        if self.port == 0:
-            server = site._server  # the only way to learn an ephemeral port
-            sockets = getattr(server, "sockets", None) or []
-            if sockets:
-                self.port = sockets[0].getsockname()[1]
+        handlers = self._runner.server
+        assert handlers is not None
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            lambda: _Guard(self.edge, handlers), self.host, self.port, reuse_address=True
+        )
+        if self.port == 0 and self._listener.sockets:
+            self.port = self._listener.sockets[0].getsockname()[1]
         log.info("serving", extra={"address": f"{self.host}:{self.port}"})
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         if self._runner is not None:
             await self._runner.cleanup()
+        for guard in list(self.edge.open):
+            guard.drop()
+        if self._listener is not None:
+            await self._listener.wait_closed()
 
 
 Updater = Callable[[], None]
