@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from kube_reloader import __version__, logs
-from kube_reloader.cli.flags import FlagError, RunSettings, parse
-from kube_reloader.kube import config, errors
+from kube_reloader.cli.flags import FlagError, HASettings, RunSettings, parse
+from kube_reloader.kube import config, errors, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.controller import Controller
-from kube_reloader.runtime.leadership import LeaderElector
+from kube_reloader.runtime.leadership import LOCK_NAME, LeaderElector
 from kube_reloader.serving import Health, Server, build_app, build_debug_app
 
 log = logging.getLogger("kube_reloader")
@@ -83,13 +85,8 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
             helpers = [asyncio.create_task(mark_ready())]
             elector = None
             if settings.ha is not None:
-                elector = LeaderElector(
-                    client,
-                    namespace=settings.ha.namespace,
-                    identity=settings.ha.identity,
-                    timing=settings.ha.timing,
-                )
                 controller.leading.clear()
+                elector = _elector(client, settings.ha, controller)
                 health.ha = True
                 helpers.append(
                     asyncio.create_task(_follow(elector, controller, health, recorder, stop))
@@ -97,6 +94,8 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
             await controller.run(stop)
             for task in helpers:
                 task.cancel()
+            # the elector has stopped (no renew in flight) before the lease is released
+            await asyncio.gather(*helpers, return_exceptions=True)
             if elector is not None:
                 await elector.release()
                 recorder.leader.set(0)
@@ -111,6 +110,32 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
     return 0
 
 
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _elector(
+    client: Client,
+    ha: HASettings,
+    controller: Controller,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], dt.datetime] = _utc_now,
+) -> LeaderElector:
+    """The elector on Reloader's lock, wired so that the controller starts and stops writing in
+    the very step the elector decides (its callbacks run synchronously, with no await between
+    the decision and `controller.leading`)."""
+    return LeaderElector(
+        leases.LeaseLock(client, ha.namespace, LOCK_NAME),
+        identity=ha.identity,
+        timing=ha.timing,
+        clock=clock,
+        wall_clock=wall_clock,
+        on_started_leading=controller.leading.set,
+        on_stopped_leading=controller.leading.clear,
+    )
+
+
 async def _follow(
     elector: LeaderElector,
     controller: Controller,
@@ -118,15 +143,16 @@ async def _follow(
     recorder: Recorder,
     stop: asyncio.Event,
 ) -> None:
-    """Lead when elected; when the lease is lost, stop (the pod restarts as a warm standby)."""
+    """Report leadership when elected; when the lease is lost, stop (the pod restarts as a warm
+    standby). `controller.leading` itself is set and cleared by the elector's callbacks (see
+    `_elector`), never here after an await."""
     elector_task = asyncio.create_task(elector.run())
     try:
         await elector.leading.wait()
-        controller.leading.set()
         health.leader = True
         recorder.leader.set(1)
         await elector.lost.wait()
-        controller.leading.clear()
+        controller.leading.clear()  # already clear: the elector cleared it when it decided
         health.leader = False
         health.lost_lease = True
         recorder.leader.set(0)
@@ -134,3 +160,4 @@ async def _follow(
         stop.set()
     finally:
         elector_task.cancel()
+        await asyncio.gather(elector_task, return_exceptions=True)

@@ -1,15 +1,18 @@
 """coordination.k8s.io/v1 Lease mechanics: read, create, and compare-and-swap update.
 
-Timing and policy (when to acquire, renew, give up) live in `runtime.leadership`.
+Timing and policy (when to acquire, renew, give up, and when a lease counts as expired) live in
+`runtime.leadership`. Nothing here reads a clock: the times written into a Lease are given by
+the caller, and the times read back are data about another machine's clock, never compared
+with ours.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from kube_reloader.kube import resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 
 
@@ -29,12 +32,15 @@ def parse_time(text: str | None) -> dt.datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class LeaseRecord:
+    """A Lease's spec as leader election reads and writes it (client-go's
+    LeaderElectionRecord), plus the resourceVersion an update must match."""
+
     holder: str
     duration_seconds: int
     acquire_time: dt.datetime | None
     renew_time: dt.datetime | None
     transitions: int
-    resource_version: str
+    resource_version: str = ""
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> LeaseRecord:
@@ -48,38 +54,53 @@ class LeaseRecord:
             resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
         )
 
-    def expired(self, now: dt.datetime) -> bool:
-        if not self.holder or self.renew_time is None:
-            return True
-        return self.renew_time + dt.timedelta(seconds=self.duration_seconds) < now
+    def same_record(self, other: LeaseRecord) -> bool:
+        """True when both carry the same election record (resourceVersion aside)."""
+        return replace(self, resource_version="") == replace(other, resource_version="")
 
 
-async def get(client: Client, namespace: str, name: str) -> LeaseRecord:
-    return LeaseRecord.from_object(await client.get(resources.LEASES, name, namespace=namespace))
-
-
-def body(
-    *, namespace: str, name: str, holder: str, duration: int, acquire: dt.datetime | None,
-    renew: dt.datetime, transitions: int, resource_version: str = "",
-) -> dict[str, Any]:  # fmt: skip
+def to_object(record: LeaseRecord, *, namespace: str, name: str) -> dict[str, Any]:
+    """The Lease object for `record`; its resourceVersion (if any) makes an update conditional."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if resource_version:
-        meta["resourceVersion"] = resource_version
+    if record.resource_version:
+        meta["resourceVersion"] = record.resource_version
     spec: dict[str, Any] = {
-        "holderIdentity": holder,
-        "leaseDurationSeconds": duration,
-        "renewTime": micro_time(renew),
-        "leaseTransitions": transitions,
+        "holderIdentity": record.holder,
+        "leaseDurationSeconds": record.duration_seconds,
+        "leaseTransitions": record.transitions,
     }
-    if acquire is not None:
-        spec["acquireTime"] = micro_time(acquire)
+    if record.renew_time is not None:
+        spec["renewTime"] = micro_time(record.renew_time)
+    if record.acquire_time is not None:
+        spec["acquireTime"] = micro_time(record.acquire_time)
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
 
-async def create(client: Client, lease: dict[str, Any]) -> LeaseRecord:
-    return LeaseRecord.from_object(await client.create(resources.LEASES, lease))
+class LeaseLock:
+    """One Lease object, read and written through one client."""
 
+    def __init__(self, client: Client, namespace: str, name: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
 
-async def update(client: Client, lease: dict[str, Any]) -> LeaseRecord:
-    """PUT with the read resourceVersion: a concurrent writer makes this raise Conflict."""
-    return LeaseRecord.from_object(await client.update(resources.LEASES, lease))
+    def __repr__(self) -> str:
+        return f"LeaseLock({self.namespace}/{self.name})"
+
+    async def get(self) -> LeaseRecord | None:
+        """The current record, or None when the Lease does not exist."""
+        try:
+            obj = await self.client.get(resources.LEASES, self.name, namespace=self.namespace)
+        except errors.NotFound:
+            return None
+        return LeaseRecord.from_object(obj)
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        """POST the Lease; AlreadyExists when another replica created it first."""
+        obj = to_object(record, namespace=self.namespace, name=self.name)
+        return LeaseRecord.from_object(await self.client.create(resources.LEASES, obj))
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """PUT with `record.resource_version`: a concurrent writer makes this raise Conflict."""
+        obj = to_object(record, namespace=self.namespace, name=self.name)
+        return LeaseRecord.from_object(await self.client.update(resources.LEASES, obj))
