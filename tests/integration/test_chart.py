@@ -200,6 +200,40 @@ def test_service_monitor_renders_when_the_api_is_there() -> None:
     assert any(d["kind"] == "Service" for d in docs)
 
 
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("image", "registry", "want"),
+    [
+        ({}, "", "kube-reloader/kube-reloader:{app}"),
+        ({"tag": "1.2.3"}, "", "kube-reloader/kube-reloader:1.2.3"),
+        ({"digest": DIGEST}, "", f"kube-reloader/kube-reloader@{DIGEST}"),
+        ({"repository": "r.example/kr"}, "", "r.example/kr:{app}"),
+        ({}, "mirror.example", "mirror.example/kube-reloader/kube-reloader:{app}"),
+        ({"name": "team/kr", "tag": "9"}, "mirror.example/", "mirror.example/team/kr:9"),
+        (
+            {"digest": DIGEST},
+            "mirror.example",
+            f"mirror.example/kube-reloader/kube-reloader@{DIGEST}",
+        ),
+        (
+            {"digest": DIGEST, "tag": "9"},
+            "mirror.example",
+            f"mirror.example/kube-reloader/kube-reloader@{DIGEST}",
+        ),
+    ],
+)
+def test_the_image_keeps_its_digest_with_or_without_a_global_registry(
+    image: dict[str, str], registry: str, want: str
+) -> None:
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    docs = render({"image": image, "global": {"imageRegistry": registry}})
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    got = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert got == want.format(app=app_version)
+
+
 def test_the_plain_manifests_match_the_chart() -> None:
     from scripts.render_manifests import OUT
     from scripts.render_manifests import render as render_manifests
@@ -261,7 +295,7 @@ async def _apply(client: Client, docs: list[dict[str, Any]]) -> None:
         )  # fmt: skip
 
 
-async def _token(client: Client, namespace: str, sa: str) -> str:
+async def sa_token(client: Client, namespace: str, sa: str) -> str:
     body = msgspec.json.encode(
         {
             "apiVersion": "authentication.k8s.io/v1",
@@ -294,7 +328,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
         (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].startswith("Cluster")
     ]
     try:
-        token = await _token(client, namespace, f"{release}-reloader")
+        token = await sa_token(client, namespace, f"{release}-reloader")
         admin = config.load_kubeconfig([kubeconfig_path])
         as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
                                         credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
@@ -380,7 +414,7 @@ async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_stil
     await client.create(KINDS["ClusterRole"], role)
     await client.create(KINDS["ClusterRoleBinding"], binding)
     try:
-        token = await _token(client, namespace, "reloader")
+        token = await sa_token(client, namespace, "reloader")
         admin = config.load_kubeconfig([kubeconfig_path])
         as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
                                         credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip

@@ -42,14 +42,17 @@ heritage: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* `<repository>@<digest>` or `<repository>:<tag>`; with global.imageRegistry the repository
+is `<registry>/<image.name>`, and the digest still wins (Stakater's chart drops it there). */}}
 {{- define "reloader.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- $repository := .Values.image.repository -}}
 {{- if .Values.global.imageRegistry -}}
-{{- printf "%s/%s:%s" .Values.global.imageRegistry .Values.image.name $tag -}}
-{{- else if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .Values.global.imageRegistry) .Values.image.name -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -67,43 +70,52 @@ heritage: {{ .Release.Service }}
 {{- if or .Values.reloader.enableHA (gt (int .Values.reloader.deployment.replicas) 1) -}}true{{- end -}}
 {{- end -}}
 
-{{/* RBAC rules the controller needs, for the features that are on. */}}
+{{/* RBAC rules the controller needs, for the features that are on: exactly the verbs it uses
+(tests/integration/test_rbac.py runs every reload path under them). ConfigMaps, Secrets and
+the other watched kinds are only LISTed and WATCHed (never read one by one); workloads are
+written with PATCH only and read back with GET (conflicts, the CronJob template, the pause
+period's resume, the Job about to be recreated); Events are only created. */}}
 {{- define "reloader.rules" -}}
 {{- $resources := list -}}
 {{- if not .Values.reloader.ignoreConfigMaps }}{{ $resources = append $resources "configmaps" }}{{ end -}}
 {{- if not .Values.reloader.ignoreSecrets }}{{ $resources = append $resources "secrets" }}{{ end -}}
 - apiGroups: [""]
   resources: {{ toJson $resources }}
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [apps]
   resources: [deployments, daemonsets, statefulsets]
-  verbs: [get, list, watch, patch, update]
+  verbs: [get, list, watch, patch]
 {{- if not .Values.reloader.ignoreCronJobs }}
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch]
 {{- end }}
-{{- if not (and .Values.reloader.ignoreJobs .Values.reloader.ignoreCronJobs) }}
+{{- if not .Values.reloader.ignoreJobs }}
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
+{{- else if not .Values.reloader.ignoreCronJobs }}
+# the Job that a CronJob's reload starts
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [create]
 {{- end }}
 {{- if .Values.reloader.isArgoRollouts }}
 - apiGroups: [argoproj.io]
   resources: [rollouts]
-  verbs: [get, list, watch, patch, update]
+  verbs: [get, list, watch, patch]
 {{- end }}
 {{- if .Values.reloader.isOpenshift }}
 - apiGroups: [apps.openshift.io]
   resources: [deploymentconfigs]
-  verbs: [get, list, watch, patch, update]
+  verbs: [get, list, watch, patch]
 {{- end }}
 {{- if .Values.reloader.enableCSIIntegration }}
 - apiGroups: [secrets-store.csi.x-k8s.io]
   resources: [secretproviderclasspodstatuses, secretproviderclasses]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 {{- end }}
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end -}}
