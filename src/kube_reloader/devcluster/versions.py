@@ -13,6 +13,16 @@ HELM = "3.22.0"
 #: Stakater Reloader, built only for the side-by-side benchmark: the newest v1.4.x the Go
 #: module proxy serves here (v1.4.20 and v1.4.21 are refused)
 RELOADER = "1.4.19"
+#: `go mod download`'s h1 hashes of that version (module zip, go.mod): the checksum database
+#: reached through the proxy answers 404 for github.com/stakater/Reloader, so the build checks
+#: the download against these instead (first recorded 2026-12 from the proxy)
+RELOADER_SUMS = (
+    "h1:7FAMofI7r9iY7IHZ8E3OSuGxEG7g9X8TuiM7ZK45RS8=",
+    "h1:7DaB1XBJPUy5S3ovpr47BRWRety2PdlvvPRYUVYsjYg=",
+)
+#: the Argo Rollouts controller, built only for the Argo integration tests: the newest v1.10.x
+#: whose go.mod accepts Go 1.26.8 (v1.10.2 asks for go >= 1.26.10)
+ARGO_ROLLOUTS = "1.10.1"
 #: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
 #: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
 OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
