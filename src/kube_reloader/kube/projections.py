@@ -8,11 +8,16 @@ their own projections by subclassing `Object` (or any Struct with a `metadata: O
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import types
+import typing
 from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import msgspec
 
 _BYTES = msgspec.json.Decoder(bytes)
+T = TypeVar("T")
 
 
 class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -142,10 +147,16 @@ class Volume(msgspec.Struct, frozen=True):
     csi: Csi | None = None
 
 
-class PodSpec(msgspec.Struct, frozen=True):
+class PodSpec(msgspec.Struct, frozen=True, dict=True):
     containers: tuple[Container, ...] = ()
     initContainers: tuple[Container, ...] = ()
-    volumes: tuple[Volume, ...] = ()
+    #: kept as plain JSON until read: an Argo Rollout's CRD leaves `volumes` untyped
+    #: (x-kubernetes-preserve-unknown-fields), so any JSON can be stored there
+    volumes_json: Any = msgspec.field(default=None, name="volumes")
+
+    @functools.cached_property
+    def volumes(self) -> tuple[Volume, ...]:
+        return lenient(self.volumes_json, tuple[Volume, ...], ())
 
 
 class TemplateMeta(msgspec.Struct, frozen=True):
@@ -170,7 +181,12 @@ class Condition(msgspec.Struct, frozen=True):
 
 
 class WorkloadStatus(msgspec.Struct, frozen=True):
-    """Rollout progress across Deployments, StatefulSets and DaemonSets."""
+    """Rollout progress across Deployments, StatefulSets and DaemonSets.
+
+    Other kinds write other types into the same names: an Argo Rollout's
+    `observedGeneration` is a string (the generation in decimal, a hash in old releases).
+    `Workload.status` converts leniently: a decimal string becomes the number, anything
+    else of an unexpected type becomes the field's default."""
 
     observedGeneration: int = 0
     replicas: int = 0
@@ -224,13 +240,88 @@ class SpcPodStatus(msgspec.Struct, frozen=True):
     status: SpcPodStatusStatus = msgspec.field(default_factory=SpcPodStatusStatus)
 
 
-class Workload(msgspec.Struct, frozen=True):
+class Workload(msgspec.Struct, frozen=True, dict=True):
     """A workload with `spec.template`: Deployment, StatefulSet, DaemonSet, Job, Rollout,
-    DeploymentConfig. Metadata and the pod template's references only."""
+    DeploymentConfig. Metadata and the pod template's references only.
+
+    `status` is kept as plain JSON until read, then converted leniently: each kind's
+    status has its own schema (Argo's `observedGeneration` is a string), and one object
+    whose status does not fit must not fail the LIST or WATCH it arrives in."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
-    status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)
+    status_json: Any = msgspec.field(default=None, name="status")
+
+    @functools.cached_property
+    def status(self) -> WorkloadStatus:
+        return lenient(self.status_json, WorkloadStatus, WorkloadStatus())
+
+
+# --------------------------------------------------------------------------- lenient decoding
+
+
+def lenient(value: Any, tp: type[T] | Any, default: T) -> T:
+    """`value` (plain JSON data) converted to `tp`, never failing.
+
+    Strings holding numbers or booleans convert to them (`strict=False`). Where a part
+    does not fit, only that part is dropped: a Struct field of an unexpected type takes
+    its default, a list or map item that does not fit is left out, and a `value` that does
+    not fit at all gives `default`."""
+    if value is None:
+        return default
+    try:
+        return typing.cast(T, msgspec.convert(value, tp, strict=False))
+    except msgspec.ValidationError:
+        pass
+    repaired = _repair(value, tp)
+    if repaired is _MISSING:
+        return default
+    try:
+        return typing.cast(T, msgspec.convert(repaired, tp, strict=False))
+    except msgspec.ValidationError:  # pragma: no cover - _repair keeps only what converts
+        return default
+
+
+_MISSING: Any = object()
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    try:
+        msgspec.convert(value, tp, strict=False)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _repair(value: Any, tp: Any) -> Any:
+    """The parts of `value` that convert to `tp` (`_MISSING` if none can)."""
+    if _fits(value, tp):
+        return value
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            fixed = _repair(value, arg)
+            if fixed is not _MISSING:
+                return fixed
+        return _MISSING
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct) and isinstance(value, dict):
+        out = {}
+        for f in msgspec.structs.fields(tp):
+            if f.encode_name in value:
+                fixed = _repair(value[f.encode_name], f.type)
+                if fixed is not _MISSING:
+                    out[f.encode_name] = fixed
+        return out
+    if origin in (tuple, list) and isinstance(value, list):
+        item = args[0] if args else Any
+        return [x for x in (_repair(v, item) for v in value) if x is not _MISSING]
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return {
+            k: x
+            for k, x in ((k, _repair(v, args[1])) for k, v in value.items())
+            if x is not _MISSING
+        }
+    return _MISSING
 
 
 def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:
