@@ -1,5 +1,6 @@
 """Every workload kind and side channel Reloader has, against the real control plane:
-CronJob, Job, Argo Rollout and DeploymentConfig (custom resources installed from
+CronJob, Job, Argo Rollout (Argo's own CRDs, taken from its Go module; with Argo's controller
+running in `test_argo.py`) and DeploymentConfig (custom resources installed from
 `tests/data/crds`), Secrets Store CSI (pod statuses written by the test in place of the
 driver), the pause period, webhook mode and alerts (received by a local HTTP server)."""
 
@@ -20,6 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from kube_reloader.core import hashing
 from kube_reloader.core.strategies import Strategy
+from kube_reloader.devcluster.argo import ArgoBuilder, install_crds
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.options import AlertSettings
@@ -40,8 +42,14 @@ pytestmark = pytest.mark.cluster
 CRDS = Path(__file__).parent.parent / "data" / "crds"
 
 
+def argo_crds() -> Path:
+    """Argo Rollouts' CRDs from its module source (a download on first use, no compile)."""
+    return ArgoBuilder(controller=False).ensure().crds
+
+
 async def ensure_crds(client: Client) -> None:
     """Install the test CRDs (idempotent) and wait until each kind is served."""
+    await install_crds(client, argo_crds())
     for path in sorted(CRDS.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text())
         with contextlib.suppress(errors.AlreadyExists):
@@ -304,7 +312,7 @@ async def test_rollouts_are_picked_up_when_their_crd_is_installed_later(
     await client.create(resources.CONFIGMAPS, builders.configmap("c", ns, {"a": "1"}))
     async with running(client, ns, argo_rollouts=True, discovery_interval=0.3) as ctl:
         await asyncio.sleep(0.5)
-        doc = yaml.safe_load((CRDS / "rollouts.argoproj.io.yaml").read_text())
+        doc = yaml.safe_load((argo_crds() / "rollout-crd.yaml").read_text())
         await client.create(resources.CUSTOMRESOURCEDEFINITIONS, doc)
 
         async def created() -> bool:
