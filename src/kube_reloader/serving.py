@@ -18,7 +18,7 @@ import logging
 import tracemalloc
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -36,6 +36,10 @@ class Health:
     leader: bool = False
     #: v1: `/live` fails once this replica has lost the lease it held
     lost_lease: bool = False
+    #: background tasks that keep crashing: `/readyz` fails while there are any
+    failing: Callable[[], list[str]] = field(default=list)
+    #: background tasks that crashed so often the process cannot do its job: `/live` fails
+    dead: Callable[[], list[str]] = field(default=list)
 
 
 def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]:  # noqa: S104
@@ -54,12 +58,18 @@ def build_app(recorder: Recorder, health: Health) -> web.Application:
     async def live(_: web.Request) -> web.Response:
         if health.lost_lease:
             return web.Response(status=500)
+        dead = health.dead()
+        if dead:
+            return web.Response(status=500, text=f"tasks keep crashing: {', '.join(dead)}")
         return web.Response(text="alive")
 
     async def readyz(_: web.Request) -> web.Response:
         role = ("leader" if health.leader else "standby") if health.ha else "single"
         if not health.synced:
             return web.Response(status=503, text=f"caches not synced ({role})")
+        failing = health.failing()
+        if failing:
+            return web.Response(status=503, text=f"tasks failing: {', '.join(failing)} ({role})")
         return web.Response(text=f"ok ({role})")
 
     app = web.Application()

@@ -79,3 +79,21 @@ def test_listen_addresses() -> None:
     assert split_addr(":9090") == ("0.0.0.0", 9090)  # noqa: S104
     assert split_addr("127.0.0.1:6060") == ("127.0.0.1", 6060)
     assert split_addr("[::1]:6060") == ("::1", 6060)
+
+
+async def test_readyz_and_live_report_the_supervisors_failing_and_dead_tasks() -> None:
+    failing: list[str] = []
+    dead: list[str] = []
+    health = Health(synced=True, failing=lambda: failing, dead=lambda: dead)
+    async with TestClient(TestServer(build_app(metrics.Recorder(by_namespace=False), health))) as c:
+        assert (await c.get("/readyz")).status == 200
+        failing.append("watch/configmaps")
+        ready = await c.get("/readyz")
+        assert (ready.status, await ready.text()) == (
+            503,
+            "tasks failing: watch/configmaps (single)",
+        )
+        assert (await c.get("/live")).status == 200
+        dead.append("watch/configmaps")
+        live = await c.get("/live")
+        assert (live.status, await live.text()) == (500, "tasks keep crashing: watch/configmaps")
