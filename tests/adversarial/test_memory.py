@@ -87,6 +87,7 @@ async def test_twenty_thousand_changes_against_a_hanging_webhook_grow_rss_by_les
             assert time.monotonic() - started < 300, "the controller did not see every change"
             await asyncio.sleep(0.5)
         grown_mib = (proc.rss_kib() - baseline) / 1024
+        print(f"RSS {baseline / 1024:.1f} MiB -> +{grown_mib:.1f} MiB over {CHANGES} changes")
         live = await proc.probe("/live")
         log = proc.log()
     assert live.status == 200
