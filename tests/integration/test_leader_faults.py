@@ -322,9 +322,7 @@ async def test_across_a_takeover_one_replica_writes_at_a_time_and_each_change_re
     agents = ("replica-a/leader-faults", "replica-b/leader-faults")
     async with contextlib.AsyncExitStack() as stack:
         proxy = await stack.enter_async_context(StallingProxy(conn.server))
-        via_proxy = await stack.enter_async_context(
-            Client(proxy.route(conn), user_agent=agents[0])
-        )
+        via_proxy = await stack.enter_async_context(Client(proxy.route(conn), user_agent=agents[0]))
         direct = await stack.enter_async_context(Client(conn, user_agent=agents[1]))
         _, first = await stack.enter_async_context(replica(via_proxy, ns, "replica-a", log))
         await asyncio.wait_for(first.leading.wait(), 15)

@@ -96,7 +96,6 @@ def test_shadowed_keys_are_those_of_types_pinned_by_the_workload() -> None:
     assert shadowed_template_keys({}, pa, keys) == {}
 
 
-
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_a_secret_hash_is_shown_as_a_short_prefix_only(
     fmt: str, capsys: pytest.CaptureFixture[str]

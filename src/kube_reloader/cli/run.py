@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import signal
@@ -10,9 +11,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from kube_reloader import __version__, logs
+from kube_reloader import __version__, limits, logs
 from kube_reloader.cli.flags import FlagError, HASettings, RunSettings, parse
-from kube_reloader.kube import config, errors, leases
+from kube_reloader.kube import config, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.controller import Controller
@@ -29,6 +30,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     logs.setup(settings.log_level, settings.log_format)
+    limits.raise_open_files_limit()
     for warning in settings.warnings:
         log.warning("flag ignored", extra={"problem": warning})
     try:
@@ -76,20 +78,33 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
         async with Client(
             conn, user_agent=f"kube-reloader/{__version__}", observer=observe
         ) as client:
+            if settings.hash_key is not None:
+                try:
+                    key = await hashkey.ensure(
+                        client, settings.hash_key.namespace, settings.hash_key.secret
+                    )
+                except errors.KubeError as exc:
+                    log.error("cannot read or create the hash key", extra={"error": str(exc)})
+                    return 1
+                opts = dataclasses.replace(opts, hash_key=key)
             controller = Controller(client, opts, metrics=recorder)
+            health.failing = controller.supervisor.unhealthy
+            health.dead = controller.supervisor.dead
 
             async def mark_ready() -> None:
                 await controller.ready.wait()
                 health.synced = True
 
-            helpers = [asyncio.create_task(mark_ready())]
+            helpers = [controller.supervisor.task("ready", mark_ready())]
             elector = None
             if settings.ha is not None:
                 controller.leading.clear()
                 elector = _elector(client, settings.ha, controller)
                 health.ha = True
                 helpers.append(
-                    asyncio.create_task(_follow(elector, controller, health, recorder, stop))
+                    controller.supervisor.task(
+                        "follow-lease", _follow(elector, controller, health, recorder, stop)
+                    )
                 )
             await controller.run(stop)
             for task in helpers:
@@ -131,8 +146,8 @@ def _elector(
         timing=ha.timing,
         clock=clock,
         wall_clock=wall_clock,
-        on_started_leading=controller.leading.set,
-        on_stopped_leading=controller.leading.clear,
+        on_started_leading=controller.start_leading,
+        on_stopped_leading=controller.stop_leading,
     )
 
 
@@ -146,18 +161,32 @@ async def _follow(
     """Report leadership when elected; when the lease is lost, stop (the pod restarts as a warm
     standby). `controller.leading` itself is set and cleared by the elector's callbacks (see
     `_elector`), never here after an await."""
-    elector_task = asyncio.create_task(elector.run())
+    supervisor = controller.supervisor
+    elector_task = supervisor.task("leader-election", elector.run())
+    won = supervisor.task("lease-won", elector.leading.wait())
+    lost = supervisor.task("lease-lost", elector.lost.wait())
     try:
-        await elector.leading.wait()
-        health.leader = True
-        recorder.leader.set(1)
-        await elector.lost.wait()
-        controller.leading.clear()  # already clear: the elector cleared it when it decided
+        await asyncio.wait({won, elector_task}, return_when=asyncio.FIRST_COMPLETED)
+        if elector.leading.is_set():
+            health.leader = True
+            recorder.leader.set(1)
+            await asyncio.wait({lost, elector_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not elector.lost.is_set():
+            # the election loop itself failed: without renewals this replica must not write
+            log.error("leader election stopped unexpectedly", exc_info=_error_of(elector_task))
+        controller.stop_leading()  # already stopped if the elector decided it
         health.leader = False
         health.lost_lease = True
         recorder.leader.set(0)
         log.error("lost the lease; stopping so that this pod restarts as a standby")
         stop.set()
     finally:
-        elector_task.cancel()
-        await asyncio.gather(elector_task, return_exceptions=True)
+        for task in (won, lost, elector_task):
+            task.cancel()
+        await asyncio.gather(won, lost, elector_task, return_exceptions=True)
+
+
+def _error_of(task: asyncio.Task[None]) -> BaseException | None:
+    if not task.done() or task.cancelled():
+        return None
+    return task.exception()

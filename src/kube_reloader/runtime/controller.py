@@ -261,7 +261,6 @@ class Controller:
             await self._optional_csi()
         for i in range(self.options.workers):
             self.supervisor.spawn(f"worker@{i}", self._worker)
-        self.supervisor.spawn("leadership-watch", self._cancel_writes_on_loss)
         if self.options.reconcile_on_start and self.webhook is None:
             self.supervisor.spawn("catch-up", self._level_loop)
         started = time.monotonic()
@@ -819,17 +818,19 @@ class Controller:
                     time.monotonic() - started
                 )
 
-    async def _cancel_writes_on_loss(self) -> None:
-        """The moment this replica stops leading, cancel every write still in flight."""
-        while True:
-            await self.leading.wait()
-            while self.leading.is_set():  # noqa: ASYNC110 - a state change, not a handoff
-                await asyncio.sleep(0.05)
-            for write in list(self._writing):
-                write.cancel()
-            if self._writing:
-                log.warning("leadership lost: in-flight writes cancelled",
-                            extra={"writes": len(self._writing)})  # fmt: skip
+    def start_leading(self) -> None:
+        """This replica may write from now on (called by the elector when it wins)."""
+        self.leading.set()
+
+    def stop_leading(self) -> None:
+        """Stop writing at once: no new write starts, and those in flight are cancelled
+        (called by the elector in the very step it decides it no longer leads)."""
+        self.leading.clear()
+        for write in list(self._writing):
+            write.cancel()
+        if self._writing:
+            log.warning("leadership lost: in-flight writes cancelled",
+                        extra={"writes": len(self._writing)})  # fmt: skip
 
     def may_write(self) -> bool:
         """Checked right before every write is sent."""
