@@ -12,7 +12,10 @@ polling or drop an Event and still reload), and when the chart grants a verb tha
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
 import secrets
 import signal
 from collections.abc import AsyncIterator, Mapping
@@ -438,3 +441,40 @@ async def test_a_one_namespace_chart_without_jobs_grants_only_create_on_jobs_and
         await eventually(both_events, what="the Reloaded Events under the Role")
     used = check_calls(calls, rules, all_used=False)
     assert {v for g, r, v in used if r == "jobs"} == {"create"}
+
+
+async def test_hmac_hashing_needs_only_get_on_its_key_secret_and_create_in_its_namespace(
+    client: Client, namespace: str, kubeconfig_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hashAlgorithm: hmac-sha256 adds a Role for the key Secret; the controller creates the
+    key on its first start, reads it on the next, and reloads with keyed hashes."""
+    release = f"r{secrets.token_hex(3)}"
+    docs = render({"reloader": {"watchGlobally": False, "hashAlgorithm": "hmac-sha256"}},
+                  release=release, namespace=namespace)  # fmt: skip
+    rules = granted(docs)
+    assert {v for g, r, v in rules if r == "secrets"} == {"create", "get", "list", "watch"}
+    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "deploy", namespace, replicas=0, template=app(env_from_configmaps=("c",), labels={"app": "deploy"}),
+        annotations=AUTO,
+    ))  # fmt: skip
+    conn = await as_service_account(client, kubeconfig_path, docs, namespace)
+    settings = chart_settings(docs, namespace)
+    assert settings.hash_key is not None
+    for version in ("2", "3"):  # the first start creates the key, the second reads it
+        calls: list[Call] = []
+        async with chart_controller(monkeypatch, conn, settings, calls):
+            await update_cm(client, namespace, "c", {"a": version})
+            key_secret = await client.get(
+                resources.SECRETS, settings.hash_key.secret, namespace=namespace
+            )
+            key = base64.b64decode(key_secret["data"]["key"])
+            want = hmac.new(key, f"a={version}".encode(), hashlib.sha256).hexdigest()
+
+            async def done(want: str = want) -> bool:
+                return await reloaded(
+                    client, "Deployment", namespace, "deploy", "STAKATER_C_CONFIGMAP", want
+                )
+
+            await eventually(done, what="the keyed reload under the chart's Role")
+        check_calls(calls, rules, all_used=False)
