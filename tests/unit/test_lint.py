@@ -273,3 +273,21 @@ def test_an_input_file_over_the_size_cap_is_refused_and_the_others_are_still_lin
         in out
     )
     assert f"{tmp_path}/small.yaml:" in out
+
+
+def test_a_named_list_over_the_entry_cap_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kube_reloader.core.regexes import MAX_ENTRIES
+
+    names = ",".join(f"cm-{i}" for i in range(MAX_ENTRIES + 1))
+    manifest = tmp_path / "big.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: shop\n"
+        f'  annotations:\n    configmap.reloader.stakater.com/reload: "{names}"\n'
+        "spec:\n  template:\n    spec:\n      containers: [{name: app, image: x}]\n"
+    )
+    assert cli.main(["lint", str(manifest)]) != 0
+    out = capsys.readouterr().out
+    assert "KR007" in out
+    assert f"more than the {MAX_ENTRIES}" in out

@@ -327,6 +327,11 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
                 continue
             tmpl = pod_template_from_manifest(template)
             refs = {n for t, n in tmpl.references() if t is rtype}
+            refused = regexes.compile_list(src[key]).refused
+            if refused is not None:
+                out.append(_finding("KR007", d, (*path_base, key), f"{ref}: {key}: {refused}",
+                                    "split the workload's list or name fewer resources", ref))  # fmt: skip
+                continue
             for entry in (e.strip() for e in src[key].split(",")):
                 compiled = regexes.compile_entry(entry)
                 if compiled.error:
