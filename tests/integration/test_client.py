@@ -422,3 +422,91 @@ async def _token_request(client: Client, namespace: str, sa: str) -> str:
     )
     token: str = msgspec.json.decode(data)["status"]["token"]
     return token
+
+
+class ConnectProxy:
+    """A minimal HTTP CONNECT proxy on 127.0.0.1 that counts the tunnels it opens."""
+
+    def __init__(self) -> None:
+        self.tunnels: list[str] = []  # the target of each tunnel
+        self.auth: list[str] = []  # each CONNECT's Proxy-Authorization
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._tunnel, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        for w in self._writers:
+            w.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        head = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+        method, target, _ = head[0].split(" ")
+        host, _, port = target.rpartition(":")
+        if method != "CONNECT" or host != "127.0.0.1":  # loopback only, never the network
+            writer.write(b"HTTP/1.1 403 Forbidden\r\n\r\n")
+            writer.close()
+            return
+        self.tunnels.append(target)
+        self.auth += [
+            h.split(":", 1)[1].strip() for h in head if h.lower().startswith("proxy-auth")
+        ]
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        self._writers.append(up_writer)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except OSError:
+        pass
+    finally:
+        sink.close()
+
+
+def with_proxy_url(kubeconfig: Path, proxy: str, dst: Path) -> Path:
+    """A copy of `kubeconfig` whose clusters all name `proxy` as their `proxy-url`."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    for cluster in doc["clusters"]:
+        cluster["cluster"]["proxy-url"] = proxy
+    dst.write_text(yaml.safe_dump(doc))
+    return dst
+
+
+async def test_a_cluster_proxy_url_carries_every_request_and_watch_through_a_connect_tunnel(
+    kubeconfig_path: Path, tmp_path: Path, namespace: str
+) -> None:
+    proxy = ConnectProxy()
+    url = (await proxy.start()).replace("http://", "http://tester:s%40cret@")
+    try:
+        path = with_proxy_url(kubeconfig_path, url, tmp_path / "kubeconfig")
+        cfg = config.load_kubeconfig([path], env={"NO_PROXY": "*"})  # proxy-url wins anyway
+        server = cfg.server.removeprefix("https://")
+        async with Client(cfg) as c:
+            await c.create(resources.CONFIGMAPS, builders.configmap("via-proxy", namespace))
+            got = await c.get(resources.CONFIGMAPS, "via-proxy", namespace=namespace)
+            assert proxy.tunnels == [server], "requests share one tunnel (a pooled connection)"
+            # the server ends the watch after a second, once it has sent the ADDED events
+            watched = [
+                ev.object["metadata"]["name"]
+                async for ev in c.watch(
+                    resources.CONFIGMAPS, namespace=namespace, timeout_seconds=1
+                )
+                if ev.type == "ADDED"
+            ]
+        assert got["metadata"]["name"] == "via-proxy"
+        assert "via-proxy" in watched
+        assert proxy.tunnels == [server, server], "the watch has a connection of its own"
+        assert proxy.auth == ["Basic " + base64.b64encode(b"tester:s@cret").decode()] * 2
+    finally:
+        await proxy.stop()

@@ -3,6 +3,11 @@
 Built on aiohttp (connection reuse, streaming bodies, client certificates) and msgspec (bytes
 are decoded straight into the caller's projection type, so a watch on 10,000 Deployments
 never materialises 10,000 full objects). Every failure surfaces as a `kube.errors` class.
+
+Watch streams hold their connection for minutes, one each (HTTP/1.1 has no multiplexing), so
+they get a connection pool of their own, sized by nothing but the number of watches: with
+one shared pool, 15 namespaces x 7 watched kinds filled it, and the LISTs, lease renewals
+and PATCHes behind them waited for a connection until they timed out.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import os
 import random
 import ssl
 import tempfile
+from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, overload
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import msgspec
@@ -123,7 +130,12 @@ class RetryPolicy:
 
 
 class Client:
-    """One connection pool to one API server. Use as an async context manager."""
+    """Connections to one API server. Use as an async context manager.
+
+    Ordinary requests share a pool of at most `max_connections`; each watch stream has a
+    connection of its own, from a separate pool, so open watches never take a connection
+    that a read, a write or a lease renewal needs. `close` closes both.
+    """
 
     def __init__(
         self,
@@ -143,6 +155,13 @@ class Client:
         self._retry = retry or RetryPolicy()
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._stream_session: aiohttp.ClientSession | None = None
+        self._proxy, proxy_auth = _proxy_parts(config.proxy)
+        # https goes through a CONNECT tunnel: the credentials go on the CONNECT request
+        # only; plain http is sent to the proxy itself, the credentials on each request.
+        tunnel = config.server.startswith("https://")
+        self._connect_headers = proxy_auth if tunnel else None
+        self._proxy_auth = {} if tunnel else proxy_auth or {}
         self._ssl_cache: dict[tuple[bytes | None, bytes | None], ssl.SSLContext] = {}
         self._decoders: dict[Any, Any] = {}
 
@@ -153,20 +172,35 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close both pools (open watch streams end with `ConnectionFailed`)."""
+        sessions = (self._session, self._stream_session)
+        self._session = self._stream_session = None
+        for session in sessions:
+            if session is not None:
+                await session.close()
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """The pool of ordinary requests: at most `max_connections` at once."""
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                base_url=None,
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
-                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
-                auto_decompress=True,
-            )
+            self._session = self._new_session(self._max_connections)
         return self._session
+
+    @property
+    def stream_session(self) -> aiohttp.ClientSession:
+        """The pool of watch streams: one connection per open watch, no limit."""
+        if self._stream_session is None or self._stream_session.closed:
+            self._stream_session = self._new_session(0)
+        return self._stream_session
+
+    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            base_url=None,
+            connector=aiohttp.TCPConnector(limit=limit),
+            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+            skip_auto_headers=("Accept-Encoding",) if self.config.disable_compression else (),
+            auto_decompress=True,
+        )
 
     # ----------------------------------------------------------------- plumbing
 
@@ -217,9 +251,14 @@ class Client:
         content_type: str | None = None,
         client_timeout: aiohttp.ClientTimeout | None = None,
         retry: bool = True,
+        stream: bool = False,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """Send one request (with auth, retries and error mapping); yield the OK response."""
+        """Send one request (with auth, retries and error mapping); yield the OK response.
+
+        `stream`: a long-lived response (a watch), sent from the pool of streams.
+        """
         url = self.config.server + path
+        session = self.stream_session if stream else self.session
         attempt = 0
         reauthed = False
         while True:
@@ -230,11 +269,12 @@ class Client:
             basic = aiohttp.BasicAuth(*auth.basic) if auth.basic else None
             if content_type:
                 headers["Content-Type"] = content_type
+            headers.update(self._proxy_auth)
             kwargs: dict[str, Any] = {}
             if self.config.tls_server_name:
                 kwargs["server_hostname"] = self.config.tls_server_name
             try:
-                resp = await self.session.request(
+                resp = await session.request(
                     method,
                     url,
                     params=params,
@@ -243,6 +283,8 @@ class Client:
                     auth=basic,
                     ssl=self._ssl_context(auth),
                     timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
+                    proxy=self._proxy,
+                    proxy_headers=self._connect_headers,
                     **kwargs,
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -609,7 +651,9 @@ class Client:
             total=None, connect=self._timeout, sock_read=timeout_seconds + 30
         )
         path = resource.path(namespace)
-        async with self._open("GET", path, params=params, client_timeout=timeout) as resp:
+        async with self._open(
+            "GET", path, params=params, client_timeout=timeout, stream=True
+        ) as resp:
             try:
                 async for line in _lines(resp.content):
                     try:
@@ -679,6 +723,19 @@ def _write_params(field_manager: str | None, dry_run: bool) -> dict[str, str]:
 def _body_namespace(body: Mapping[str, Any]) -> str | None:
     ns = (body.get("metadata") or {}).get("namespace")
     return str(ns) if ns else None
+
+
+def _proxy_parts(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy URL without credentials, and the header that carries them, as Go sends it."""
+    if not proxy:
+        return None, None
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, None
+    user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    header = "Basic " + b64encode(user_pass.encode()).decode()
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return bare, {"Proxy-Authorization": header}
 
 
 def _describe(exc: BaseException) -> str:

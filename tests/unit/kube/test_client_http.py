@@ -3,6 +3,8 @@ against a wire-level fake API server. Everything else is tested against the real
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -196,3 +198,60 @@ async def test_an_expired_continue_token_restarts_the_list_once(serve: Any) -> N
         result = await c.list(resources.CONFIGMAPS)
     assert result.items == [{"n": 1}, {"n": 2}]
     assert result.resource_version == "2"
+
+
+async def test_requests_go_through_the_configured_proxy_with_its_credentials(serve: Any) -> None:
+    fake = Scripted(lambda r: web.json_response({"metadata": {"name": "cm"}}))
+    proxy = (await serve(fake)).replace("http://", "http://proxy%20user:p%40ss@")
+    cfg = config.ConnectionConfig(
+        server="http://kube.invalid:6443",  # never resolved: only the proxy is dialled
+        credentials=config.StaticCredentials(config.AuthState(token="t")),
+        proxy=proxy,
+    )
+    async with Client(cfg, retry=FAST) as c:
+        got = await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+    assert got == {"metadata": {"name": "cm"}}
+    headers = fake.requests[0][2]
+    assert headers["Host"] == "kube.invalid:6443"
+    assert (
+        headers["Proxy-Authorization"] == "Basic " + base64.b64encode(b"proxy user:p@ss").decode()
+    )
+    assert headers["Authorization"] == "Bearer t"
+
+
+async def test_open_watches_never_take_the_connections_of_ordinary_requests(serve: Any) -> None:
+    streaming = asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}}\n')
+        streaming.set()
+        await asyncio.sleep(3600)
+        return resp
+
+    class Handler(Scripted):
+        async def __call__(self, request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch"):
+                return await endless(request)
+            return await super().__call__(request)
+
+    fake = Handler(lambda r: web.json_response({"metadata": {"name": "cm"}}))
+    cfg = config.ConnectionConfig(
+        server=await serve(fake), credentials=config.StaticCredentials(config.AuthState())
+    )
+    async with Client(cfg, retry=FAST, max_connections=1) as c:
+
+        async def watch() -> None:
+            async for _ in c.watch(resources.CONFIGMAPS, namespace="ns"):
+                pass
+
+        watches = [asyncio.create_task(watch()) for _ in range(3)]
+        await asyncio.wait_for(streaming.wait(), 5)
+        got = await asyncio.wait_for(c.get(resources.CONFIGMAPS, "cm", namespace="ns"), 5)
+        assert got == {"metadata": {"name": "cm"}}
+        sessions = (c.session, c.stream_session)
+        for task in watches:
+            task.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+    assert all(s.closed for s in sessions), "closing the client closes both pools"
