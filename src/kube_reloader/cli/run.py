@@ -30,7 +30,6 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     logs.setup(settings.log_level, settings.log_format)
-    limits.raise_open_files_limit()
     for warning in settings.warnings:
         log.warning("flag ignored", extra={"problem": warning})
     try:
@@ -38,6 +37,7 @@ def main(argv: Sequence[str]) -> int:
     except errors.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    limits.raise_open_files_limit()  # watches and probes must not run out of descriptors
     return asyncio.run(_run(conn, settings))
 
 
