@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -38,6 +39,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a kube-reloader child process. Before/after measurements:
+    `KUBE_RELOADER_UNDER_TEST_SRC` runs another checkout's code against the same cases."""
+    env = {**os.environ, **(extra or {})}
+    other = os.environ.get("KUBE_RELOADER_UNDER_TEST_SRC")
+    if other:
+        env["PYTHONPATH"] = other
+    return env
+
+
+def soft_open_files(limit: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
 
 
 @dataclass
@@ -101,13 +117,15 @@ async def controller(
     env: dict[str, str] | None = None,
     ready_within: float = 60.0,
     client: Client | None = None,
+    open_files: int | None = None,
 ) -> AsyncIterator[ControllerProcess]:
     """Start the real controller; wait for /readyz; stop it after.
 
     With `client`, the controller runs cluster-wide as most users run it (one watch per
     kind for the whole cluster, so a hostile object shares its watch with the canary's),
     acting only in `namespaces` through `--namespace-selector`; without, it is scoped with
-    `--namespaces` (one watch per namespace)."""
+    `--namespaces` (one watch per namespace). `open_files` starts it with that soft
+    RLIMIT_NOFILE, as many hosts and containers start processes (1024)."""
     port = free_port()
     if client is not None:
         scope = f"--namespace-selector={await label_namespaces(client, namespaces)}"
@@ -121,14 +139,10 @@ async def controller(
         scope, f"--metrics-addr=127.0.0.1:{port}",
         "--log-format=json", *flags,
     ]  # fmt: skip
-    child_env = {**os.environ, **(env or {})}
-    # before/after measurements: run another checkout's controller against the same cases
-    other = os.environ.get("KUBE_RELOADER_UNDER_TEST_SRC")
-    if other:
-        child_env["PYTHONPATH"] = other
     proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, polled below
-        argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env
-    )
+        argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env(env),
+        preexec_fn=(lambda: soft_open_files(open_files)) if open_files else None,
+    )  # fmt: skip
     running = ControllerProcess(proc, port, Path(log_file.name))
     try:
         deadline = time.monotonic() + ready_within

@@ -30,7 +30,13 @@ from kube_reloader import limits
 from kube_reloader.devcluster.argo import RolloutsController
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
-from tests.adversarial.tenant import Canary, controller, drop_namespace, new_namespace
+from tests.adversarial.tenant import (
+    Canary,
+    child_env,
+    controller,
+    drop_namespace,
+    new_namespace,
+)
 from tests.integration.test_argo import argo, argo_observed, rollout
 from tests.waiting import eventually
 
@@ -112,7 +118,9 @@ def half_open(port: int, count: int) -> Iterator[list[socket.socket]]:
 async def test_two_thousand_half_open_connections_leave_probes_and_reloads_working(
     client: Client, kubeconfig_path: Path, tenant: str, canary: Canary
 ) -> None:
-    async with controller(kubeconfig_path, [tenant, canary.namespace], client=client) as proc:
+    async with controller(
+        kubeconfig_path, [tenant, canary.namespace], client=client, open_files=1024
+    ) as proc:
         with half_open(proc.port, 2000):
             live = await proc.probe("/live", timeout=5)
             ready = await proc.probe("/readyz", timeout=5)
@@ -143,7 +151,7 @@ def test_a_kubeconfig_that_would_weaken_tls_stops_the_start_with_one_line(
     bad = kubeconfig_with(kubeconfig_path, tmp_path / "kubeconfig", **fields)
     done = subprocess.run(
         [sys.executable, "-m", "kube_reloader", f"--kubeconfig={bad}", "--metrics-addr=127.0.0.1:0"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=60, check=False, env=child_env(),
     )  # fmt: skip
     assert done.returncode == 1
     assert problem in done.stderr
@@ -166,6 +174,7 @@ def test_lint_refuses_an_alias_bomb_in_bounded_memory_and_time(tmp_path: Path) -
     done = subprocess.run(
         [sys.executable, "-m", "kube_reloader", "lint", str(bomb)],
         capture_output=True, text=True, timeout=120, check=False, preexec_fn=_cap_memory,
+        env=child_env(),
     )  # fmt: skip
     assert time.monotonic() - started < 60
     assert done.returncode != 0
