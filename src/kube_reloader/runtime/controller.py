@@ -1150,6 +1150,9 @@ class Controller:
             paused = bool((obj.get("spec") or {}).get("paused"))
             if not (paused and annotations.get(self.keys.paused_at)):
                 return  # resumed by someone else, or not our pause
+            if not self.may_write():  # lost the lease while reading: the new leader resumes
+                self._schedule_resume(key, self._now() + dt.timedelta(seconds=5))
+                return
             await self.client.patch(
                 resources.DEPLOYMENTS, key.name, pausing.resume_patch(self.keys.paused_at),
                 namespace=key.namespace, field_manager=self.options.field_manager,
@@ -1174,6 +1177,8 @@ class Controller:
         component: str,
     ) -> None:
         async def send() -> None:
+            if not self.may_write():
+                return  # Events are writes too: the leader records them
             try:
                 await events.record(
                     self.client, kind=workload.kind.value,
