@@ -20,7 +20,7 @@ from kube_reloader import metrics
 from kube_reloader.cli.flags import parse
 from kube_reloader.core import hashing
 from kube_reloader.devcluster.building import Builder
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube import config, credentials, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from tests import builders
@@ -331,7 +331,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
         token = await sa_token(client, namespace, f"{release}-reloader")
         admin = config.load_kubeconfig([kubeconfig_path])
         as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
-                                        credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
+                                        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)))  # fmt: skip
         await auto_deployment_on_configmap(client, namespace, replicas=0)
         async with Client(as_sa) as sa:
             # all namespaces, as the chart's ClusterRole is meant for
@@ -417,7 +417,7 @@ async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_stil
         token = await sa_token(client, namespace, "reloader")
         admin = config.load_kubeconfig([kubeconfig_path])
         as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
-                                        credentials=config.StaticCredentials(config.AuthState(token=token)))  # fmt: skip
+                                        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)))  # fmt: skip
         await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
 
         async def can_list() -> bool:  # RBAC changes take a moment to reach the authorizer

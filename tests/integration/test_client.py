@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import yaml
 
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube import config, credentials, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.projections import Object
 from tests import builders
@@ -369,7 +369,7 @@ async def test_wrong_token_raises_unauthorized(kubeconfig_path: Path) -> None:
     good = config.load_kubeconfig([kubeconfig_path])
     bad = config.ConnectionConfig(
         server=good.server,
-        credentials=config.StaticCredentials(config.AuthState(token="not-a-token")),
+        credentials=credentials.StaticCredentials(credentials.AuthState(token="not-a-token")),
         ca_pem=good.ca_pem,
     )
     async with Client(bad) as c:
@@ -398,7 +398,7 @@ async def test_service_account_without_rbac_gets_forbidden(client: Client, names
     token = await _token_request(client, namespace, "nobody")
     cfg = config.ConnectionConfig(
         server=client.config.server,
-        credentials=config.StaticCredentials(config.AuthState(token=token)),
+        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)),
         ca_pem=client.config.ca_pem,
     )
     async with Client(cfg) as c:

@@ -29,7 +29,7 @@ import pytest
 from kube_reloader.cli import run as cli_run
 from kube_reloader.cli.flags import parse
 from kube_reloader.core import hashing
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube import config, credentials, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
 from tests import builders
@@ -149,7 +149,7 @@ async def as_service_account(
     admin = config.load_kubeconfig([kubeconfig_path])
     conn = config.ConnectionConfig(
         server=admin.server, ca_pem=admin.ca_pem,
-        credentials=config.StaticCredentials(config.AuthState(token=await sa_token(client, namespace, sa))),
+        credentials=credentials.StaticCredentials(credentials.AuthState(token=await sa_token(client, namespace, sa))),
     )  # fmt: skip
 
     async def bound() -> bool:  # RBAC changes take a moment to reach the authorizer

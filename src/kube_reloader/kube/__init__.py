@@ -1,6 +1,8 @@
 """The only layer that talks to the Kubernetes API server.
 
 A small asyncio client on aiohttp with msgspec decoding: kubeconfig and in-cluster
-credentials (`config`), typed requests (`client`), resource paths (`resources`), an error
+credentials (`config`; files read in `kubeconfig`, self-refreshing `credentials`, the proxy
+chosen in `proxies`), typed requests (`client`; connections in `transport` and `tls`, LIST
+paging in `paging`, watch streams in `streams`), resource paths (`resources`), an error
 taxonomy owned by the project (`errors`) and a LIST+WATCH reflector (`watching`).
 """

@@ -19,7 +19,8 @@ from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from kube_reloader.kube import errors
-from kube_reloader.kube.client import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_SIZE, Client
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_SIZE
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.resources import Resource
 

@@ -14,8 +14,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kube_reloader.kube import config, errors, resources
-from kube_reloader.kube.client import Client, PatchType, RetryPolicy
+from kube_reloader.kube import config, credentials, errors, resources
+from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.transport import RetryPolicy
 
 FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
 
@@ -64,8 +65,8 @@ class RotatingToken:
         self.tokens = ["old", "new"]
         self.invalidations = 0
 
-    async def current(self) -> config.AuthState:
-        return config.AuthState(token=self.tokens[0])
+    async def current(self) -> credentials.AuthState:
+        return credentials.AuthState(token=self.tokens[0])
 
     async def invalidate(self) -> bool:
         self.invalidations += 1
@@ -76,7 +77,7 @@ class RotatingToken:
 
 
 def client_for(url: str, creds: Any = None) -> Client:
-    creds = creds or config.StaticCredentials(config.AuthState(token="t"))
+    creds = creds or credentials.StaticCredentials(credentials.AuthState(token="t"))
     return Client(config.ConnectionConfig(server=url, credentials=creds), retry=FAST)
 
 
@@ -205,7 +206,7 @@ async def test_requests_go_through_the_configured_proxy_with_its_credentials(ser
     proxy = (await serve(fake)).replace("http://", "http://proxy%20user:p%40ss@")
     cfg = config.ConnectionConfig(
         server="http://kube.invalid:6443",  # never resolved: only the proxy is dialled
-        credentials=config.StaticCredentials(config.AuthState(token="t")),
+        credentials=credentials.StaticCredentials(credentials.AuthState(token="t")),
         proxy=proxy,
     )
     async with Client(cfg, retry=FAST) as c:
@@ -238,7 +239,7 @@ async def test_open_watches_never_take_the_connections_of_ordinary_requests(serv
 
     fake = Handler(lambda r: web.json_response({"metadata": {"name": "cm"}}))
     cfg = config.ConnectionConfig(
-        server=await serve(fake), credentials=config.StaticCredentials(config.AuthState())
+        server=await serve(fake), credentials=credentials.StaticCredentials(credentials.AuthState())
     )
     async with Client(cfg, retry=FAST, max_connections=1) as c:
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_reloader.kube import config
+from kube_reloader.kube import config, credentials, proxies
 from kube_reloader.kube.errors import ConfigError
 
 
@@ -214,7 +214,7 @@ async def test_token_file_is_reread_after_the_interval_and_after_a_401(tmp_path:
     token = tmp_path / "token"
     token.write_text("one\n")
     clock = FakeClock()
-    creds = config.TokenFileCredentials(token, reread_seconds=60, clock=clock)
+    creds = credentials.TokenFileCredentials(token, reread_seconds=60, clock=clock)
     assert (await creds.current()).token == "one"
     token.write_text("two")
     clock.now += 30
@@ -231,7 +231,7 @@ async def test_empty_token_file_is_a_clear_error(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("  \n")
     with pytest.raises(ConfigError, match=f"token file {token}: is empty"):
-        await config.TokenFileCredentials(token).current()
+        await credentials.TokenFileCredentials(token).current()
 
 
 async def test_in_cluster_reads_service_account_files(tmp_path: Path) -> None:
@@ -247,7 +247,7 @@ async def test_in_cluster_reads_service_account_files(tmp_path: Path) -> None:
     assert cfg.server == "https://10.0.0.1:443"
     assert cfg.namespace == "reloader"
     assert cfg.ca_pem == b"CA"
-    assert isinstance(cfg.credentials, config.TokenFileCredentials)
+    assert isinstance(cfg.credentials, credentials.TokenFileCredentials)
     assert (await cfg.credentials.current()).token == "sa-token"
 
 
@@ -314,8 +314,8 @@ async def test_exec_plugin_reruns_when_its_credential_expires(tmp_path: Path) ->
     script = plugin(tmp_path, COUNTING_PLUGIN)
     clock = FakeClock()
     clock.now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
-    creds = config.ExecCredentials(
-        config.ExecConfig(
+    creds = credentials.ExecCredentials(
+        credentials.ExecConfig(
             command=str(script),
             api_version="client.authentication.k8s.io/v1",
             args=(str(tmp_path / "count"), "2027-01-15T08:05:00Z"),
@@ -354,8 +354,8 @@ async def test_exec_plugin_client_certificate_is_used(tmp_path: Path) -> None:
                           "status": {"clientCertificateData": "CERT", "clientKeyData": "KEY"}}))
         """,
     )
-    creds = config.ExecCredentials(
-        config.ExecConfig(command=str(script), api_version="client.authentication.k8s.io/v1")
+    creds = credentials.ExecCredentials(
+        credentials.ExecConfig(command=str(script), api_version="client.authentication.k8s.io/v1")
     )
     state = await creds.current()
     assert (state.cert_pem, state.key_pem, state.token) == (b"CERT", b"KEY", None)
@@ -377,16 +377,16 @@ async def test_exec_plugin_failures_are_clear_config_errors(
     tmp_path: Path, body: str, message: str
 ) -> None:
     script = plugin(tmp_path, body)
-    creds = config.ExecCredentials(
-        config.ExecConfig(command=str(script), api_version="client.authentication.k8s.io/v1")
+    creds = credentials.ExecCredentials(
+        credentials.ExecConfig(command=str(script), api_version="client.authentication.k8s.io/v1")
     )
     with pytest.raises(ConfigError, match=message):
         await creds.current()
 
 
 async def test_missing_exec_plugin_shows_its_install_hint(tmp_path: Path) -> None:
-    creds = config.ExecCredentials(
-        config.ExecConfig(
+    creds = credentials.ExecCredentials(
+        credentials.ExecConfig(
             command=str(tmp_path / "nope"),
             api_version="client.authentication.k8s.io/v1",
             install_hint="install it with: brew install nope",
@@ -404,7 +404,7 @@ def test_relative_exec_command_resolves_against_the_kubeconfig_directory(tmp_pat
         "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/auth"}
     }
     cfg = config.load_kubeconfig([write(tmp_path / "k", doc)])
-    assert isinstance(cfg.credentials, config.ExecCredentials)
+    assert isinstance(cfg.credentials, credentials.ExecCredentials)
     assert cfg.credentials._config.command == str(tmp_path.resolve() / "./bin/auth")
     json.dumps(doc)  # the document stays plain data
 
@@ -535,7 +535,7 @@ def test_a_connection_config_with_both_a_ca_and_insecure_cannot_be_built() -> No
     with pytest.raises(ConfigError, match="insecure flag is not allowed"):
         config.ConnectionConfig(
             server="https://a",
-            credentials=config.StaticCredentials(config.AuthState()),
+            credentials=credentials.StaticCredentials(credentials.AuthState()),
             ca_pem=b"CA",
             insecure_skip_tls_verify=True,
         )
@@ -606,12 +606,12 @@ PROXY = "http://proxy.corp:3128"
 def test_the_proxy_is_chosen_from_the_environment_as_go_chooses_it(
     server: str, env: dict[str, str], expected: str | None
 ) -> None:
-    assert config.proxy_for(server, env) == expected
+    assert proxies.proxy_for(server, env) == expected
 
 
 def test_http_proxy_is_refused_in_a_cgi_environment_as_go_does() -> None:
     with pytest.raises(ConfigError, match="CGI"):
-        config.proxy_for("http://a:80", {"HTTP_PROXY": PROXY, "REQUEST_METHOD": "GET"})
+        proxies.proxy_for("http://a:80", {"HTTP_PROXY": PROXY, "REQUEST_METHOD": "GET"})
 
 
 @pytest.mark.parametrize(
@@ -624,9 +624,9 @@ def test_http_proxy_is_refused_in_a_cgi_environment_as_go_does() -> None:
 )
 def test_an_unsupported_proxy_is_a_clear_error(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        config.proxy_for("https://api:6443", {"HTTPS_PROXY": value})
+        proxies.proxy_for("https://api:6443", {"HTTPS_PROXY": value})
     with pytest.raises(ConfigError, match=f"proxy-url '{value}': {message}"):
-        config.proxy_for("https://api:6443", {}, value)
+        proxies.proxy_for("https://api:6443", {}, value)
 
 
 def test_the_cluster_proxy_url_wins_over_the_environment_and_no_proxy(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube_reloader.kube.client import next_page_limit
+from kube_reloader.kube.paging import next_page_limit
 
 MiB = 1024 * 1024
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from kube_reloader.kube import projections as p
-from kube_reloader.kube.client import ListPage
+from kube_reloader.kube.paging import ListPage
 
 #: a Rollout's status exactly as Argo Rollouts v1.10.1 wrote it on the dev cluster (the Rollout
 #: of tests/integration/test_argo.py: canary, one replica, fully promoted)

@@ -1,0 +1,289 @@
+"""Connections to one API server: the pools, auth headers, proxy, retries and error mapping.
+
+Every request of `Client` goes through `Transport._open`: it presents the current
+credentials, retries what is worth retrying, re-authenticates once after a 401, and turns
+every failure into a `kube.errors` class.
+
+Watch streams hold their connection for minutes, one each (HTTP/1.1 has no multiplexing), so
+they get a connection pool of their own, sized by nothing but the number of watches: with
+one shared pool, 15 namespaces x 7 watched kinds filled it, and the LISTs, lease renewals
+and PATCHes behind them waited for a connection until they timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import ssl
+from base64 import b64encode
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import unquote, urlsplit
+
+import aiohttp
+import msgspec
+
+from kube_reloader import __version__
+from kube_reloader.kube import errors, tls
+from kube_reloader.kube.config import ConnectionConfig
+from kube_reloader.kube.credentials import AuthState
+
+RawObject = dict[str, Any]
+
+USER_AGENT = f"kube-reloader/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How the client itself retries one request (the reflector has its own loop)."""
+
+    attempts: int = 4
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(retry_after, 30.0)
+        cap = min(self.max_delay, self.base_delay * (2**attempt))
+        return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not crypto
+
+
+class Transport:
+    """Connections to one API server. Use as an async context manager.
+
+    Ordinary requests share a pool of at most `max_connections`; each watch stream has a
+    connection of its own, from a separate pool, so open watches never take a connection
+    that a read, a write or a lease renewal needs. `close` closes both.
+    """
+
+    def __init__(
+        self,
+        config: ConnectionConfig,
+        *,
+        user_agent: str = USER_AGENT,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 100,
+        observer: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.config = config
+        #: told (verb, status code or "error") after every request, e.g. to count them
+        self.observer = observer
+        self._user_agent = user_agent
+        self._timeout = timeout
+        self._retry = retry or RetryPolicy()
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._stream_session: aiohttp.ClientSession | None = None
+        self._proxy, proxy_auth = _proxy_parts(config.proxy)
+        # https goes through a CONNECT tunnel: the credentials go on the CONNECT request
+        # only; plain http is sent to the proxy itself, the credentials on each request.
+        tunnel = config.server.startswith("https://")
+        self._connect_headers = proxy_auth if tunnel else None
+        self._proxy_auth = {} if tunnel else proxy_auth or {}
+        self._ssl_cache: dict[tuple[bytes | None, bytes | None], ssl.SSLContext] = {}
+        self._decoders: dict[Any, Any] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close both pools (open watch streams end with `ConnectionFailed`)."""
+        sessions = (self._session, self._stream_session)
+        self._session = self._stream_session = None
+        for session in sessions:
+            if session is not None:
+                await session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The pool of ordinary requests: at most `max_connections` at once."""
+        if self._session is None or self._session.closed:
+            self._session = self._new_session(self._max_connections)
+        return self._session
+
+    @property
+    def stream_session(self) -> aiohttp.ClientSession:
+        """The pool of watch streams: one connection per open watch, no limit."""
+        if self._stream_session is None or self._stream_session.closed:
+            self._stream_session = self._new_session(0)
+        return self._stream_session
+
+    def _new_session(self, limit: int) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            base_url=None,
+            connector=aiohttp.TCPConnector(limit=limit),
+            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+            skip_auto_headers=("Accept-Encoding",) if self.config.disable_compression else (),
+            auto_decompress=True,
+        )
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _ssl_context(self, auth: AuthState) -> ssl.SSLContext | bool:
+        if not self.config.server.startswith("https://"):
+            return False
+        key = (auth.cert_pem, auth.key_pem)
+        ctx = self._ssl_cache.get(key)
+        if ctx is not None:
+            return ctx
+        ctx = tls.client_context(self.config, auth)
+        self._ssl_cache = {key: ctx}  # credentials rotate; keep only the current context
+        return ctx
+
+    def _decoder(self, tp: Any) -> Any:
+        dec = self._decoders.get(tp)
+        if dec is None:
+            dec = msgspec.json.Decoder(tp)
+            self._decoders[tp] = dec
+        return dec
+
+    @contextlib.asynccontextmanager
+    async def _open(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        client_timeout: aiohttp.ClientTimeout | None = None,
+        retry: bool = True,
+        stream: bool = False,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Send one request (with auth, retries and error mapping); yield the OK response.
+
+        `stream`: a long-lived response (a watch), sent from the pool of streams.
+        """
+        url = self.config.server + path
+        session = self.stream_session if stream else self.session
+        attempt = 0
+        reauthed = False
+        while True:
+            auth = await self.config.credentials.current()
+            headers: dict[str, str] = {}
+            if auth.token:
+                headers["Authorization"] = f"Bearer {auth.token}"
+            basic = aiohttp.BasicAuth(*auth.basic) if auth.basic else None
+            if content_type:
+                headers["Content-Type"] = content_type
+            headers.update(self._proxy_auth)
+            kwargs: dict[str, Any] = {}
+            if self.config.tls_server_name:
+                kwargs["server_hostname"] = self.config.tls_server_name
+            try:
+                resp = await session.request(
+                    method,
+                    url,
+                    params=params,
+                    data=body,
+                    headers=headers,
+                    auth=basic,
+                    ssl=self._ssl_context(auth),
+                    timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
+                    proxy=self._proxy,
+                    proxy_headers=self._connect_headers,
+                    **kwargs,
+                )
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                if self.observer is not None:
+                    self.observer(method, "error")
+                err: errors.KubeError = errors.ConnectionFailed(
+                    f"{method} {path}: cannot reach {self.config.server}: {describe(exc)}"
+                )
+                if retry and method == "GET" and attempt + 1 < self._retry.attempts:
+                    await asyncio.sleep(self._retry.delay(attempt))
+                    attempt += 1
+                    continue
+                raise err from exc
+            if self.observer is not None:
+                self.observer(method, str(resp.status))
+            if resp.status < 400:
+                try:
+                    yield resp
+                finally:
+                    resp.release()
+                return
+            try:
+                data = await resp.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                data = str(exc).encode()
+            finally:
+                resp.release()
+            api_err = errors.from_status(
+                resp.status,
+                data,
+                method=method,
+                path=path,
+                retry_after=resp.headers.get("Retry-After"),
+            )
+            if isinstance(api_err, errors.Unauthorized) and not reauthed:
+                reauthed = True
+                if await self.config.credentials.invalidate():
+                    continue
+            retryable = isinstance(api_err, errors.TooManyRequests) or (
+                isinstance(api_err, errors.ServerError) and method == "GET"
+            )
+            if retry and retryable and attempt + 1 < self._retry.attempts:
+                await asyncio.sleep(self._retry.delay(attempt, api_err.retry_after))
+                attempt += 1
+                continue
+            raise api_err
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """Any request; returns the raw response body."""
+        async with self._open(
+            method, path, params=params, body=body, content_type=content_type
+        ) as resp:
+            try:
+                return await resp.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise errors.ConnectionFailed(
+                    f"{method} {path}: connection broke while reading: {describe(exc)}"
+                ) from exc
+
+    # ----------------------------------------------------------------- helpers
+
+    def _decode_raw(self, data: bytes, what: str) -> RawObject:
+        obj = self._decode(data, RawObject, what)
+        if not isinstance(obj, dict):
+            raise errors.KubeError(f"{what}: the answer is not a JSON object")
+        return obj
+
+    def _decode(self, data: bytes, tp: Any, what: str) -> Any:
+        try:
+            return self._decoder(tp).decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise errors.KubeError(f"{what}: cannot decode the answer: {exc}") from exc
+
+
+def _proxy_parts(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy URL without credentials, and the header that carries them, as Go sends it."""
+    if not proxy:
+        return None, None
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, None
+    user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    header = "Basic " + b64encode(user_pass.encode()).decode()
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return bare, {"Proxy-Authorization": header}
+
+
+def describe(exc: BaseException) -> str:
+    """The first line of an exception's message, or its class name if it has none."""
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
