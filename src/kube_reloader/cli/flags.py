@@ -4,8 +4,7 @@ pflag semantics are reproduced: boolean flags accept `--flag` and `--flag=<bool>
 `--flag value`); string-slice flags may repeat and each value is split as CSV (so
 `--namespace-selector="a in (b,c)"` survives); several "booleans" are really strings that
 count only when exactly `true`. Invalid values stop the program at startup with one line
-naming the flag; a flag for a feature kube-reloader does not have yet says so instead of
-being ignored.
+naming the flag.
 """
 
 from __future__ import annotations
