@@ -67,6 +67,26 @@ class Expansion:
         )
 
 
+@dataclass
+class AliasBudget:
+    """What aliases may add over one whole input (every document of every file of one run):
+    a bomb split over many small documents is refused like one in a single document."""
+
+    nodes: int = MAX_ALIAS_NODES
+    steps: int = MAX_ALIAS_STEPS
+
+    def spend(self, size: Expansion) -> bool:
+        """Take this document's expansion from the budget; False (nothing taken) if it does
+        not fit in what is left."""
+        extra_nodes = size.expanded_nodes - size.written_nodes
+        extra_steps = size.expanded_steps - size.written_steps
+        if extra_nodes > self.nodes or extra_steps > self.steps:
+            return False
+        self.nodes -= extra_nodes
+        self.steps -= extra_steps
+        return True
+
+
 class RecursiveAlias(ValueError):
     """An alias refers to a collection that contains it."""
 
@@ -104,20 +124,24 @@ def measure(root: yaml.Node) -> Expansion:
     return Expansion(written[0], count, written[1], steps)
 
 
-def refusal(root: yaml.Node) -> str | None:
-    """Why a composed document must not be expanded (constructed, walked), or None."""
+def refusal(root: yaml.Node, budget: AliasBudget | None = None) -> str | None:
+    """Why a composed document must not be expanded (constructed, walked), or None. With a
+    `budget`, the document's expansion is also taken from what is left of the input's."""
     try:
         size = measure(root)
     except RecursiveAlias as exc:
         return str(exc)
     except RecursionError:
         return "nested too deeply"
-    if not size.too_large:
-        return None
-    return (
+    grown = (
         f"aliases would expand this document from {size.written_nodes:,} to "
-        f"{size.expanded_nodes:,} nodes (an alias bomb?)"
+        f"{size.expanded_nodes:,} nodes"
     )
+    if size.too_large:
+        return f"{grown} (an alias bomb?)"
+    if budget is not None and not budget.spend(size):
+        return f"{grown}, past what aliases may add to one input (an alias bomb in pieces?)"
+    return None
 
 
 def read_text(source: Path | TextIO) -> str:

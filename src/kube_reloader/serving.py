@@ -117,6 +117,8 @@ class Limits:
 
     #: open connections at most; one descriptor each
     max_connections: int = 128
+    #: open connections from one client address: its oldest makes way for its next one
+    max_per_client: int = 16
     #: seconds from a request's first byte (or the connection's start) to the end of its headers
     header_timeout: float = 5.0
     #: seconds an idle keep-alive connection stays open between requests
@@ -135,27 +137,36 @@ class Edge:
         self.open: set[_Guard] = set()
         self.sending: OrderedDict[_Guard, float] = OrderedDict()  # headers not finished yet
         self.idle: OrderedDict[_Guard, float] = OrderedDict()  # headers done, since when
-        self.refused = 0  # over the cap with no connection to make way: closed at once
+        #: open connections per client address, oldest first
+        self.peers: dict[str, OrderedDict[_Guard, None]] = {}
         self.shed = 0  # closed to make way for a newer connection
         self.timed_out = 0  # headers not finished in time, or too large
         self._logged_at = -1e9
 
-    def admit(self, guard: _Guard, now: float) -> bool:
-        if len(self.open) >= self.limits.max_connections:
+    def admit(self, guard: _Guard, peer: str, now: float) -> None:
+        """Take `guard` in, making way when a cap is reached: a client at its own cap loses its
+        oldest connection; at the global cap the oldest half-sent request goes first, then the
+        oldest idle connection, then the oldest connection of the client holding the most.
+        A newcomer is never refused, so a probe always gets through a flood."""
+        mine = self.peers.setdefault(peer, OrderedDict())
+        victim: _Guard | None = None
+        if len(mine) >= self.limits.max_per_client:
+            victim = next(iter(mine))
+        elif len(self.open) >= self.limits.max_connections:
             victim = next(iter(self.sending), None)
             if victim is None:
                 oldest = next(iter(self.idle.items()), None)
                 if oldest is not None and now - oldest[1] >= self.limits.idle_grace:
                     victim = oldest[0]
             if victim is None:
-                self.refused += 1
-                self._report(now)
-                return False
+                heaviest = max(self.peers.values(), key=lambda conns: len(conns))
+                victim = next(iter(heaviest), None)
+        if victim is not None:
             self.shed += 1
             victim.drop()
             self._report(now)
         self.open.add(guard)
-        return True
+        mine[guard] = None
 
     def timed_out_one(self, now: float) -> None:
         self.timed_out += 1
@@ -165,13 +176,18 @@ class Edge:
         self.open.discard(guard)
         self.sending.pop(guard, None)
         self.idle.pop(guard, None)
+        mine = self.peers.get(guard.peer)
+        if mine is not None:
+            mine.pop(guard, None)
+            if not mine:
+                del self.peers[guard.peer]
 
     def _report(self, now: float) -> None:
         if now - self._logged_at >= 10:
             self._logged_at = now
             log.warning(
                 "http connections dropped",
-                extra={"refused": self.refused, "shed": self.shed, "timed_out": self.timed_out,
+                extra={"shed": self.shed, "timed_out": self.timed_out,
                        "open": len(self.open), "max_connections": self.limits.max_connections},
             )  # fmt: skip
 
@@ -189,14 +205,15 @@ class _Guard(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.count = 0  # bytes of the current request's headers so far
         self.tail = b""  # their last three bytes: an end of headers may straddle two reads
+        self.peer = ""
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        if not self.edge.admit(self, self.loop.time()):
-            transport.abort()
-            return
+        peername = transport.get_extra_info("peername")
+        self.peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
+        self.edge.admit(self, self.peer, self.loop.time())
         self._start_request()
         self.inner = self.make_inner()
         self.inner.connection_made(transport)
@@ -252,6 +269,7 @@ class _Guard(asyncio.Protocol):
             if self.count > limit:
                 return False
             pos = end + 4
+            self.tail = b""  # a found end never counts again in the next read
             self._stop_timer()
             self.edge.sending.pop(self, None)
             self.edge.idle[self] = self.loop.time()

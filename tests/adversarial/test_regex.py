@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kube_reloader.core.regexes import MAX_ENTRIES
+from kube_reloader.core.regexes import MAX_LIST_CHARS
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
@@ -78,4 +78,6 @@ async def test_a_list_over_the_entry_cap_costs_its_workload_a_warning_and_nothin
             await asyncio.sleep(0.1)
         assert (await proc.probe("/readyz")).status == 200
     print(f"canary reloaded {seconds:.2f}s after its change")
-    assert any(f"more than the {MAX_ENTRIES}" in e["message"] for e in warnings), warnings
+    assert any(
+        f"more than the {MAX_LIST_CHARS:,} kube-reloader accepts" in e["message"] for e in warnings
+    ), warnings

@@ -1,8 +1,9 @@
 """The HTTP edge under hostile clients (issue 13): a real listener on 127.0.0.1, raw sockets.
 
-Half-sent requests are closed at the header timeout, oversized ones at once; over the
-connection cap the oldest connection still sending its headers makes way; and complete
-requests get exactly the bytes plain aiohttp gives them.
+Half-sent requests are closed at the header timeout, oversized ones at once; a client at
+its own cap loses its oldest connection; over the global cap the oldest connection still
+sending its headers makes way, else the oldest idle one, else the heaviest client's oldest;
+and complete requests get exactly the bytes plain aiohttp gives them.
 """
 
 from __future__ import annotations
@@ -155,17 +156,59 @@ async def test_over_the_cap_the_oldest_half_sent_connections_make_way_and_live_a
 
 
 @with_limits(max_connections=4, idle_grace=30)
-async def test_over_the_cap_with_no_connection_to_spare_the_newcomer_is_refused_at_once(
+async def test_over_the_cap_with_every_connection_busy_the_heaviest_clients_oldest_makes_way(
     serve: Server,
 ) -> None:
     conns = [await connect(serve) for _ in range(4)]
     for reader, writer in conns:
         writer.write(PARTIAL + b"\r\n")
         assert await read_response(reader) == b"alive"  # now idle, within its grace
-    reader, _ = await connect(serve)
-    assert await seconds_until_closed(reader, limit=2) < 2
-    assert (serve.edge.refused, serve.edge.shed) == (1, 0)
+    assert (await fetch(serve.port, "/live")).endswith(b"\r\n\r\nalive")
+    assert await seconds_until_closed(conns[0][0], limit=2) < 2, "the oldest made way"
+    assert serve.edge.shed == 1
     for _, writer in conns:
+        writer.close()
+
+
+async def poll_live(source: str, port: int, stop: asyncio.Event) -> None:
+    """A client that keeps one connection busy with a complete request every 0.1 s."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    try:
+        while not stop.is_set():
+            writer.write(PARTIAL + b"\r\n")
+            await read_response(reader)
+            await asyncio.sleep(0.1)
+    except (ConnectionError, asyncio.IncompleteReadError):
+        return  # made way for a newer connection
+    finally:
+        writer.close()
+
+
+@with_limits(max_connections=8, idle_grace=30)
+async def test_clients_polling_over_keep_alive_at_the_cap_cannot_lock_a_probe_out(
+    serve: Server,
+) -> None:
+    stop = asyncio.Event()
+    pollers = [
+        asyncio.create_task(poll_live(f"127.0.0.{i}", serve.port, stop)) for i in range(2, 10)
+    ]
+    await asyncio.sleep(0.5)
+    answers = [await fetch(serve.port, "/live") for _ in range(10)]
+    stop.set()
+    await asyncio.gather(*pollers)
+    assert all(a.endswith(b"\r\n\r\nalive") for a in answers)
+
+
+@with_limits(max_connections=100, max_per_client=3, idle_grace=30)
+async def test_one_client_at_its_own_cap_loses_its_oldest_connection_not_others(
+    serve: Server,
+) -> None:
+    other = await asyncio.open_connection("127.0.0.1", serve.port, local_addr=("127.0.0.2", 0))
+    mine = [await connect(serve) for _ in range(4)]
+    assert await seconds_until_closed(mine[0][0], limit=2) < 2
+    assert serve.edge.shed == 1
+    assert len(serve.edge.peers["127.0.0.2"]) == 1, "another client's connection is untouched"
+    for _, writer in [other, *mine]:
         writer.close()
 
 

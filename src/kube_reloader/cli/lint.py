@@ -49,10 +49,12 @@ def split_documents(text: str, source: str) -> list[Chunk]:
         ln.strip().startswith("#") or not ln.strip() for ln in c.text.splitlines())]  # fmt: skip
 
 
-def parse_chunk(chunk: Chunk) -> tuple[Document | None, Finding | None]:
+def parse_chunk(
+    chunk: Chunk, budget: limits.AliasBudget | None = None
+) -> tuple[Document | None, Finding | None]:
     try:
         node = yaml.compose(chunk.text, Loader=yaml.SafeLoader)
-        refused = limits.refusal(node) if node is not None else None
+        refused = limits.refusal(node, budget) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = chunk.first_line + (mark.line if mark is not None else 0)
@@ -67,9 +69,13 @@ def parse_chunk(chunk: Chunk) -> tuple[Document | None, Finding | None]:
     if node is None:
         return None, None
     lines: dict[linting.Path, int] = {}
+    walked: set[int] = set()
 
     def walk(n: yaml.Node, path: linting.Path) -> None:
         lines[path] = chunk.first_line + n.start_mark.line
+        if id(n) in walked:
+            return  # an alias: paths below it take the alias's line (memory stays ~ the text)
+        walked.add(id(n))
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 key = k.value
@@ -81,7 +87,14 @@ def parse_chunk(chunk: Chunk) -> tuple[Document | None, Finding | None]:
                 walk(item, (*path, i))
 
     walk(node, ())
-    obj = yaml.SafeLoader(chunk.text).get_single_data()
+    try:
+        obj = yaml.SafeLoader(chunk.text).get_single_data()
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, IndexError, RecursionError,
+            OverflowError) as exc:  # fmt: skip
+        # an explicit tag PyYAML cannot construct (`!foo`, `!!int ""`), an unhashable key
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [""])[0]
+        return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem or type(exc).__name__}",
+                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
 
     def line_of(path: linting.Path) -> int:
         for cut in range(len(path), -1, -1):
@@ -103,6 +116,7 @@ def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], di
     docs: list[Document] = []
     errors: list[Finding] = []
     texts: dict[str, str] = {}
+    budget = limits.AliasBudget()  # shared by every document of the run
     files: list[tuple[str, str]] = []
     for p in paths:
         if p == "-":
@@ -124,7 +138,7 @@ def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], di
             continue
         texts[source] = text
         for chunk in split_documents(text, source):
-            doc, err = parse_chunk(chunk)
+            doc, err = parse_chunk(chunk, budget)
             if err is not None:
                 errors.append(err)
             elif doc is not None:

@@ -35,6 +35,7 @@ from kube_reloader.alerts import AlertSender, WebhookNotifier
 from kube_reloader.core import limiting, matching, pausing, planning, rollouts
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Event, Outcome
 from kube_reloader.kube import errors, events, projections, resources
 from kube_reloader.kube.client import Client
@@ -71,6 +72,8 @@ CONTENT_TYPES: dict[ResourceType, type[Any]] = {
 MAX_BACKOFF = 60.0
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
+#: seconds of decisions a fan-out makes before it lets other tasks run
+FAN_OUT_SLICE = 0.005
 _EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
 
 
@@ -165,6 +168,9 @@ class Controller:
         self._optional_reflectors: list[Reflector[Any]] = []
         #: reconciles in flight, cancelled the moment this replica stops leading
         self._writing: set[asyncio.Task[None]] = set()
+        #: of those, the ones past their point of no return (a Job deleted, not re-created
+        #: yet): they finish even when leadership is lost, and shutdown waits for them
+        self._committed: set[asyncio.Task[Any]] = set()
         self._scheduled: dict[ObjectKey, asyncio.TimerHandle] = {}
         #: rollouts being followed: key -> (generation written, started (monotonic), deadline,
         #: the deadline timer); one entry and one timer per workload, however many reloads
@@ -272,9 +278,13 @@ class Controller:
         for tracked in self._tracking.values():
             tracked[3].cancel()
         self.queue.close()
-        # let in-flight writes finish (bounded), then cancel everything else
-        deadline = time.monotonic() + 10
-        while self.queue.active and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded drain
+        # let in-flight writes finish (bounded), then cancel everything else; a Job deleted
+        # and not yet re-created gets the time its re-creation may take
+        started_drain = time.monotonic()
+        while self.queue.active:
+            waited = time.monotonic() - started_drain
+            if waited > 10 and (not self._committed or waited > writing.JOB_RECREATE_SECONDS):
+                break
             await asyncio.sleep(0.05)
         if self.alerts is not None:
             await self.alerts.drain()
@@ -293,7 +303,7 @@ class Controller:
         self.metrics.ready.set(1)
         stashed, self._stashed = self._stashed, {}
         for change, observed in stashed.values():
-            self._fan_out(change, observed)
+            await self._fan_out(change, observed)
         # The initial LISTs' pages are garbage now; hand their memory back to the OS.
         release_free_memory()
         log.info(
@@ -358,41 +368,53 @@ class Controller:
         CronJobs and Jobs are left out: their next run reads the current content anyway,
         and re-running them because kube-reloader restarted would surprise."""
         now = int(self.clock())
-        strategy = self.options.plan.strategy
         queued = 0
         for candidate in list(self.index.workloads.values()):
             if candidate.kind in (WorkloadKind.CRONJOB, WorkloadKind.JOB):
                 continue
-            workload = self._resolve_template(candidate)
-            for rtype, name in sorted(self._wanted(workload)):
-                entry = self._config_entry(rtype, workload.namespace, name)
-                if entry is None:
-                    continue
-                change = Change(
-                    rtype, workload.namespace, name, entry.hash, Event.UPDATED,
-                    entry.metadata.annotations,
+            try:
+                queued += self._catch_up(candidate, now)
+            except Exception as exc:  # noqa: BLE001 - one workload never stops the catch-up
+                self._object_failed("catch-up", candidate.key, exc)
+                self._warn_once(
+                    candidate,
+                    (f"kube-reloader could not check this workload at start: "
+                     f"{type(exc).__name__}",),
+                    "ReloadError",
                 )  # fmt: skip
-                p = planning.plan(
-                    change=change, workload=workload, config=self.options.plan, now=now
-                )
-                missed, why = planning.missed_while_away(
-                    plan=p,
-                    carried_hash=planning.carried(p, workload, strategy),
-                    config_changed_at=entry.changed_at,
-                    template_changed_at=workload.template_changed_at,
-                )
-                if not missed:
-                    continue
-                self._log_change(
-                    "reloading a change missed while not watching", change,
-                    workload=str(workload.key), reason=why,
-                )  # fmt: skip
-                pending = self.pending.setdefault(workload.key, {})
-                if not pending:
-                    queued += 1
-                pending[(rtype, name)] = change
-                self._schedule(workload.key, self.options.coalesce_window)
         log.info("startup reconciliation done", extra={"workloads_queued": queued})
+        return queued
+
+    def _catch_up(self, candidate: planning.Workload, now: int) -> int:
+        """Queue what one workload missed; 1 when it was queued, else 0."""
+        workload = self._resolve_template(candidate)
+        queued = 0
+        for rtype, name in sorted(self._wanted(workload)):
+            entry = self._config_entry(rtype, workload.namespace, name)
+            if entry is None:
+                continue
+            change = Change(
+                rtype, workload.namespace, name, entry.hash, Event.UPDATED,
+                entry.metadata.annotations,
+            )  # fmt: skip
+            p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
+            missed, why = planning.missed_while_away(
+                plan=p,
+                carried_hash=planning.carried(p, workload, self.options.plan.strategy),
+                config_changed_at=entry.changed_at,
+                template_changed_at=workload.template_changed_at,
+            )
+            if not missed:
+                continue
+            self._log_change(
+                "reloading a change missed while not watching", change,
+                workload=str(workload.key), reason=why,
+            )  # fmt: skip
+            pending = self.pending.setdefault(workload.key, {})
+            if not pending:
+                queued = 1
+            pending[(rtype, name)] = change
+            self._schedule(workload.key, self.options.coalesce_window)
         return queued
 
     # ------------------------------------------------------------------ optional APIs
@@ -551,11 +573,11 @@ class Controller:
                 initial = False
                 continue
             try:
-                self._on_config(ev, resource_type, initial=initial)
+                await self._on_config(ev, resource_type, initial=initial)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
                 self._object_failed("config", ev.key, exc)
 
-    def _on_config(
+    async def _on_config(
         self, ev: ReflectorEvent[ConfigEntry], resource_type: str, *, initial: bool
     ) -> None:
         self.metrics.events_received.labels(
@@ -573,7 +595,7 @@ class Controller:
         ).inc()
         self._log_change("change detected", change, missed_while_not_watching=ev.synthesized)
         if self.ready.is_set():
-            self._fan_out(change, observed)
+            await self._fan_out(change, observed)
         else:
             self._stashed[(change.namespace, change.rtype, change.name)] = (change, observed)
 
@@ -644,10 +666,18 @@ class Controller:
             workload, template=ref.template, template_changed_at=ref.template_changed_at
         )
 
-    def _fan_out(self, change: Change, observed: float) -> None:
+    async def _fan_out(self, change: Change, observed: float) -> None:
+        """Decide for every candidate workload; queue the reloads. The loop yields to the
+        other tasks every few milliseconds, so a change with thousands of candidates (or a
+        tenant's many distinct named lists to compile) slows its own fan-out, not the
+        probes, watches and writes of everyone else."""
         now = int(self.clock())
         matched: list[ObjectKey] = []
+        slice_started = time.monotonic()
         for candidate in self.index.candidates(change.namespace, change.rtype, change.name):
+            if time.monotonic() - slice_started > FAN_OUT_SLICE:
+                await asyncio.sleep(0)
+                slice_started = time.monotonic()
             try:
                 if self._decide(change, candidate, now):
                     matched.append(candidate.key)
@@ -741,7 +771,7 @@ class Controller:
             workload.annotations, workload.template.annotations, self.keys
         )
         if shadowed:
-            listed = ", ".join(f"{k}={v!r}" for k, v in sorted(shadowed.items()))
+            listed = ", ".join(f"{k}={quote(v)}" for k, v in sorted(shadowed.items()))
             self._warn_once(
                 workload,
                 (
@@ -792,7 +822,8 @@ class Controller:
             try:
                 await asyncio.shield(write)
             except asyncio.CancelledError:
-                if not write.cancelled():
+                me = asyncio.current_task()
+                if not write.cancelled() or (me is not None and me.cancelling()):
                     write.cancel()
                     raise  # the worker itself is being stopped
                 result = "cancelled"
@@ -827,10 +858,17 @@ class Controller:
         (called by the elector in the very step it decides it no longer leads)."""
         self.leading.clear()
         for write in list(self._writing):
-            write.cancel()
+            if write not in self._committed:  # a half-done Job re-creation must finish
+                write.cancel()
         if self._writing:
             log.warning("leadership lost: in-flight writes cancelled",
                         extra={"writes": len(self._writing)})  # fmt: skip
+
+    def _commit_write(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._committed.add(task)
+            task.add_done_callback(self._committed.discard)
 
     def may_write(self) -> bool:
         """Checked right before every write is sent."""
@@ -882,16 +920,16 @@ class Controller:
         when = self._now()
         write_started = time.monotonic()
         if not self.may_write():
-            self.pending[key] = {**changes, **self.pending.get(key, {})}
-            return  # no longer leading: the next leader writes these
+            raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
         try:
             if workload.kind is WorkloadKind.DEPLOYMENT:
                 await self._maybe_pause(workload, when)
             if not self.may_write():
                 raise asyncio.CancelledError
             answer = await writing.write(
-                self.client, workload, todo, field_manager=self.options.field_manager, now=when
-            )
+                self.client, workload, todo, field_manager=self.options.field_manager, now=when,
+                committed=self._commit_write,
+            )  # fmt: skip
             self.stats.patches += 1
         except errors.Conflict as exc:
             # the object changed under us: re-read it, refresh the cache, re-plan at once

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from kube_reloader.core import mutating, planning, strategies
@@ -49,9 +50,12 @@ async def write(
     *,
     field_manager: str,
     now: dt.datetime,
+    committed: Callable[[], None] | None = None,
 ) -> dict[str, Any] | None:
     """Apply the reloading plans; returns the written object when the answer is the workload
-    itself (so the cache can be refreshed before its watch event arrives)."""
+    itself (so the cache can be refreshed before its watch event arrives). `committed` is
+    called once the write can no longer be abandoned half-way (a Job deleted, not yet
+    re-created): from then on the caller must let it finish."""
     todo = [p for p in plans if p.outcome is Outcome.RELOAD]
     kind = workload.kind
     res = RESOURCES[kind]
@@ -76,6 +80,8 @@ async def write(
             res, name, namespace=ns, propagation_policy="Background",
             preconditions_uid=job["metadata"].get("uid"),
         )  # fmt: skip
+        if committed is not None:
+            committed()
         return await _create_when_gone(client, res, fresh, field_manager)
     # custom-resource kinds: Rollout, DeploymentConfig
     restart = kind is WorkloadKind.ROLLOUT and (

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kube_reloader.core import regexes
-from kube_reloader.core.regexes import MAX_ENTRIES, MAX_PATTERN_LENGTH, compile_entry, compile_list
+from kube_reloader.core.regexes import (
+    MAX_ENTRIES,
+    MAX_LIST_CHARS,
+    MAX_PATTERN_LENGTH,
+    compile_entry,
+    compile_list,
+)
 
 
 @pytest.mark.timeout(20)
@@ -109,6 +115,22 @@ def test_a_list_with_more_entries_than_the_cap_is_refused_whole() -> None:
     assert compiled.first_match("cm-1") is None
 
 
+def test_a_list_longer_than_the_character_cap_is_refused_whole_and_not_cached() -> None:
+    value = "x" * (MAX_LIST_CHARS + 1)
+    compiled = compile_list(value)
+    assert compiled.refused is not None
+    assert f"more than the {MAX_LIST_CHARS:,}" in compiled.refused
+    assert compile_list(value) is not compiled, "refusals of over-long values are not cached"
+
+
+def test_the_list_cache_is_bounded_by_the_text_it_holds_not_by_a_count() -> None:
+    before = regexes._LISTS.chars
+    for i in range(2000):
+        compile_list(f"{i:04d}-" + "y" * 2000)
+    assert regexes._LISTS.chars <= regexes.CACHED_LIST_CHARS
+    assert regexes._LISTS.chars >= min(before, regexes.CACHED_LIST_CHARS // 2)
+
+
 def test_a_list_at_the_cap_is_used_and_matches_its_last_entry() -> None:
     value = ",".join(f"cm-{i}-[a-z]+" for i in range(MAX_ENTRIES))
     compiled = compile_list(value)
@@ -185,3 +207,4 @@ def test_a_megabyte_of_text_is_refused_cheaply() -> None:
     assert compile_entry(huge).error is not None
     assert compile_list(huge).first_match("a") is None
     assert regexes.compile_list(",".join(["x"] * 100_000)).refused is not None
+    assert regexes.compile_list(",".join(["x"] * (MAX_ENTRIES + 1))).refused is not None
