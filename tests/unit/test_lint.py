@@ -294,3 +294,37 @@ def test_a_named_list_over_the_entry_cap_is_an_error(
     out = capsys.readouterr().out
     assert "KR007" in out
     assert f"more than the {MAX_ENTRIES}" in out
+
+
+def test_an_alias_bomb_split_over_many_documents_is_refused_once_the_input_budget_is_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # each document alone stays under the per-document cap (about 66,000 nodes); together
+    # they would have cost 1.7 GB before the budget spanned the whole input
+    piece = laughs(5)
+    bomb = tmp_path / "pieces.yaml"
+    bomb.write_text("---\n".join([piece] * 150))
+    code = cli.main(["lint", str(bomb), "--format", "json"])
+    findings = json.loads(capsys.readouterr().out)
+    refused = [f for f in findings if f["rule"] == "KR000"]
+    assert code == 2
+    assert 0 < len(refused) < 150, "the first pieces fit the budget, the rest are refused"
+    assert all("past what aliases may add to one input" in f["message"] for f in refused)
+
+
+@pytest.mark.parametrize(
+    "document",
+    ["a: !foo bar\n", "a: !!timestamp 2020-99-99x\n", 'a: !!int ""\n', "a: !!float abc\n",
+     "? [1]\n: 2\n"],
+    ids=["unknown tag", "bad timestamp", "empty int", "bad float", "list as a key"],
+)  # fmt: skip
+def test_a_document_pyyaml_cannot_construct_is_one_finding_and_the_next_is_still_linted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: str
+) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(document + "---\n" + STILL_LINTED)
+    code = cli.main(["lint", str(manifest)])
+    out = capsys.readouterr().out
+    assert code == 2
+    assert f"{manifest}:1: error KR000 invalid-yaml" in out
+    assert "KR001" in out, "the next document in the file is still linted"

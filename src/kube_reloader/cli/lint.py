@@ -10,149 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
-from kube_reloader import __version__, limits
+from kube_reloader import __version__
+from kube_reloader.cli.manifests import constant_line, read_inputs
 from kube_reloader.core import linting
 from kube_reloader.core.linting import Document, Finding, Severity
 from kube_reloader.kube.errors import KubeError
-
-_DOC_START = re.compile(r"^---(\s|$)")
-
-
-@dataclass
-class Chunk:
-    source: str
-    text: str
-    first_line: int  # 1-based line of the chunk's first line in the file
-
-
-def split_documents(text: str, source: str) -> list[Chunk]:
-    chunks: list[Chunk] = []
-    current: list[str] = []
-    start = 1
-    for i, line in enumerate(text.splitlines(keepends=True), start=1):
-        if _DOC_START.match(line):
-            chunks.append(Chunk(source, "".join(current), start))
-            rest = line[3:].lstrip()
-            current, start = ([rest], i) if rest.strip() else ([], i + 1)
-            continue
-        current.append(line)
-    chunks.append(Chunk(source, "".join(current), start))
-    return [c for c in chunks if c.text.strip() and not all(
-        ln.strip().startswith("#") or not ln.strip() for ln in c.text.splitlines())]  # fmt: skip
-
-
-def parse_chunk(
-    chunk: Chunk, budget: limits.AliasBudget | None = None
-) -> tuple[Document | None, Finding | None]:
-    try:
-        node = yaml.compose(chunk.text, Loader=yaml.SafeLoader)
-        refused = limits.refusal(node, budget) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = chunk.first_line + (mark.line if mark is not None else 0)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem}",
-                             "fix the document; the other documents were still linted", chunk.source, line)  # fmt: skip
-    except RecursionError:
-        node, refused = None, "nested too deeply"
-    if refused:
-        return None, Finding("KR000", Severity.ERROR, f"refused YAML: {refused}",
-                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
-    if node is None:
-        return None, None
-    lines: dict[linting.Path, int] = {}
-    walked: set[int] = set()
-
-    def walk(n: yaml.Node, path: linting.Path) -> None:
-        lines[path] = chunk.first_line + n.start_mark.line
-        if id(n) in walked:
-            return  # an alias: paths below it take the alias's line (memory stays ~ the text)
-        walked.add(id(n))
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                key = k.value
-                lines[(*path, key)] = chunk.first_line + k.start_mark.line
-                walk(v, (*path, key))
-                lines[(*path, key)] = chunk.first_line + k.start_mark.line
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, (*path, i))
-
-    walk(node, ())
-    try:
-        obj = yaml.SafeLoader(chunk.text).get_single_data()
-    except (yaml.YAMLError, ValueError, TypeError, AttributeError, IndexError, RecursionError,
-            OverflowError) as exc:  # fmt: skip
-        # an explicit tag PyYAML cannot construct (`!foo`, `!!int ""`), an unhashable key
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [""])[0]
-        return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem or type(exc).__name__}",
-                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
-
-    def line_of(path: linting.Path) -> int:
-        for cut in range(len(path), -1, -1):
-            if path[:cut] in lines:
-                return lines[path[:cut]]
-        return chunk.first_line
-
-    return Document(obj, chunk.source, line_of), None
-
-
-def _const(line: int) -> Callable[[linting.Path], int]:
-    def line_of(_path: linting.Path) -> int:
-        return line
-
-    return line_of
-
-
-def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], dict[str, str]]:
-    docs: list[Document] = []
-    errors: list[Finding] = []
-    texts: dict[str, str] = {}
-    budget = limits.AliasBudget()  # shared by every document of the run
-    files: list[tuple[str, str]] = []
-    for p in paths:
-        if p == "-":
-            files.append(("<stdin>", limits.read_text(sys.stdin)))
-            continue
-        path = Path(p)
-        if path.is_dir():
-            for f in sorted(path.rglob("*")):
-                if f.suffix in (".yaml", ".yml") and f.is_file():
-                    files.append((str(f), limits.read_text(f)))
-        elif path.exists():
-            files.append((str(path), limits.read_text(path)))
-        else:
-            raise FileNotFoundError(f"{p}: no such file or directory")
-    for source, text in files:
-        if len(text) > limits.MAX_FILE_CHARS:
-            errors.append(Finding("KR000", Severity.ERROR, f"refused: more than {limits.MAX_FILE_CHARS:,} characters",
-                                  "split the file; the other files were still linted", source, 1))  # fmt: skip
-            continue
-        texts[source] = text
-        for chunk in split_documents(text, source):
-            doc, err = parse_chunk(chunk, budget)
-            if err is not None:
-                errors.append(err)
-            elif doc is not None:
-                if (
-                    isinstance(doc.obj, dict)
-                    and doc.obj.get("kind", "").endswith("List")
-                    and isinstance(doc.obj.get("items"), list)
-                ):
-                    docs += [
-                        Document(item, source, _const(doc.line_of(()))) for item in doc.obj["items"]
-                    ]
-                else:
-                    docs.append(doc)
-    return docs, errors, texts
 
 
 async def read_cluster(
@@ -175,7 +41,7 @@ async def read_cluster(
                 item.setdefault("kind", res.kind)
                 item.setdefault("apiVersion", res.api_version)
                 ref = f"{res.kind} {item['metadata'].get('namespace')}/{item['metadata']['name']}"
-                docs.append(Document(item, ref, _const(0)))
+                docs.append(Document(item, ref, constant_line(0)))
         for res, rtype in ((resources.CONFIGMAPS, "CONFIGMAP"), (resources.SECRETS, "SECRET")):
             listed = await client.list(res, namespace=namespace, type=_Meta)
             for meta_obj in listed.items:
@@ -184,7 +50,9 @@ async def read_cluster(
                 if rtype == "SECRET" and meta_obj.type == "kubernetes.io/tls":
                     secret = {"apiVersion": "v1", "kind": "Secret", "type": meta_obj.type,
                               "metadata": {"name": m.name, "namespace": m.namespace}}  # fmt: skip
-                    docs.append(Document(secret, f"Secret {m.namespace}/{m.name}", _const(0)))
+                    docs.append(
+                        Document(secret, f"Secret {m.namespace}/{m.name}", constant_line(0))
+                    )
     return docs, present
 
 
