@@ -6,6 +6,7 @@ resourceVersion, and a watch ERROR event is raised as the matching `kube.errors`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -16,6 +17,8 @@ import msgspec
 from kube_reloader.kube import errors
 from kube_reloader.kube.resources import Resource
 from kube_reloader.kube.transport import RawObject, Transport, describe
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -38,6 +41,8 @@ class _RawEvent(msgspec.Struct):
 
 class _Meta(msgspec.Struct):
     resourceVersion: str = ""
+    name: str = ""
+    namespace: str = ""
 
 
 class _Bookmark(msgspec.Struct):
@@ -98,7 +103,19 @@ class Watcher(Transport):
                             bm = bookmark_decoder.decode(raw.object)
                             yield WatchEvent("BOOKMARK", bm.metadata.resourceVersion)
                             continue
-                        obj = decoder.decode(raw.object)
+                        try:
+                            obj = decoder.decode(raw.object)
+                        except msgspec.ValidationError as exc:
+                            # well-formed JSON whose fields do not fit the projection (a
+                            # custom kind without a schema): skip this object, keep watching
+                            meta = bookmark_decoder.decode(raw.object).metadata
+                            log.error(
+                                "watch event skipped: the object does not fit its type",
+                                extra={"resource": str(resource), "namespace": meta.namespace,
+                                       "object": meta.name, "error": str(exc)[:300]},
+                            )  # fmt: skip
+                            yield WatchEvent("BOOKMARK", meta.resourceVersion)
+                            continue
                     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                         raise errors.KubeError(
                             f"WATCH {resource}: cannot decode an event: {exc}"

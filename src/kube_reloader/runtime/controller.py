@@ -748,7 +748,10 @@ class Controller:
         assert self.webhook is not None
         while True:
             change, workloads = await self.webhook.next()
-            await self._notify_webhook(change, workloads)
+            try:
+                await self._notify_webhook(change, workloads)
+            except Exception as exc:  # noqa: BLE001 - one notification never stops the sender
+                self._object_failed("webhook", change, exc)
 
     async def _notify_webhook(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:
         assert self.webhook is not None

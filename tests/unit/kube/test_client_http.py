@@ -256,3 +256,23 @@ async def test_open_watches_never_take_the_connections_of_ordinary_requests(serv
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
     assert all(s.closed for s in sessions), "closing the client closes both pools"
+
+
+async def test_a_watch_event_whose_object_does_not_fit_its_type_is_skipped_not_retried(
+    serve: Any,
+) -> None:
+    from kube_reloader.kube.projections import Object
+
+    events = [
+        {"type": "ADDED", "object": {"metadata": {"name": "odd", "namespace": "n",
+                                                  "resourceVersion": "6", "uid": 42}}},
+        {"type": "ADDED", "object": {"metadata": {"name": "ok", "namespace": "n",
+                                                  "resourceVersion": "7"}}},
+    ]  # fmt: skip
+    payload = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    fake = Scripted(lambda r: web.Response(body=payload, content_type="application/json"))
+    seen: list[tuple[str, Any]] = []
+    async with client_for(await serve(fake)) as c:
+        async for ev in c.watch(resources.CONFIGMAPS, resource_version="5", type=Object):
+            seen.append((ev.type, ev.object if ev.type == "BOOKMARK" else ev.object.metadata.name))
+    assert seen == [("BOOKMARK", "6"), ("ADDED", "ok")], "skipped, and the resume point moved"
