@@ -72,6 +72,8 @@ CONTENT_TYPES: dict[ResourceType, type[Any]] = {
 MAX_BACKOFF = 60.0
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
+#: changes remembered for an optional kind still listing (the oldest are dropped past it)
+MAX_REPLAY = 10_000
 #: seconds of decisions a fan-out makes before it lets other tasks run
 FAN_OUT_SLICE = 0.005
 _EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
@@ -166,6 +168,8 @@ class Controller:
         #: optional kinds (Argo, DeploymentConfig, CSI): watched when served, never awaited
         #: for readiness
         self._optional_reflectors: list[Reflector[Any]] = []
+        #: changes fanned out while an optional kind was still listing (see `_optional_synced`)
+        self._replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = {}
         #: reconciles in flight, cancelled the moment this replica stops leading
         self._writing: set[asyncio.Task[None]] = set()
         #: of those, the ones past their point of no return (a Job deleted, not re-created
@@ -519,7 +523,10 @@ class Controller:
         optional = refl in self._optional_reflectors
         async for ev in refl.events():
             try:
-                self._on_workload(ev, optional=optional)
+                if ev.type is EventType.SYNCED and optional:
+                    await self._optional_synced()
+                else:
+                    self._on_workload(ev)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
                 self._object_failed("workload", ev.key, exc)
                 if ev.object is not None:
@@ -529,11 +536,35 @@ class Controller:
                         "ReloadError",
                     )
 
-    def _on_workload(self, ev: ReflectorEvent[WorkloadEntry], *, optional: bool) -> None:
-        if ev.type is EventType.SYNCED:
-            if optional and self.ready.is_set() and self.options.reconcile_on_start:
-                self.reconcile_missed()  # a late optional kind gets the catch-up too
-        elif ev.type is EventType.DELETED and ev.object is not None:
+    async def _optional_synced(self) -> None:
+        """An optional kind finished its list after readiness: give its workloads the changes
+        fanned out before they were indexed (re-planning is level-based, so workloads that
+        already carry a change are not reloaded twice), then the start-up catch-up."""
+        if not self.ready.is_set():
+            return  # the ready-time fan-out and catch-up will see its workloads
+        if all(r.synced.is_set() for r in self._optional_reflectors):
+            replay, self._replay = self._replay, {}
+        else:
+            replay = dict(self._replay)
+        if self.webhook is None:  # a webhook is not level-based: never sent twice
+            for change, observed in replay.values():
+                await self._fan_out(change, observed)
+        if self.options.reconcile_on_start:
+            self.reconcile_missed()
+
+    def _remember_for_optional(self, change: Change, observed: float) -> None:
+        """While an optional kind has not finished its list, keep the changes fanned out
+        (the latest per resource, bounded) to replay them to its workloads."""
+        if all(r.synced.is_set() for r in self._optional_reflectors):
+            return
+        key = (change.namespace, change.rtype, change.name)
+        self._replay.pop(key, None)
+        self._replay[key] = (change, observed)
+        if len(self._replay) > MAX_REPLAY:
+            del self._replay[next(iter(self._replay))]
+
+    def _on_workload(self, ev: ReflectorEvent[WorkloadEntry]) -> None:
+        if ev.type is EventType.DELETED and ev.object is not None:
             self._forget_workload(ev.object.workload.key)
         elif ev.type in (EventType.ADDED, EventType.MODIFIED) and ev.object is not None:
             self.index.put(ev.object.workload)
@@ -671,6 +702,7 @@ class Controller:
         other tasks every few milliseconds, so a change with thousands of candidates (or a
         tenant's many distinct named lists to compile) slows its own fan-out, not the
         probes, watches and writes of everyone else."""
+        self._remember_for_optional(change, observed)
         now = int(self.clock())
         matched: list[ObjectKey] = []
         slice_started = time.monotonic()
