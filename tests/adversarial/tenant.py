@@ -181,6 +181,25 @@ async def drop_namespace(client: Client, name: str) -> None:
         await client.delete(resources.NAMESPACES, name)
 
 
+async def auto_deployment(
+    client: Client,
+    namespace: str,
+    name: str,
+    *,
+    configmaps: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (),
+) -> None:
+    """A Deployment with `reloader.stakater.com/auto: "true"` reading these through envFrom."""
+    await client.create(
+        resources.DEPLOYMENTS,
+        builders.deployment(
+            name, namespace, annotations=AUTO,
+            template=app(env_from_configmaps=configmaps, env_from_secrets=secrets,
+                         labels={"app": name}),
+        ),
+    )  # fmt: skip
+
+
 @dataclass
 class Canary:
     """A Deployment `canary` reading ConfigMap `canary` (auto) in its own namespace."""
@@ -193,13 +212,7 @@ class Canary:
         await self.client.create(
             resources.CONFIGMAPS, builders.configmap(name, self.namespace, {"v": "0"})
         )
-        await self.client.create(
-            resources.DEPLOYMENTS,
-            builders.deployment(
-                name, self.namespace, annotations=AUTO,
-                template=app(env_from_configmaps=(name,), labels={"app": name}),
-            ),
-        )  # fmt: skip
+        await auto_deployment(self.client, self.namespace, name, configmaps=(name,))
 
     async def signature(self, name: str = "canary") -> tuple[str | None, str | None]:
         """What a reload changes: the env var (env-vars strategy) and the pod template's

@@ -18,8 +18,7 @@ import pytest
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
-from tests.adversarial.tenant import AUTO, Canary, controller, free_port
-from tests.harness import app
+from tests.adversarial.tenant import Canary, auto_deployment, controller, free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -60,11 +59,7 @@ async def test_twenty_thousand_changes_against_a_hanging_webhook_grow_rss_by_les
     client: Client, kubeconfig_path: Path, tenant: str, canary: Canary
 ) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap("hot", tenant, {"v": "0"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment("hot", tenant, annotations=AUTO,
-                            template=app(env_from_configmaps=("hot",), labels={"app": "hot"})),
-    )  # fmt: skip
+    await auto_deployment(client, tenant, "hot", configmaps=("hot",))
     counter = iter(range(1, CHANGES + 1))
 
     async def patcher() -> None:
