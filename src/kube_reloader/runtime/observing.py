@@ -10,11 +10,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from kube_reloader.runtime.controller import Controller
+    from kube_reloader.runtime.base import ControllerBase
 
 
 class ControllerCollector(Collector):
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: ControllerBase) -> None:
         self.controller = controller
 
     def collect(self) -> Iterator[Metric]:
