@@ -1,0 +1,119 @@
+"""What the harness observes from outside: its own watch of the workloads (the hash each pod
+template carries) and the API server's audit log (requests by verb and resource)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runs import HARNESS_UA, KINDS
+
+from kube_reloader.kube import errors
+from kube_reloader.kube.client import Client
+
+CONTROL_PLANE_UAS = (
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kube-apiserver",
+    HARNESS_UA,
+    "kube-reloader-dev-cluster",
+)
+
+
+@dataclass
+class Observation:
+    t: float
+    workload: tuple[str, str, str]
+    generation: int
+    carried: dict[tuple[str, str], str]  # (type, name) -> hash carried (env var or annotation)
+    paused: bool
+
+
+async def watch_workloads(
+    client: Client, nss: set[str], out: list[Observation], ready: asyncio.Event
+) -> None:
+    async def one(kind: str) -> None:
+        res = KINDS[kind]
+        listed = await client.list(res)
+        rv = listed.resource_version
+        for obj in listed.items:  # the baseline generation of every workload
+            ns = obj["metadata"].get("namespace", "")
+            if ns in nss:
+                out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]),
+                                       int(obj["metadata"].get("generation", 0)), carried_hashes(obj),
+                                       bool(obj["spec"].get("paused"))))  # fmt: skip
+        first = True
+        while True:
+            try:
+                async for ev in client.watch(res, resource_version=rv, timeout_seconds=600):
+                    if first:
+                        first = False
+                    if ev.type == "BOOKMARK":
+                        rv = str(ev.object)
+                        continue
+                    obj = ev.object
+                    rv = obj["metadata"]["resourceVersion"]
+                    ns = obj["metadata"].get("namespace", "")
+                    if ns not in nss or ev.type == "DELETED":
+                        continue
+                    out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]), int(obj["metadata"].get("generation", 0)),
+                                           carried_hashes(obj), bool(obj["spec"].get("paused"))))  # fmt: skip
+            except errors.Gone:
+                listed = await client.list(res)
+                rv = listed.resource_version
+
+    tasks = [asyncio.create_task(one(k)) for k in KINDS]
+    ready.set()
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def carried_hashes(obj: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """What the pod template carries, by resource: env vars STAKATER_* and last-reloaded-from."""
+    from kube_reloader.core.strategies import env_var_name  # noqa: F401 - documents the naming
+
+    out: dict[tuple[str, str], str] = {}
+    tmpl = obj["spec"].get("template") or {}
+    for c in (tmpl.get("spec") or {}).get("containers") or []:
+        for e in c.get("env") or []:
+            name = e.get("name", "")
+            if name.startswith("STAKATER_") and "value" in e:
+                out[("ENV", name)] = e["value"]
+    raw = ((tmpl.get("metadata") or {}).get("annotations") or {}).get(
+        "reloader.stakater.com/last-reloaded-from"
+    )
+    if raw:
+        with contextlib.suppress(ValueError):
+            doc = json.loads(raw)
+            out[(str(doc.get("type")), str(doc.get("name")))] = str(doc.get("hash"))
+    return out
+
+
+def audit_counts(path: Path, start: int) -> tuple[dict[str, int], int]:
+    """Requests in the audit log after byte offset `start`, by 'VERB resource', excluding the
+    harness and the control plane; returns (counts, total)."""
+    counts: dict[str, int] = defaultdict(int)
+    with path.open("rb") as fh:
+        fh.seek(start)
+        for line in fh:
+            with contextlib.suppress(ValueError):
+                ev = json.loads(line)
+                ua = ev.get("userAgent", "")
+                if any(ua.startswith(p) for p in CONTROL_PLANE_UAS) or "/" not in ev.get(
+                    "requestURI", "/"
+                ):
+                    continue
+                obj = ev.get("objectRef") or {}
+                key = f"{ev.get('verb')} {obj.get('resource', ev.get('requestURI', '').split('?')[0])}"
+                counts[key] += 1
+    return dict(counts), sum(counts.values())
