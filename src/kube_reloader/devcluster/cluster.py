@@ -1,103 +1,56 @@
 """Start, inspect and stop a local control plane whose processes are recorded by PID.
 
-`up` is idempotent (a healthy cluster is reused, a stale one from a killed run is cleaned
-first), waits until the cluster is really usable (apiserver `/readyz`, the `default`
-ServiceAccount created by kube-controller-manager, every kwok node Ready and untainted) and
-on any failure stops what it started and names the component and its log file. `down`
-stops only processes whose command line still matches what was recorded, so a recycled PID
-is never killed.
+`DevCluster` owns the lifecycle: `up` is idempotent (a healthy cluster is reused, a stale
+one from a killed run is cleaned first), waits until the cluster is really usable (apiserver
+`/readyz`, the `default` ServiceAccount created by kube-controller-manager, every kwok node
+Ready and untainted) and on any failure stops what it started and names the component and
+its log file. `down` stops only processes whose command line still matches what was
+recorded, so a recycled PID is never killed. The components' command lines and config
+files live in `components`, the state types in `state`, the process/HTTP helpers and
+health probes in `processes`, the API-level readiness wait in `readiness`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from kube_reloader.devcluster import components
 from kube_reloader.devcluster import pki as pkimod
 from kube_reloader.devcluster.building import Binaries, Builder
+from kube_reloader.devcluster.components import COMPONENTS
+from kube_reloader.devcluster.processes import (
+    alive,
+    free_port,
+    health_probes,
+    http_ok,
+    last_error_line,
+    post_json,
+    same_process,
+    stop_process,
+)
+from kube_reloader.devcluster.readiness import wait_api_ready
+from kube_reloader.devcluster.state import (
+    ClusterError,
+    ComponentStatus,
+    Proc,
+    State,
+    default_state_dir,
+)
 from kube_reloader.devcluster.versions import Versions
-from kube_reloader.kube import config as kubeconfig
-from kube_reloader.kube import errors, resources
-from kube_reloader.kube.client import Client
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-SERVICE_CIDR = "10.0.0.0/24"
-POD_CIDR = "10.244.0.0/16"
-CONTEXT = "kube-reloader-dev"
-CERT_CONTEXT = "kube-reloader-dev-cert"
+__all__ = ["ClusterError", "DevCluster", "default_state_dir"]
 
 Reporter = Callable[[str], None]
-
-
-class ClusterError(RuntimeError):
-    """One line naming the component at fault and its log file."""
-
-
-@dataclass
-class Proc:
-    name: str
-    pid: int
-    argv: list[str]
-    log: str
-
-    @property
-    def argv0(self) -> str:
-        return self.argv[0]
-
-
-@dataclass
-class State:
-    """What `up` wrote and `status`/`down` read: `<state_dir>/state.json`."""
-
-    versions: dict[str, str]
-    ports: dict[str, int]
-    kubeconfig: str
-    nodes: int
-    procs: list[Proc] = field(default_factory=list)
-    minimal: bool = False
-    audit: bool = False
-    started_at: float = 0.0
-    ready_seconds: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> State:
-        raw = json.loads(text)
-        procs = [Proc(**p) for p in raw.pop("procs", [])]
-        return cls(procs=procs, **raw)
-
-
-def default_state_dir(name: str = "default", env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "kube-reloader" / "dev-clusters" / name
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pid: int | None
-    running: bool
-    healthy: bool
-    detail: str
 
 
 class DevCluster:
@@ -191,7 +144,7 @@ class DevCluster:
         self.logs.mkdir(exist_ok=True)
         pkimod.generate(self.pki.root)
         chosen = {
-            name: _free_port()
+            name: free_port()
             for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager",
                          "kube-scheduler", "kwok")
         }  # fmt: skip
@@ -228,151 +181,40 @@ class DevCluster:
         deadline = started + timeout
         p = state.ports
         data = self.state_dir / "etcd-data"
-        self._spawn(
-            state,
-            "etcd",
-            [
-                str(bins.path("etcd")),
-                "--name=dev",
-                f"--data-dir={data}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-cluster=dev=http://127.0.0.1:{p['etcd-peer']}",
-                "--listen-metrics-urls=",
-                "--unsafe-no-fsync=true",
-                "--quota-backend-bytes=8589934592",
-                "--log-level=warn",
-            ],
-        )
-        self._wait(
-            state, "etcd", deadline, lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/readyz")
-        )
+        self._spawn(state, "etcd", components.etcd_argv(bins, p, data))
+        self._wait(state, "etcd", deadline, lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"))
 
         k = self.pki
         self._spawn(
             state,
             "kube-apiserver",
-            [
-                str(bins.path("kube-apiserver")),
-                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={p['kube-apiserver']}",
-                f"--tls-cert-file={k.serving_crt}",
-                f"--tls-private-key-file={k.serving_key}",
-                f"--client-ca-file={k.ca_crt}",
-                f"--token-auth-file={k.tokens_csv}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={k.sa_pub}",
-                f"--service-account-signing-key-file={k.sa_key}",
-                "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--max-requests-inflight=1000",
-                "--max-mutating-requests-inflight=500",
-                f"--cert-dir={self.state_dir / 'apiserver-certs'}",
-                *self._audit_flags(state),
-            ],
+            components.apiserver_argv(bins, p, k, self.state_dir, self._audit_flags(state)),
         )
         ca_ctx = ssl.create_default_context(cafile=str(k.ca_crt))
         api = f"https://127.0.0.1:{p['kube-apiserver']}"
-        self._wait(state, "kube-apiserver", deadline, lambda: _http_ok(f"{api}/readyz", ca_ctx))
+        self._wait(state, "kube-apiserver", deadline, lambda: http_ok(f"{api}/readyz", ca_ctx))
         self._write_kubeconfig(api)
         if state.minimal:
             return
 
-        kcfg = str(self.kubeconfig)
-        delegated = [
-            f"--kubeconfig={kcfg}",
-            f"--authentication-kubeconfig={kcfg}",
-            f"--authorization-kubeconfig={kcfg}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            f"--cert-dir={self.state_dir / 'serving-certs'}",
-        ]
+        delegated = components.delegated_flags(self.kubeconfig, self.state_dir)
         self._spawn(
             state,
             "kube-controller-manager",
-            [
-                str(bins.path("kube-controller-manager")),
-                *delegated,
-                f"--secure-port={p['kube-controller-manager']}",
-                "--controllers=*",
-                "--use-service-account-credentials=false",
-                f"--service-account-private-key-file={k.sa_key}",
-                f"--root-ca-file={k.ca_crt}",
-                f"--cluster-cidr={POD_CIDR}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--concurrent-deployment-syncs=10",
-                "--concurrent-replicaset-syncs=10",
-            ],
+            components.controller_manager_argv(bins, p, k, delegated),
         )
-        self._spawn(
-            state,
-            "kube-scheduler",
-            [
-                str(bins.path("kube-scheduler")),
-                *delegated,
-                f"--secure-port={p['kube-scheduler']}",
-            ],
-        )
+        self._spawn(state, "kube-scheduler", components.scheduler_argv(bins, p, delegated))
         stages = self.state_dir / "kwok-stages.yaml"
         stages.write_text("\n---\n".join(f.read_text().strip() for f in bins.stage_files()) + "\n")
-        self._spawn(
-            state,
-            "kwok",
-            [
-                str(bins.path("kwok")),
-                f"--kubeconfig={kcfg}",
-                "--manage-all-nodes=true",
-                f"--config={stages}",
-                "--node-lease-duration-seconds=40",
-                f"--cidr={POD_CIDR}",
-                f"--server-address=127.0.0.1:{p['kwok']}",
-            ],
-        )
+        self._spawn(state, "kwok", components.kwok_argv(bins, p, self.kubeconfig, stages))
         probes = self._probes(state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self._wait(state, name, deadline, probes[name])
-        asyncio.run(self._api_ready(state, deadline))
-
-    async def _api_ready(self, state: State, deadline: float) -> None:
-        """Create the kwok nodes; wait for the default SA and every node Ready, untainted."""
-        cfg = kubeconfig.load_kubeconfig([self.kubeconfig])
-        async with Client(cfg, user_agent="kube-reloader-dev-cluster") as client:
-            for i in range(state.nodes):
-                with contextlib.suppress(errors.AlreadyExists):
-                    await client.create(resources.NODES, kwok_node(f"kwok-node-{i}"))
-            while True:
-                self._check_alive(state)
-                sa_ok = True
-                try:
-                    await client.get(resources.SERVICEACCOUNTS, "default", namespace="default")
-                except errors.NotFound:
-                    sa_ok = False
-                nodes = (await client.list(resources.NODES)).items
-                ready = [n for n in nodes if node_ready(n)]
-                if sa_ok and len(ready) >= state.nodes:
-                    return
-                if time.monotonic() > deadline:
-                    what = (
-                        "the default ServiceAccount was not created"
-                        if not sa_ok
-                        else f"{len(ready)}/{state.nodes} nodes Ready and untainted"
-                    )
-                    raise ClusterError(
-                        f"dev-cluster: not ready in time: {what} "
-                        f"(logs: {self.logs}/kube-controller-manager.log, {self.logs}/kwok.log)"
-                    )
-                await asyncio.sleep(0.25)
+        asyncio.run(
+            wait_api_ready(
+                self.kubeconfig, state.nodes, deadline, lambda: self._check_alive(state), self.logs
+            )
+        )
 
     def _spawn(self, state: State, name: str, argv: Sequence[str]) -> None:
         log_path = self.logs / f"{name}.log"
@@ -398,8 +240,8 @@ class DevCluster:
         for proc in state.procs:
             if only is not None and proc.name != only:
                 continue
-            if not _alive(proc.pid):
-                hint = _last_error_line(Path(proc.log))
+            if not alive(proc.pid):
+                hint = last_error_line(Path(proc.log))
                 raise ClusterError(
                     f"dev-cluster: {proc.name} exited during startup"
                     f"{': ' + hint if hint else ''} (log: {proc.log})"
@@ -431,47 +273,11 @@ class DevCluster:
         if not state.audit:
             return []
         policy = self.state_dir / "audit-policy.yaml"
-        policy.write_text(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
-            "rules:\n  - level: Metadata\n"
-        )
-        return [
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={self.state_dir / 'audit.log'}",
-            "--audit-log-format=json",
-            "--audit-log-mode=blocking",
-            # 0 means "the library default" (100 MB), and a rotation mid-scenario would make
-            # the benchmark's byte-offset accounting read nothing: never rotate.
-            "--audit-log-maxsize=1048576",
-        ]
+        policy.write_text(components.AUDIT_POLICY)
+        return components.audit_flags(policy, self.state_dir / "audit.log")
 
     def _write_kubeconfig(self, server: str) -> None:
-        k = self.pki
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": CONTEXT,
-                    "cluster": {"server": server, "certificate-authority": str(k.ca_crt)},
-                }
-            ],
-            "users": [
-                {"name": "admin-token", "user": {"token": k.token()}},
-                {
-                    "name": "admin-cert",
-                    "user": {
-                        "client-certificate": str(k.admin_crt),
-                        "client-key": str(k.admin_key),
-                    },
-                },
-            ],
-            "contexts": [
-                {"name": CONTEXT, "context": {"cluster": CONTEXT, "user": "admin-token"}},
-                {"name": CERT_CONTEXT, "context": {"cluster": CONTEXT, "user": "admin-cert"}},
-            ],
-            "current-context": CONTEXT,
-        }
+        doc = components.kubeconfig_doc(server, self.pki)
         fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             yaml.safe_dump(doc, fh, sort_keys=False)
@@ -479,22 +285,7 @@ class DevCluster:
     # ------------------------------------------------------------------ status / down
 
     def _probes(self, state: State) -> dict[str, Callable[[], bool]]:
-        p = state.ports
-        ca = self.pki.ca_crt
-        ca_ctx = ssl.create_default_context(cafile=str(ca)) if ca.exists() else _insecure()
-        return {
-            "etcd": lambda: _http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"),
-            "kube-apiserver": lambda: _http_ok(
-                f"https://127.0.0.1:{p['kube-apiserver']}/readyz", ca_ctx
-            ),
-            "kube-controller-manager": lambda: _http_ok(
-                f"https://127.0.0.1:{p['kube-controller-manager']}/healthz", _insecure()
-            ),
-            "kube-scheduler": lambda: _http_ok(
-                f"https://127.0.0.1:{p['kube-scheduler']}/healthz", _insecure()
-            ),
-            "kwok": lambda: _http_ok(f"http://127.0.0.1:{p['kwok']}/healthz"),
-        }
+        return health_probes(state.ports, self.pki.ca_crt)
 
     def status(self, state: State | None = None) -> list[ComponentStatus]:
         state = state or self.load_state()
@@ -508,7 +299,7 @@ class DevCluster:
             if proc is None:
                 out.append(ComponentStatus(name, None, False, False, "not started"))
                 continue
-            running = _alive(proc.pid) and _same_process(proc)
+            running = alive(proc.pid) and same_process(proc)
             healthy = running and probes[name]()
             detail = "ok" if healthy else ("unhealthy" if running else "not running")
             out.append(
@@ -522,7 +313,7 @@ class DevCluster:
         proc = next((p for p in state.procs if p.name == name), None)
         if proc is None:
             raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
-        self._stop_one(proc, grace=8.0)
+        stop_process(proc, grace=8.0)
         self._spawn(state, name, proc.argv)
         self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
 
@@ -532,14 +323,14 @@ class DevCluster:
         proc = next((p for p in state.procs if p.name == name), None)
         if proc is None:
             raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
-        self._stop_one(proc, grace=8.0)
+        stop_process(proc, grace=8.0)
 
     def start_component(self, name: str, *, timeout: float = 60.0) -> None:
         state = self._require_state()
         proc = next((p for p in state.procs if p.name == name), None)
         if proc is None:
             raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
-        if _alive(proc.pid) and _same_process(proc):
+        if alive(proc.pid) and same_process(proc):
             return
         self._spawn(state, name, proc.argv)
         self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
@@ -552,9 +343,9 @@ class DevCluster:
         """
         state = self._require_state()
         base = f"http://127.0.0.1:{state.ports['etcd']}/v3/kv"
-        header = _post_json(f"{base}/range", {"key": "AA==", "limit": 1})["header"]
+        header = post_json(f"{base}/range", {"key": "AA==", "limit": 1})["header"]
         revision = int(header["revision"])
-        _post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
+        post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
         return revision
 
     def _require_state(self) -> State:
@@ -577,117 +368,7 @@ class DevCluster:
     def _stop_procs(self, state: State, grace: float = 8.0) -> list[str]:
         """Stop in reverse start order, one at a time: the apiserver shuts down quickly only
         while etcd is still there."""
-        return [p.name for p in reversed(state.procs) if self._stop_one(p, grace)]
-
-    def _stop_one(self, proc: Proc, grace: float) -> bool:
-        """SIGTERM the process group, SIGKILL it after `grace` seconds. False if not running."""
-        if not (_alive(proc.pid) and _same_process(proc)):
-            return False
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _alive(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if _alive(proc.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            while _alive(proc.pid):
-                time.sleep(0.02)
-        return True
+        return [p.name for p in reversed(state.procs) if stop_process(p, grace)]
 
     def _remove_dir(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
-
-
-def kwok_node(name: str) -> dict[str, Any]:
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "250"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-            },
-        },
-        "status": {"allocatable": capacity, "capacity": capacity},
-    }
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    taints = (node.get("spec") or {}).get("taints") or []
-    blocked = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints)
-    return ready and not blocked
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _insecure() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
-
-def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:  # noqa: S310
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _post_json(url: str, body: Mapping[str, Any]) -> Any:
-    req = urllib.request.Request(  # noqa: S310 - a loopback etcd URL we built
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
-            return json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ClusterError(f"dev-cluster: etcd request {url} failed: {exc}") from exc
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)  # reap our own children
-        if done == pid:
-            return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _same_process(proc: Proc) -> bool:
-    """Guard against PID reuse: the recorded binary must still be what runs there."""
-    try:
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
-            argv0 = fh.read().split(b"\0", 1)[0].decode(errors="replace")
-    except OSError:
-        return False
-    return argv0 == proc.argv0
-
-
-def _last_error_line(log: Path) -> str:
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines[-40:]):
-        low = line.lower()
-        if any(w in low for w in ("error", "fatal", "failed", "panic", "address already in use")):
-            return line.strip()[:240]
-    return lines[-1].strip()[:240] if lines else ""
