@@ -97,7 +97,9 @@ class Intake(Reconciling):
                 namespace=ns,
                 transform=functools.partial(spc_status_entry, hash_key=self.options.hash_key),
             )
-            self._optional_reflectors.append(status)
+            # a status is a config source: one updated before its first list completes would be
+            # seen as "added" and ignored, so its list is part of the initial sync
+            self._config_reflectors.append(status)
             self._watch(status, self._consume_configs)
 
     async def _drain(self, refl: Reflector[Any]) -> None:
