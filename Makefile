@@ -16,8 +16,8 @@ help:
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
-	@echo "make bench [SCENARIOS=S1,S2] - kube-reloader vs Stakater Reloader (bench/README.md)"
-	@echo "make bench-quick - the same, short (< 10 min)"
+	@echo "make bench [SCENARIOS=S1,S2] [BASELINE=<git ref>] - kube-reloader vs Stakater Reloader (bench/README.md)"
+	@echo "make bench-quick - the same, short (< 10 min; about 14 min with BASELINE=)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
 	@echo "make lock      - re-resolve requirements/*.txt (hashed locks); LOCK_ARGS=--upgrade to move pins"
@@ -64,17 +64,20 @@ demo: cluster-binaries
 
 SCENARIOS ?=
 BENCH_ARGS ?=
+# BASELINE=<git ref>: also run kube-reloader from that ref's src/, for a before/after table.
+BASELINE ?=
+BENCH_SELECT = $(if $(SCENARIOS),--scenarios=$(SCENARIOS)) $(if $(BASELINE),--baseline=$(BASELINE))
 
 bench: cluster-binaries
 	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
-	@$(PY) bench/compare.py $(if $(SCENARIOS),--scenarios=$(SCENARIOS)) $(BENCH_ARGS)
+	@$(PY) -m bench.compare $(BENCH_SELECT) $(BENCH_ARGS)
 
 bench-quick: cluster-binaries
 	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
-	@$(PY) bench/compare.py --quick $(if $(SCENARIOS),--scenarios=$(SCENARIOS))
+	@$(PY) -m bench.compare --quick $(BENCH_SELECT)
 
 bench-reload: cluster-binaries
-	@$(PY) bench/reload_bench.py
+	@$(PY) -m bench.reload_bench
 
 manifests: cluster-binaries
 	@$(PY) scripts/render_manifests.py

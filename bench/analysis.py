@@ -8,9 +8,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from controllers import Controller
-from observation import Observation
-from runs import Run
+from .controllers import Controller
+from .observation import Observation
+from .runs import Run
 
 
 def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, int], api_total: int,

@@ -17,7 +17,11 @@ measured from outside, identically for both:
 Flags are Reloader-equivalent for both (env-vars strategy, all namespaces, JSON logs; for
 kube-reloader coalescing and rate limits off), except M2 which runs kube-reloader's defaults.
 
-    python bench/compare.py [--scenarios S1,S2] [--quick] [--seed 7]
+    python -m bench.compare [--scenarios S1,S2] [--quick] [--seed 7] [--baseline REF]
+
+--baseline REF adds a column: kube-reloader run from REF's src/ (git archive), so each scenario
+runs the current tree, kube-reloader@REF and Reloader in one invocation, and the report opens
+with a before/after table (bench/baseline.py).
 """
 
 from __future__ import annotations
@@ -38,13 +42,11 @@ from kube_reloader.devcluster.building import Builder
 from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.devcluster.versions import RELOADER
 
-# Run as a script (`python bench/compare.py`, or runpy): its sibling modules import by name.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from driving import run_one
-from report import plots, report
-from runs import progress
-from scenarios import SCENARIOS
+from .baseline import CURRENT, STAKATER, current_tree, export
+from .driving import run_one
+from .report import before_after, plots, report
+from .runs import Scenario, progress
+from .scenarios import SCENARIOS
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -54,8 +56,20 @@ async def main_async(args: argparse.Namespace) -> int:
             f"no such scenario; choose from {', '.join(s.id for s in SCENARIOS)}", file=sys.stderr
         )
         return 2
-    builder = Builder(extra=("reloader",), report=lambda line: progress(line))
-    bins = builder.ensure().bin
+    if args.baseline_ref:  # before the build: a wrong ref fails at once
+        args.baseline = export(args.baseline_ref)
+        progress(
+            f"baseline {args.baseline.name}: {args.baseline.subject} (from {args.baseline.src})"
+        )
+    try:
+        builder = Builder(extra=("reloader",), report=lambda line: progress(line))
+        return await _compare(args, selected, builder.ensure().bin)
+    finally:
+        if args.baseline is not None:
+            args.baseline.remove()
+
+
+async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Path) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.results) / stamp
     (out / "raw").mkdir(parents=True, exist_ok=True)
@@ -65,7 +79,16 @@ async def main_async(args: argparse.Namespace) -> int:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "seed": args.seed,
             "duration": args.duration, "reloader_version": RELOADER,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}  # fmt: skip
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "current": current_tree()}  # fmt: skip
+    base = args.baseline
+    if base is not None:
+        meta["baseline"] = {
+            "name": base.name,
+            "ref": base.ref,
+            "commit": base.commit,
+            "subject": base.subject,
+        }
     # SIGTERM (timeout, CI) cancels the run like Ctrl-C, so the cluster below is stopped.
     main_task = asyncio.current_task()
     assert main_task is not None
@@ -74,12 +97,15 @@ async def main_async(args: argparse.Namespace) -> int:
         progress("starting the dev cluster (with an audit log)")
         await asyncio.to_thread(cluster.up, nodes=2, audit=True)
         audit = state / "audit.log"
-        total = len(selected) * 2
+        total = len(selected) * (3 if base else 2)
         done = 0
         started = time.monotonic()
         for i, scenario in enumerate(selected):
             results[scenario.id] = {}
-            for controller in ("kube-reloader", "reloader"):
+            # With a baseline, the two kube-reloaders alternate which runs first (an order
+            # effect, such as the previous run's namespaces going away, falls on both).
+            krs = [CURRENT, base.name] if base else [CURRENT]
+            for controller in [*(krs if i % 2 == 0 else krs[::-1]), STAKATER]:
                 eta = ""
                 if done:
                     eta = f", ETA {((time.monotonic() - started) / done) * (total - done) / 60:.1f} min"
@@ -89,7 +115,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 )
                 r = results[scenario.id][controller]
                 progress(f"  p50 {r['latency_ms']['p50']} ms, p99 {r['latency_ms']['p99']} ms, missed {r['missed']}, "
-                         f"dup {r['duplicates']}, api {r['api_requests']}, rss {r['rss_peak_mib']} MiB")  # fmt: skip
+                         f"dup {r['duplicates']}, api {r['api_requests']}, cpu {r['cpu_seconds']} s, rss {r['rss_peak_mib']} MiB")  # fmt: skip
                 done += 1
     finally:
         cluster.down()
@@ -100,12 +126,14 @@ async def main_async(args: argparse.Namespace) -> int:
         progress(f"plots: {', '.join(made)}")
     except ImportError:
         progress("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+    if base is not None:
+        print("\n".join(["", *before_after(results, meta), ""]), flush=True)
     progress(f"report: {out / 'report.md'}")
     return 0
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
     p.add_argument(
         "--scenarios",
         type=lambda s: [x.strip().upper() for x in s.split(",") if x.strip()],
@@ -117,7 +145,15 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--duration", type=float, default=None)
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
+    p.add_argument(
+        "--baseline",
+        dest="baseline_ref",
+        metavar="REF",
+        default="",
+        help="also run kube-reloader from this git ref's src/ (before/after columns)",
+    )
     args = p.parse_args()
+    args.baseline = None
     if args.duration is None:
         args.duration = 10.0 if args.quick else 55.0
     try:

@@ -11,7 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from runs import Scenario
+from .baseline import is_kube_reloader
+from .runs import Scenario
 
 
 class Controller:
@@ -75,7 +76,7 @@ class Controller:
 
 
 def controller_argv(name: str, bins: Path, scenario: Scenario) -> list[str]:
-    if name == "kube-reloader":
+    if is_kube_reloader(name):  # a baseline runs the same command from its own source
         same = (
             []
             if scenario.id == "M2"

@@ -14,19 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from analysis import analyse
-from controllers import Controller, controller_argv
-from observation import Observation, audit_counts, watch_workloads
-from runs import HARNESS_UA, Run, Scenario, progress
 
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
+
+from .analysis import analyse
+from .baseline import CURRENT, STAKATER, file_safe, is_kube_reloader
+from .controllers import Controller, controller_argv
+from .observation import Observation, audit_counts, watch_workloads
+from .runs import HARNESS_UA, Run, Scenario, progress
 
 
 async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: Path, bins: Path,
                   args: argparse.Namespace, out_dir: Path, index: int) -> dict[str, Any]:  # fmt: skip
     cfg = config.load_kubeconfig([kubeconfig])
-    run_id = f"{scenario.id.lower()}-{'kr' if controller == 'kube-reloader' else 'st'}-{args.run}"
+    tag = {CURRENT: "kr", STAKATER: "st"}.get(controller, "kb")  # kb: kube-reloader@<baseline>
+    run_id = f"{scenario.id.lower()}-{tag}-{args.run}"
     async with Client(cfg, user_agent=HARNESS_UA, max_connections=64) as client:
         plan = await scenario.setup(client, run_id, args)
         await asyncio.sleep(
@@ -39,7 +42,9 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         offset = audit.stat().st_size
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
         env.pop("KUBERNETES_NAMESPACE", None)
-        log = out_dir / "logs" / f"{scenario.id}-{controller}.log"
+        if args.baseline is not None and controller == args.baseline.name:
+            env = args.baseline.env(env)
+        log = out_dir / "logs" / f"{scenario.id}-{file_safe(controller)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         ctrl = Controller(controller, controller_argv(controller, bins, scenario), env, log)
         run = Run(
@@ -56,7 +61,7 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         try:
             if plan.probe is not None:
                 first_reload = await probe_first_reload(run, ctrl, obs)
-            elif controller == "kube-reloader":
+            elif is_kube_reloader(controller):
                 deadline = time.monotonic() + 60
                 while "caches synced" not in log.read_text() and time.monotonic() < deadline:  # noqa: ASYNC110
                     await asyncio.sleep(0.1)
@@ -73,7 +78,9 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         api, total = audit_counts(audit, offset)
         result = analyse(run, obs, ctrl, api, total, first_reload)
         await clear_out(client, plan.namespaces)
-    (out_dir / "raw" / f"{scenario.id}-{controller}.json").write_text(json.dumps(result, indent=2))
+    (out_dir / "raw" / f"{scenario.id}-{file_safe(controller)}.json").write_text(
+        json.dumps(result, indent=2)
+    )
     return result
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runs import HARNESS_UA, KINDS
-
 from kube_reloader.kube import errors
 from kube_reloader.kube.client import Client
+
+from .runs import HARNESS_UA, KINDS
 
 CONTROL_PLANE_UAS = (
     "kube-controller-manager",

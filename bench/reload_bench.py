@@ -14,7 +14,7 @@ kube-apiserver (no kube-controller-manager: the Deployments have 0 replicas, so 
 are what is measured, not pod churn). Timing is a benchmark, never a test: numbers vary with
 the machine; report them with the machine and the date.
 
-    .venv/bin/python bench/reload_bench.py [--deployments 1000] [--updates 200] [--secrets 10000]
+    .venv/bin/python -m bench.reload_bench [--deployments 1000] [--updates 200] [--secrets 10000]
 """
 
 from __future__ import annotations
@@ -201,7 +201,9 @@ async def run(args: argparse.Namespace, kubeconfig: Path, out: dict[str, Any]) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.reload_bench", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--deployments", type=int, default=1000)
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--secrets", type=int, default=10000)

@@ -18,7 +18,7 @@ from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 
 if TYPE_CHECKING:
-    from controllers import Controller
+    from .controllers import Controller
 
 
 HARNESS_UA = "kube-reloader-bench"

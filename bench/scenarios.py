@@ -11,7 +11,10 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from runs import (
+from kube_reloader.kube import errors, resources
+from kube_reloader.kube.client import Client, PatchType
+
+from .runs import (
     Plan,
     Run,
     Scenario,
@@ -23,9 +26,6 @@ from runs import (
     secret,
     workload,
 )
-
-from kube_reloader.kube import errors, resources
-from kube_reloader.kube.client import Client, PatchType
 
 
 def simple(
