@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 Manifest = dict[str, Any]
+#: the workload annotation that reloads on every ConfigMap and Secret the pods reference
+AUTO = {"reloader.stakater.com/auto": "true"}
 
 
 def _meta(name: str, namespace: str | None, **extra: Any) -> Manifest:
@@ -102,6 +104,21 @@ def deployment(
             "template": template or pod_template(labels),
         },
     }
+
+
+def auto_deployment(
+    name: str, namespace: str | None = None, *, configmaps: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (), replicas: int = 1, **meta: Any,
+) -> Manifest:  # fmt: skip
+    """Deployment `name` (pods labelled `app: name`) whose one container `app` reads
+    `configmaps` and `secrets` through envFrom; annotated with AUTO unless `annotations` is
+    given."""
+    template = pod_template(
+        {"app": name},
+        containers=[container("app", env_from_configmaps=configmaps, env_from_secrets=secrets)],
+    )
+    meta.setdefault("annotations", AUTO)
+    return deployment(name, namespace, replicas=replicas, template=template, **meta)
 
 
 def statefulset(

@@ -8,16 +8,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
+import msgspec
+
 from kube_reloader.core import planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.strategies import Strategy
-from kube_reloader.kube import resources
+from kube_reloader.kube import config, credentials, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.options import Options
 from tests import builders
 
-AUTO = {"reloader.stakater.com/auto": "true"}
+AUTO = builders.AUTO
 KIND_RESOURCE = {
     "Deployment": resources.DEPLOYMENTS,
     "StatefulSet": resources.STATEFULSETS,
@@ -93,20 +95,55 @@ def app(*, env_from_configmaps: tuple[str, ...] = (), env_from_secrets: tuple[st
 
 
 async def auto_deployment_on_configmap(
-    client: Client, namespace: str, *, replicas: int = 1
-) -> None:
-    """The common fixture: ConfigMap `c` ({"a": "1"}) and Deployment `w` (reloader auto) reading
-    it through envFrom."""
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
+    client: Client, namespace: str, *, name: str = "w", configmap: str = "c",
+    data: dict[str, str] | None = None, replicas: int = 1, **meta: Any,
+) -> None:  # fmt: skip
+    """The common fixture: ConfigMap `configmap` (`data`, by default {"a": "1"}), then
+    Deployment `name` (reloader auto) reading it through envFrom (`builders.auto_deployment`,
+    which takes `meta`: `annotations` in place of the auto annotation, `labels`)."""
+    data = {"a": "1"} if data is None else data
+    await client.create(resources.CONFIGMAPS, builders.configmap(configmap, namespace, data))
     await client.create(
         resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            replicas=replicas,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
+        builders.auto_deployment(
+            name, namespace, configmaps=(configmap,), replicas=replicas, **meta
         ),
+    )
+
+
+async def generation(client: Client, namespace: str, name: str) -> int:
+    """`metadata.generation` of Deployment `name`: how many spec changes it has seen."""
+    obj = await client.get(resources.DEPLOYMENTS, name, namespace=namespace)
+    return int(obj["metadata"]["generation"])
+
+
+async def service_account_token(
+    client: Client, namespace: str, sa: str, *, expiration_seconds: int = 3600
+) -> str:
+    """A bearer token for ServiceAccount `sa`, from the TokenRequest API."""
+    body = msgspec.json.encode(
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        }
+    )
+    data = await client.request(
+        "POST",
+        resources.SERVICEACCOUNTS.path(namespace, sa, "token"),
+        body=body,
+        content_type="application/json",
+    )
+    return str(msgspec.json.decode(data)["status"]["token"])
+
+
+def bearer_connection(base: config.ConnectionConfig, token: str) -> config.ConnectionConfig:
+    """A connection to `base`'s server, trusting `base`'s CA, that authenticates with `token`
+    (and nothing else of `base`)."""
+    return config.ConnectionConfig(
+        server=base.server,
+        ca_pem=base.ca_pem,
+        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)),
     )
 
 

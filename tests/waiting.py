@@ -1,11 +1,12 @@
-"""Bounded waits for integration tests: poll until a condition holds or fail with context."""
+"""Bounded waits for integration tests: poll until a condition holds or fail with context,
+and the conditions more than one test waits for."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -27,3 +28,12 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
         await asyncio.sleep(interval)
+
+
+def observed(obj: Mapping[str, Any], *, as_string: bool = False) -> bool:
+    """Whether `obj`'s controller has written a status for its current spec:
+    `status.observedGeneration` equals `metadata.generation` (Argo Rollouts writes it as a
+    string: `as_string`)."""
+    generation = obj["metadata"]["generation"]
+    want = str(generation) if as_string else generation
+    return bool((obj.get("status") or {}).get("observedGeneration") == want)

@@ -29,10 +29,7 @@ from typing import Any
 
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
-from tests import builders
-from tests.harness import app
-
-AUTO = {"reloader.stakater.com/auto": "true"}
+from tests.harness import auto_deployment_on_configmap
 
 
 def free_port() -> int:
@@ -181,25 +178,6 @@ async def drop_namespace(client: Client, name: str) -> None:
         await client.delete(resources.NAMESPACES, name)
 
 
-async def auto_deployment(
-    client: Client,
-    namespace: str,
-    name: str,
-    *,
-    configmaps: tuple[str, ...] = (),
-    secrets: tuple[str, ...] = (),
-) -> None:
-    """A Deployment with `reloader.stakater.com/auto: "true"` reading these through envFrom."""
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            name, namespace, annotations=AUTO,
-            template=app(env_from_configmaps=configmaps, env_from_secrets=secrets,
-                         labels={"app": name}),
-        ),
-    )  # fmt: skip
-
-
 @dataclass
 class Canary:
     """A Deployment `canary` reading ConfigMap `canary` (auto) in its own namespace."""
@@ -209,10 +187,9 @@ class Canary:
     version: int = 0
 
     async def create(self, name: str = "canary") -> None:
-        await self.client.create(
-            resources.CONFIGMAPS, builders.configmap(name, self.namespace, {"v": "0"})
+        await auto_deployment_on_configmap(
+            self.client, self.namespace, name=name, configmap=name, data={"v": "0"}
         )
-        await auto_deployment(self.client, self.namespace, name, configmaps=(name,))
 
     async def signature(self, name: str = "canary") -> tuple[str | None, str | None]:
         """What a reload changes: the env var (env-vars strategy) and the pod template's

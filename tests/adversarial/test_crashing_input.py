@@ -18,8 +18,8 @@ from kube_reloader.core.annotations import RELOADED_HASHES
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
-from tests.adversarial.tenant import AUTO, Canary, controller
-from tests.harness import app
+from tests.adversarial.tenant import Canary, controller
+from tests.harness import AUTO, app
 
 pytestmark = pytest.mark.cluster
 
@@ -32,9 +32,7 @@ PAUSE = {
 
 async def overflowing_pause(client: Client, ns: str, name: str) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap(name, ns, {"x": "1"}))
-    body = builders.deployment(
-        name, ns, annotations=PAUSE, template=app(env_from_configmaps=(name,), labels={"app": name})
-    )
+    body = builders.auto_deployment(name, ns, configmaps=(name,), annotations=PAUSE)
     body["spec"]["paused"] = True
     await client.create(resources.DEPLOYMENTS, body)
 

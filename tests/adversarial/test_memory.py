@@ -17,8 +17,8 @@ import pytest
 
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client, PatchType
-from tests import builders
-from tests.adversarial.tenant import Canary, auto_deployment, controller, free_port
+from tests.adversarial.tenant import Canary, controller, free_port
+from tests.harness import auto_deployment_on_configmap
 
 pytestmark = pytest.mark.cluster
 
@@ -58,8 +58,7 @@ def received(metrics: str) -> int:
 async def test_twenty_thousand_changes_against_a_hanging_webhook_grow_rss_by_less_than_20_mib(
     client: Client, kubeconfig_path: Path, tenant: str, canary: Canary
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("hot", tenant, {"v": "0"}))
-    await auto_deployment(client, tenant, "hot", configmaps=("hot",))
+    await auto_deployment_on_configmap(client, tenant, name="hot", configmap="hot", data={"v": "0"})
     counter = iter(range(1, CHANGES + 1))
 
     async def patcher() -> None:

@@ -14,14 +14,16 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
-from tests.adversarial.tenant import auto_deployment, controller
+from tests.adversarial.tenant import controller
 
 pytestmark = pytest.mark.cluster
 
 
 async def reload_on_pin_change(client: Client, ns: str) -> None:
     await client.create(resources.SECRETS, builders.secret("pin", ns, {"pin": "123456"}))
-    await auto_deployment(client, ns, "bank", secrets=("pin",))
+    await client.create(
+        resources.DEPLOYMENTS, builders.auto_deployment("bank", ns, secrets=("pin",))
+    )
 
 
 async def wait_for_env(client: Client, ns: str, value: str) -> None:

@@ -20,7 +20,7 @@ from kube_reloader.devcluster.argo import ArgoBuilder, RolloutsController, insta
 from kube_reloader.kube import config, resources
 from kube_reloader.kube.client import Client
 from tests.harness import AUTO, app, auto_deployment_on_configmap, env_of, running, update_cm
-from tests.waiting import eventually
+from tests.waiting import eventually, observed
 
 #: the first test also builds the controller when it is not cached yet (minutes, see argo.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(1800)]
@@ -57,8 +57,7 @@ def rollout(name: str, namespace: str) -> dict[str, Any]:
 async def argo_observed(client: Client, namespace: str, name: str) -> dict[str, Any] | None:
     """The Rollout once Argo has written a status for its current generation (else None)."""
     r = await client.get(resources.ROLLOUTS, name, namespace=namespace)
-    observed = (r.get("status") or {}).get("observedGeneration")
-    return r if observed == str(r["metadata"]["generation"]) else None
+    return r if observed(r, as_string=True) else None
 
 
 async def test_a_rollout_with_argos_status_and_a_deployment_both_reload_on_a_configmap_change(

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import yaml
 
@@ -20,11 +19,17 @@ from kube_reloader import metrics
 from kube_reloader.cli.flags import parse
 from kube_reloader.core import hashing
 from kube_reloader.devcluster.building import Builder
-from kube_reloader.kube import config, credentials, errors, resources
+from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from tests import builders
-from tests.harness import AUTO, app, auto_deployment_on_configmap, env_of, update_cm
+from tests.harness import (
+    auto_deployment_on_configmap,
+    bearer_connection,
+    env_of,
+    service_account_token,
+    update_cm,
+)
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,23 +300,6 @@ async def _apply(client: Client, docs: list[dict[str, Any]]) -> None:
         )  # fmt: skip
 
 
-async def sa_token(client: Client, namespace: str, sa: str) -> str:
-    body = msgspec.json.encode(
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        }
-    )
-    data = await client.request(
-        "POST",
-        resources.SERVICEACCOUNTS.path(namespace, sa, "token"),
-        body=body,
-        content_type="application/json",
-    )
-    return str(msgspec.json.decode(data)["status"]["token"])
-
-
 @pytest.mark.cluster
 async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
     client: Client, namespace: str, kubeconfig_path: Path
@@ -328,10 +316,8 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
         (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].startswith("Cluster")
     ]
     try:
-        token = await sa_token(client, namespace, f"{release}-reloader")
-        admin = config.load_kubeconfig([kubeconfig_path])
-        as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
-                                        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)))  # fmt: skip
+        token = await service_account_token(client, namespace, f"{release}-reloader")
+        as_sa = bearer_connection(config.load_kubeconfig([kubeconfig_path]), token)
         await auto_deployment_on_configmap(client, namespace, replicas=0)
         async with Client(as_sa) as sa:
             # all namespaces, as the chart's ClusterRole is meant for
@@ -414,10 +400,8 @@ async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_stil
     await client.create(KINDS["ClusterRole"], role)
     await client.create(KINDS["ClusterRoleBinding"], binding)
     try:
-        token = await sa_token(client, namespace, "reloader")
-        admin = config.load_kubeconfig([kubeconfig_path])
-        as_sa = config.ConnectionConfig(server=admin.server, ca_pem=admin.ca_pem,
-                                        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)))  # fmt: skip
+        token = await service_account_token(client, namespace, "reloader")
+        as_sa = bearer_connection(config.load_kubeconfig([kubeconfig_path]), token)
         await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
 
         async def can_list() -> bool:  # RBAC changes take a moment to reach the authorizer
@@ -441,13 +425,7 @@ async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_stil
                 # created after startup: only polling can find it
                 await client.create(
                     resources.DEPLOYMENTS,
-                    builders.deployment(
-                        "late",
-                        namespace,
-                        replicas=0,
-                        template=app(env_from_configmaps=("c",), labels={"app": "late"}),
-                        annotations=AUTO,
-                    ),
+                    builders.auto_deployment("late", namespace, configmaps=("c",), replicas=0),
                 )
 
                 async def indexed() -> bool:

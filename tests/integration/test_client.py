@@ -6,14 +6,14 @@ import asyncio
 import base64
 from pathlib import Path
 
-import msgspec
 import pytest
 import yaml
 
-from kube_reloader.kube import config, credentials, errors, resources
+from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.projections import Object
 from tests import builders
+from tests.harness import bearer_connection, service_account_token
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -366,12 +366,7 @@ async def test_client_certificate_given_as_data_authenticates(
 
 
 async def test_wrong_token_raises_unauthorized(kubeconfig_path: Path) -> None:
-    good = config.load_kubeconfig([kubeconfig_path])
-    bad = config.ConnectionConfig(
-        server=good.server,
-        credentials=credentials.StaticCredentials(credentials.AuthState(token="not-a-token")),
-        ca_pem=good.ca_pem,
-    )
+    bad = bearer_connection(config.load_kubeconfig([kubeconfig_path]), "not-a-token")
     async with Client(bad) as c:
         with pytest.raises(errors.Unauthorized):
             await c.get(resources.NAMESPACES, "default")
@@ -395,33 +390,11 @@ async def test_service_account_without_rbac_gets_forbidden(client: Client, names
             "metadata": {"name": "nobody", "namespace": namespace},
         },
     )
-    token = await _token_request(client, namespace, "nobody")
-    cfg = config.ConnectionConfig(
-        server=client.config.server,
-        credentials=credentials.StaticCredentials(credentials.AuthState(token=token)),
-        ca_pem=client.config.ca_pem,
-    )
+    token = await service_account_token(client, namespace, "nobody", expiration_seconds=600)
+    cfg = bearer_connection(client.config, token)
     async with Client(cfg) as c:
         with pytest.raises(errors.Forbidden, match="cannot list resource"):
             await c.list(resources.SECRETS, namespace=namespace)
-
-
-async def _token_request(client: Client, namespace: str, sa: str) -> str:
-    body = msgspec.json.encode(
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        }
-    )
-    data = await client.request(
-        "POST",
-        resources.SERVICEACCOUNTS.path(namespace, sa, "token"),
-        body=body,
-        content_type="application/json",
-    )
-    token: str = msgspec.json.decode(data)["status"]["token"]
-    return token
 
 
 class ConnectProxy:

@@ -11,18 +11,18 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
-from tests.harness import AUTO, app, env_of, find_event, running, update_cm
+from tests.harness import (
+    app,
+    auto_deployment_on_configmap,
+    env_of,
+    find_event,
+    generation,
+    running,
+    update_cm,
+)
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
-
-
-async def generation(client: Client, namespace: str, name: str) -> int:
-    return int(
-        (await client.get(resources.DEPLOYMENTS, name, namespace=namespace))["metadata"][
-            "generation"
-        ]
-    )
 
 
 async def test_five_configmaps_changed_within_100ms_give_exactly_one_rollout(
@@ -33,13 +33,7 @@ async def test_five_configmaps_changed_within_100ms_give_exactly_one_rollout(
         await client.create(resources.CONFIGMAPS, builders.configmap(n, namespace, {"v": "0"}))
     await client.create(
         resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            replicas=0,
-            template=app(env_from_configmaps=tuple(names), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+        builders.auto_deployment("w", namespace, configmaps=tuple(names), replicas=0),
     )
     before = await generation(client, namespace, "w")
     async with running(client, namespace) as ctl:
@@ -61,16 +55,8 @@ async def test_five_configmaps_changed_within_100ms_give_exactly_one_rollout(
 async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times_and_ends_current(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("cert", namespace, {"v": "0"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            replicas=0,
-            template=app(env_from_configmaps=("cert",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+    await auto_deployment_on_configmap(
+        client, namespace, configmap="cert", data={"v": "0"}, replicas=0
     )
     before = await generation(client, namespace, "w")
     async with running(client, namespace, min_interval=3.0) as ctl:
@@ -104,10 +90,10 @@ async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times
 def _deployment(
     name: str, namespace: str, cm: str, env: list[dict[str, str]] | None = None, **meta: Any
 ) -> dict[str, Any]:
-    tmpl = app(env_from_configmaps=(cm,), labels={"app": name})
+    d = builders.auto_deployment(name, namespace, configmaps=(cm,), replicas=0, **meta)
     if env:
-        tmpl["spec"]["containers"][0]["env"] = env
-    return builders.deployment(name, namespace, replicas=0, template=tmpl, annotations=AUTO, **meta)
+        d["spec"]["template"]["spec"]["containers"][0]["env"] = env
+    return d
 
 
 async def test_starting_with_100_up_to_date_workloads_writes_nothing(
@@ -159,8 +145,7 @@ async def test_changes_made_while_the_controller_was_down_are_applied_once(
         await update_cm(client, namespace, "seen", {"v": "2"})
 
         async def first() -> bool:
-            d = await client.get(resources.DEPLOYMENTS, "reloaded-before", namespace=namespace)
-            return int(d["metadata"]["generation"]) == 2
+            return await generation(client, namespace, "reloaded-before") == 2
 
         await eventually(first, what="the first reload")
     # nobody is watching now
@@ -279,26 +264,10 @@ async def test_no_reload_is_lost_when_the_api_server_or_etcd_restarts_during_upd
 
     client = private_client
     ns = f"restart-{component}"
-    import contextlib
+    await _private_ns(client, ns, 5)
 
-    with contextlib.suppress(errors.AlreadyExists):
-        await client.create(
-            resources.NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        )
-    for i in range(5):
-        with contextlib.suppress(errors.AlreadyExists):
-            await client.create(resources.CONFIGMAPS, builders.configmap(f"c{i}", ns, {"v": "0"}))
-            await client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", ns, f"c{i}"))
-
-    async def update(i: int, value: str) -> None:
-        for _ in range(300):  # the API may be down: keep trying, as a user's CI would
-            try:
-                await update_cm(client, ns, f"c{i}", {"v": value})
-                return
-            except (errors.Transient, errors.ConnectionFailed):
-                await asyncio.sleep(0.2)
-        raise AssertionError("the API server never came back")
+    async def update(i: int, value: str) -> None:  # the API may be down: keep trying
+        await _update_retrying(client, ns, f"c{i}", {"v": value})
 
     async with running(client, ns) as ctl:
         await update(0, "1")
@@ -344,10 +313,9 @@ async def test_a_planted_secret_value_appears_in_no_log_event_metric_or_error(
     await client.create(
         resources.SECRETS, builders.secret("db", namespace, {"password": "old-" + planted})
     )
-    tmpl = app(env_from_secrets=("db",), labels={"app": "w"})
     await client.create(
         resources.DEPLOYMENTS,
-        builders.deployment("w", namespace, replicas=0, template=tmpl, annotations=AUTO),
+        builders.auto_deployment("w", namespace, secrets=("db",), replicas=0),
     )
     # a workload with broken annotations, so warnings and Events are produced too
     await client.create(resources.DEPLOYMENTS, builders.deployment("bad", namespace, replicas=0, template=app(env_from_secrets=("db",), labels={"app": "bad"}),
@@ -392,18 +360,10 @@ async def test_a_reload_rollout_is_followed_to_completion_or_failure(
     client: Client, namespace: str
 ) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "0"}))
-    ok = builders.deployment(
-        "ok",
-        namespace,
-        replicas=2,
-        template=app(env_from_configmaps=("c",), labels={"app": "ok"}),
-        annotations=AUTO,
-    )
-    stuck_tmpl = app(env_from_configmaps=("c",), labels={"app": "stuck"})
-    stuck_tmpl["spec"]["nodeSelector"] = {"no-such-node": "true"}  # new pods can never be scheduled
-    stuck = builders.deployment(
-        "stuck", namespace, replicas=1, template=stuck_tmpl, annotations=AUTO
-    )
+    ok = builders.auto_deployment("ok", namespace, configmaps=("c",), replicas=2)
+    stuck = builders.auto_deployment("stuck", namespace, configmaps=("c",), replicas=1)
+    # new pods can never be scheduled
+    stuck["spec"]["template"]["spec"]["nodeSelector"] = {"no-such-node": "true"}
     stuck["spec"]["progressDeadlineSeconds"] = 3
     stuck["spec"]["strategy"] = {
         "type": "RollingUpdate",

@@ -20,8 +20,7 @@ import pytest
 from kube_reloader.core import hashing
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
-from tests import builders
-from tests.harness import AUTO, app, env_of, update_cm
+from tests.harness import auto_deployment_on_configmap, env_of, generation, update_cm
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster]
@@ -73,20 +72,10 @@ async def holder(client: Client, namespace: str) -> dict[str, Any] | None:
 async def workloads(client: Client, namespace: str, n: int) -> AsyncIterator[list[str]]:
     names = [f"w{i}" for i in range(n)]
     for name in names:
-        await client.create(
-            resources.CONFIGMAPS, builders.configmap(f"c-{name}", namespace, {"v": "0"})
+        await auto_deployment_on_configmap(
+            client, namespace, name=name, configmap=f"c-{name}", data={"v": "0"}, replicas=0
         )
-        await client.create(resources.DEPLOYMENTS, builders.deployment(
-            name, namespace, replicas=0, template=app(env_from_configmaps=(f"c-{name}",), labels={"app": name}), annotations=AUTO))  # fmt: skip
     yield names
-
-
-async def generation(client: Client, namespace: str, name: str) -> int:
-    return int(
-        (await client.get(resources.DEPLOYMENTS, name, namespace=namespace))["metadata"][
-            "generation"
-        ]
-    )
 
 
 async def test_killing_the_leader_mid_burst_loses_and_repeats_no_reload(

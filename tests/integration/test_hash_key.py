@@ -14,8 +14,7 @@ import pytest
 from kube_reloader.core import hashing
 from kube_reloader.kube import errors, hashkey, resources
 from kube_reloader.kube.client import Client
-from tests import builders
-from tests.harness import app, env_of, running, update_cm
+from tests.harness import auto_deployment_on_configmap, env_of, running, update_cm
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -55,14 +54,7 @@ async def test_a_reload_with_hmac_writes_the_keyed_hash_not_reloaders_sha1(
     client: Client, namespace: str
 ) -> None:
     key = secrets.token_bytes(hashing.KEY_BYTES)
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w", namespace, template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations={"reloader.stakater.com/auto": "true"},
-        ),
-    )  # fmt: skip
+    await auto_deployment_on_configmap(client, namespace)
     async with running(client, namespace, hash_key=key):
         await update_cm(client, namespace, "c", {"a": "2"})
 

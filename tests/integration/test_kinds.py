@@ -422,17 +422,8 @@ async def deployment_state(
 
 
 async def test_pause_period_pauses_then_resumes_on_time(client: Client, namespace: str) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     anns = {**AUTO, "deployment.reloader.stakater.com/pause-period": "2s"}
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=anns,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, annotations=anns)
     async with running(client, namespace) as ctl:
         await update_cm(client, namespace, "c", {"a": "2"})
 
@@ -469,12 +460,7 @@ async def test_pause_period_pauses_then_resumes_on_time(client: Client, namespac
 async def test_a_user_paused_deployment_is_left_paused(client: Client, namespace: str) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     anns = {**AUTO, "deployment.reloader.stakater.com/pause-period": "1s"}
-    d = builders.deployment(
-        "w",
-        namespace,
-        template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-        annotations=anns,
-    )
+    d = builders.auto_deployment("w", namespace, configmaps=("c",), annotations=anns)
     d["spec"]["paused"] = True
     await client.create(resources.DEPLOYMENTS, d)
     async with running(client, namespace):
@@ -491,17 +477,8 @@ async def test_a_user_paused_deployment_is_left_paused(client: Client, namespace
 
 
 async def test_a_pause_survives_a_controller_restart(client: Client, namespace: str) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     anns = {**AUTO, "deployment.reloader.stakater.com/pause-period": "3s"}
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=anns,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, annotations=anns)
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 
@@ -527,17 +504,8 @@ async def test_a_pause_survives_a_controller_restart(client: Client, namespace: 
 async def test_an_invalid_pause_period_reloads_without_pausing_and_warns(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     anns = {**AUTO, "deployment.reloader.stakater.com/pause-period": "5 minutes"}
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=anns,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, annotations=anns)
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 
@@ -596,13 +564,7 @@ async def test_webhook_mode_posts_reloaders_payload_instead_of_reloading_and_ret
     await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     await client.create(resources.CONFIGMAPS, builders.configmap("unused", namespace, {"a": "1"}))
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+        resources.DEPLOYMENTS, builders.auto_deployment("w", namespace, configmaps=("c",))
     )
     async with (
         receiver([500, 200]) as (rec, url),

@@ -34,8 +34,7 @@ from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.leadership import LOCK_NAME, LeaderElector, Timing
 from kube_reloader.runtime.options import Options
 from kube_reloader.serving import Health
-from tests import builders
-from tests.harness import AUTO, app, env_of, update_cm
+from tests.harness import auto_deployment_on_configmap, env_of, update_cm
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -300,10 +299,9 @@ async def test_across_a_takeover_one_replica_writes_at_a_time_and_each_change_re
 ) -> None:
     names = [f"w{i}" for i in range(14)]
     for n in names:
-        await api.create(resources.CONFIGMAPS, builders.configmap(f"c-{n}", ns, {"v": "0"}))
-        await api.create(resources.DEPLOYMENTS, builders.deployment(
-            n, ns, replicas=0, template=app(env_from_configmaps=(f"c-{n}",), labels={"app": n}),
-            annotations=AUTO))  # fmt: skip
+        await auto_deployment_on_configmap(
+            api, ns, name=n, configmap=f"c-{n}", data={"v": "0"}, replicas=0
+        )
     want = hashing.configmap_hash({"v": "1"})
 
     async def applied(batch: list[str]) -> bool:

@@ -29,12 +29,21 @@ import pytest
 from kube_reloader.cli import run as cli_run
 from kube_reloader.cli.flags import parse
 from kube_reloader.core import hashing
-from kube_reloader.kube import config, credentials, errors, resources
+from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
 from tests import builders
-from tests.harness import AUTO, KIND_RESOURCE, app, env_of, update_cm
-from tests.integration.test_chart import KINDS, render, sa_token
+from tests.harness import (
+    AUTO,
+    KIND_RESOURCE,
+    app,
+    auto_deployment_on_configmap,
+    bearer_connection,
+    env_of,
+    service_account_token,
+    update_cm,
+)
+from tests.integration.test_chart import KINDS, render
 from tests.integration.test_kinds import ensure_crds
 from tests.waiting import eventually
 
@@ -146,11 +155,8 @@ async def as_service_account(
                 patch_type=PatchType.APPLY, field_manager="kube-reloader-rbac-test", force=True,
             )  # fmt: skip
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
-    admin = config.load_kubeconfig([kubeconfig_path])
-    conn = config.ConnectionConfig(
-        server=admin.server, ca_pem=admin.ca_pem,
-        credentials=credentials.StaticCredentials(credentials.AuthState(token=await sa_token(client, namespace, sa))),
-    )  # fmt: skip
+    token = await service_account_token(client, namespace, sa)
+    conn = bearer_connection(config.load_kubeconfig([kubeconfig_path]), token)
 
     async def bound() -> bool:  # RBAC changes take a moment to reach the authorizer
         async with Client(conn) as probe:
@@ -401,11 +407,7 @@ async def test_a_one_namespace_chart_without_jobs_grants_only_create_on_jobs_and
     assert not any(d["kind"].startswith("Cluster") for d in docs)
     rules = granted(docs)
     assert {v for g, r, v in rules if r == "jobs"} == {"create"}
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(resources.DEPLOYMENTS, builders.deployment(
-        "deploy", namespace, replicas=0, template=app(env_from_configmaps=("c",), labels={"app": "deploy"}),
-        annotations=AUTO,
-    ))  # fmt: skip
+    await auto_deployment_on_configmap(client, namespace, name="deploy", replicas=0)
     cron_tmpl = builders.pod_template({"job": "cron"}, containers=[builders.container("t", env_from_configmaps=("late",))],
                                       restart_policy="Never")  # fmt: skip
     await client.create(
@@ -453,11 +455,7 @@ async def test_hmac_hashing_needs_only_get_on_its_key_secret_and_create_in_its_n
                   release=release, namespace=namespace)  # fmt: skip
     rules = granted(docs)
     assert {v for g, r, v in rules if r == "secrets"} == {"create", "get", "list", "watch"}
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(resources.DEPLOYMENTS, builders.deployment(
-        "deploy", namespace, replicas=0, template=app(env_from_configmaps=("c",), labels={"app": "deploy"}),
-        annotations=AUTO,
-    ))  # fmt: skip
+    await auto_deployment_on_configmap(client, namespace, name="deploy", replicas=0)
     conn = await as_service_account(client, kubeconfig_path, docs, namespace)
     settings = chart_settings(docs, namespace)
     assert settings.hash_key is not None

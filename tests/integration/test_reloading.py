@@ -227,7 +227,7 @@ async def test_exclude_ignore_and_unannotated_workloads_are_left_alone(
         ),
     )
     both = ("c", "ign")
-    await client.create(resources.DEPLOYMENTS, builders.deployment("excluded", namespace, template=app(env_from_configmaps=both, labels={"app": "excluded"}),
+    await client.create(resources.DEPLOYMENTS, builders.auto_deployment("excluded", namespace, configmaps=both,
                         annotations={**AUTO, "configmaps.exclude.reloader.stakater.com/reload": "c"}))  # fmt: skip
     await client.create(
         resources.DEPLOYMENTS,
@@ -236,13 +236,7 @@ async def test_exclude_ignore_and_unannotated_workloads_are_left_alone(
         ),
     )
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "auto",
-            namespace,
-            template=app(env_from_configmaps=both, labels={"app": "auto"}),
-            annotations=AUTO,
-        ),
+        resources.DEPLOYMENTS, builders.auto_deployment("auto", namespace, configmaps=both)
     )
     async with running(client, namespace):
         await update_cm(client, namespace, "ign", {"a": "2"})
@@ -319,13 +313,7 @@ async def test_metadata_only_updates_and_preexisting_objects_do_nothing(
 
 async def test_reload_on_create_and_on_delete(client: Client, namespace: str) -> None:
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("late",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+        resources.DEPLOYMENTS, builders.auto_deployment("w", namespace, configmaps=("late",))
     )
     async with running(client, namespace, reload_on_create=True, reload_on_delete=True):
         await client.create(resources.CONFIGMAPS, builders.configmap("late", namespace, {"a": "1"}))
@@ -385,13 +373,7 @@ async def test_an_invalid_regex_warns_on_its_workload_and_others_still_reload(
     await client.create(resources.DEPLOYMENTS, builders.deployment("bad", namespace, template=app(labels={"app": "bad"}),
                         annotations={"configmap.reloader.stakater.com/reload": "[unclosed"}))  # fmt: skip
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "good",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "good"}),
-            annotations=AUTO,
-        ),
+        resources.DEPLOYMENTS, builders.auto_deployment("good", namespace, configmaps=("c",))
     )
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
@@ -420,12 +402,7 @@ async def test_resources_to_ignore_secrets_watches_configmaps_only(
     await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
     await client.create(
         resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), env_from_secrets=("s",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+        builders.auto_deployment("w", namespace, configmaps=("c",), secrets=("s",)),
     )
     async with running(client, namespace, resources=(ResourceType.CONFIGMAP,)):
         await client.patch(
@@ -452,13 +429,7 @@ async def test_resource_label_selector_filters_configs(client: Client, namespace
     )
     await client.create(resources.CONFIGMAPS, builders.configmap("no", namespace, {"a": "1"}))
     await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("yes", "no"), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
+        resources.DEPLOYMENTS, builders.auto_deployment("w", namespace, configmaps=("yes", "no"))
     )
     async with running(client, namespace, resource_label_selector="reload=on"):
         await update_cm(client, namespace, "no", {"a": "2"})
@@ -475,16 +446,7 @@ async def test_resource_label_selector_filters_configs(client: Client, namespace
 async def test_a_burst_of_updates_ends_with_the_latest_hash_and_bounded_patches(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "0"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            namespace,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, namespace, data={"v": "0"})
     async with running(client, namespace) as ctl:
         for i in range(1, 21):
             await update_cm(client, namespace, "c", {"v": str(i)})
@@ -536,16 +498,7 @@ async def _global_namespace(client: Client, labels: dict[str, str]) -> str:
         resources.NAMESPACES,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
     )
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", name, {"a": "1"}))
-    await client.create(
-        resources.DEPLOYMENTS,
-        builders.deployment(
-            "w",
-            name,
-            template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-            annotations=AUTO,
-        ),
-    )
+    await auto_deployment_on_configmap(client, name)
     return name
 
 
@@ -600,9 +553,9 @@ async def test_big_and_binary_configs_reload_with_reloaders_hash(
     )
     await client.create(resources.SECRETS, builders.secret("many", namespace, {"k": "v"}))
     await client.create(resources.CONFIGMAPS, builders.configmap("bin", namespace, {}))
-    tmpl = app(env_from_configmaps=("big", "bin"), env_from_secrets=("many",), labels={"app": "w"})
     await client.create(
-        resources.DEPLOYMENTS, builders.deployment("w", namespace, template=tmpl, annotations=AUTO)
+        resources.DEPLOYMENTS,
+        builders.auto_deployment("w", namespace, configmaps=("big", "bin"), secrets=("many",)),
     )
     async with running(client, namespace):
         await update_cm(client, namespace, "big", big)
@@ -638,9 +591,9 @@ async def test_big_and_binary_configs_reload_with_reloaders_hash(
 async def test_a_non_boolean_auto_value_gets_a_warning_event(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(resources.DEPLOYMENTS, builders.deployment("w", namespace, template=app(env_from_configmaps=("c",), labels={"app": "w"}),
-                        annotations={"reloader.stakater.com/auto": "yes"}))  # fmt: skip
+    await auto_deployment_on_configmap(
+        client, namespace, annotations={"reloader.stakater.com/auto": "yes"}
+    )
     async with running(client, namespace):
         await update_cm(client, namespace, "c", {"a": "2"})
 
@@ -682,17 +635,11 @@ async def test_a_rejected_patch_records_reload_fail_and_other_workloads_still_re
                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}},
     })  # fmt: skip
     try:
-        await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-        await client.create(resources.DEPLOYMENTS, builders.deployment("frozen", namespace, template=app(env_from_configmaps=("c",), labels={"app": "frozen"}),
-                            annotations=AUTO, labels={"frozen": "yes"}))  # fmt: skip
+        await auto_deployment_on_configmap(
+            client, namespace, name="frozen", labels={"frozen": "yes"}
+        )
         await client.create(
-            resources.DEPLOYMENTS,
-            builders.deployment(
-                "free",
-                namespace,
-                template=app(env_from_configmaps=("c",), labels={"app": "free"}),
-                annotations=AUTO,
-            ),
+            resources.DEPLOYMENTS, builders.auto_deployment("free", namespace, configmaps=("c",))
         )
 
         async def denied() -> bool:  # the policy takes effect a moment after it is created

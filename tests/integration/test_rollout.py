@@ -9,7 +9,7 @@ import pytest
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
-from tests.waiting import eventually
+from tests.waiting import eventually, observed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout]
 
@@ -50,7 +50,7 @@ async def test_a_pod_template_change_rolls_every_pod_to_a_new_replicaset(
         d = await client.get(resources.DEPLOYMENTS, "roll", namespace=namespace)
         s = d.get("status", {})
         done = (
-            s.get("observedGeneration") == d["metadata"]["generation"]
+            observed(d)
             and s.get("updatedReplicas") == 2
             and s.get("availableReplicas") == 2
             and s.get("replicas") == 2
