@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kube_reloader.core import pausing, planning
+from kube_reloader.core import podtemplates as pt
+from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
@@ -66,88 +68,34 @@ class Explanation:
 
 
 def references_with_fields(template: Mapping[str, Any]) -> list[Reference]:
-    """Every reference, with the container and the field it comes through."""
-    spec = (template or {}).get("spec") or {}
+    """Every ConfigMap and Secret reference, with the container and the field it comes
+    through: per container, its mounted volumes, env and envFrom; then unmounted volumes."""
     out: list[Reference] = []
-    volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
-    groups = (("containers", ""), ("initContainers", "init container "))
+    volumes = {v.get("name"): v for v in pt.volumes(template)}
+    kept = (ResourceType.CONFIGMAP, ResourceType.SECRET)
+    groups = ((pt.containers(template), ""), (pt.init_containers(template), "init container "))
+    mounted = set()
     for group, prefix in groups:
-        for c in spec.get(group) or ():
+        for c in group:
             cname = f"{prefix}{c.get('name')}"
-            for m in c.get("volumeMounts") or ():
-                vol = volumes.get(m.get("name")) or {}
+            for m in pt.mounts(c):
+                mounted.add(m.get("name"))
                 path = f"volumeMounts[{m.get('name')}] -> volume"
-                if (vol.get("configMap") or {}).get("name"):
-                    out.append(
-                        Reference("CONFIGMAP", vol["configMap"]["name"], cname, f"{path}.configMap")
-                    )
-                if (vol.get("secret") or {}).get("secretName"):
-                    out.append(
-                        Reference("SECRET", vol["secret"]["secretName"], cname, f"{path}.secret")
-                    )
-                for src in (vol.get("projected") or {}).get("sources") or ():
-                    if (src.get("configMap") or {}).get("name"):
-                        out.append(
-                            Reference(
-                                "CONFIGMAP", src["configMap"]["name"], cname, f"{path}.projected"
-                            )
-                        )
-                    if (src.get("secret") or {}).get("name"):
-                        out.append(
-                            Reference("SECRET", src["secret"]["name"], cname, f"{path}.projected")
-                        )
-            for e in c.get("env") or ():
-                vf = e.get("valueFrom") or {}
-                if (vf.get("configMapKeyRef") or {}).get("name"):
-                    out.append(
-                        Reference(
-                            "CONFIGMAP",
-                            vf["configMapKeyRef"]["name"],
-                            cname,
-                            f"env[{e.get('name')}].valueFrom.configMapKeyRef",
-                        )
-                    )
-                if (vf.get("secretKeyRef") or {}).get("name"):
-                    out.append(
-                        Reference(
-                            "SECRET",
-                            vf["secretKeyRef"]["name"],
-                            cname,
-                            f"env[{e.get('name')}].valueFrom.secretKeyRef",
-                        )
-                    )
-            for e in c.get("envFrom") or ():
-                if (e.get("configMapRef") or {}).get("name"):
-                    out.append(
-                        Reference(
-                            "CONFIGMAP", e["configMapRef"]["name"], cname, "envFrom.configMapRef"
-                        )
-                    )
-                if (e.get("secretRef") or {}).get("name"):
-                    out.append(
-                        Reference("SECRET", e["secretRef"]["name"], cname, "envFrom.secretRef")
-                    )
-    mounted = {
-        m.get("name") for c in spec.get("containers") or () for m in c.get("volumeMounts") or ()
-    }
-    mounted |= {
-        m.get("name") for c in spec.get("initContainers") or () for m in c.get("volumeMounts") or ()
-    }
+                out += [
+                    Reference(s.rtype.value, s.name, cname, f"{path}.{s.field}")
+                    for s in pt.volume_sources(volumes.get(m.get("name")) or {})
+                    if s.rtype in kept
+                ]
+            sources = [s for e in pt.env(c) for s in pt.env_sources(e)]
+            sources += pt.env_from_sources(c)
+            out += [Reference(s.rtype.value, s.name, cname, s.field) for s in sources]
     for vname, vol in volumes.items():
-        if vname in mounted:
-            continue
-        if (vol.get("configMap") or {}).get("name"):
-            out.append(
-                Reference(
-                    "CONFIGMAP", vol["configMap"]["name"], "(none)", f"volume {vname} (not mounted)"
-                )
-            )
-        if (vol.get("secret") or {}).get("secretName"):
-            out.append(
-                Reference(
-                    "SECRET", vol["secret"]["secretName"], "(none)", f"volume {vname} (not mounted)"
-                )
-            )
+        if vname not in mounted:
+            out += [
+                Reference(s.rtype.value, s.name, "(none)", f"volume {vname} (not mounted)")
+                for s in pt.volume_sources(vol)
+                if s.field in ("configMap", "secret")  # projected ones are not listed here
+            ]
     return out
 
 
@@ -174,10 +122,13 @@ def explain(
             sources.append(AnnotationSource(rtype.value, "pod template (fallback)", on_pa))
         else:
             sources.append(AnnotationSource(rtype.value, "none", {}))
-    template = _template_of(workload)
-    refs = references_with_fields(template)
+    refs = references_with_fields(pt.template_of(workload))
     referenced = {(ResourceType(r.rtype), r.name) for r in refs}
-    named = {key for key in resources if _named(w, key[0], config)}
+    named = {
+        key
+        for key in resources
+        if carries_named_list(keys, key[0], w.annotations, w.template.annotations)
+    }
     wanted = [only] if only else sorted(referenced | named)
     verdicts = []
     for rtype, name in wanted:
@@ -215,7 +166,7 @@ def explain(
             )
         )
     return Explanation(
-        kind=w.kind.value, namespace=w.namespace, name=w.name, annotations=tuple(sources),
+        kind=str(w.kind), namespace=w.namespace, name=w.name, annotations=tuple(sources),
         references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
     )  # fmt: skip
 
@@ -225,23 +176,11 @@ def secret_hash_prefix(digest: str) -> str:
     return digest[:8] + "..."
 
 
-def _named(w: planning.Workload, rtype: ResourceType, config: planning.Config) -> bool:
-    key = config.match.keys.named(rtype)
-    return key in w.annotations or key in w.template.annotations
-
-
-def _template_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == WorkloadKind.CRONJOB.value:
-        return ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
-    return spec.get("template") or {}
-
-
 def _pause(
     obj: Mapping[str, Any], w: planning.Workload, config: planning.Config, now: float
 ) -> str:
     keys = config.match.keys
-    if w.kind is not WorkloadKind.DEPLOYMENT or keys.pause_period not in w.annotations:
+    if w.kind != WorkloadKind.DEPLOYMENT or keys.pause_period not in w.annotations:
         return "no pause period"
     paused = bool((obj.get("spec") or {}).get("paused"))
     due, when = pausing.resume_due(

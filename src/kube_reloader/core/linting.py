@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kube_reloader.core import podtemplates as pt
 from kube_reloader.core import regexes
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
@@ -28,6 +29,7 @@ from kube_reloader.core.matching import MatchConfig, decide, shadowed_template_k
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.references import pod_template_from_manifest
 
+#: lint reads the built-in workload kinds only (a custom kind's spec.template may be no pod's)
 WORKLOAD_KINDS = {k.value for k in WorkloadKind}
 NEVER_RELOADED = {"Pod", "ReplicaSet", "Service", "Ingress", "ConfigMap", "Secret",
                   "ReplicationController", "HorizontalPodAutoscaler", "PodDisruptionBudget"}  # fmt: skip
@@ -114,23 +116,6 @@ def _known_keys(keys: Keys) -> set[str]:
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
-
-
-def _template_path(kind: str) -> Path:
-    if kind == "CronJob":
-        return ("spec", "jobTemplate", "spec", "template")
-    return ("spec", "template")
-
-
-def _get(obj: Any, path: Path) -> Any:
-    for p in path:
-        if isinstance(obj, dict) and isinstance(p, str):
-            obj = obj.get(p)
-        elif isinstance(obj, list) and isinstance(p, int) and p < len(obj):
-            obj = obj[p]
-        else:
-            return None
-    return obj
 
 
 def lint(documents: Sequence[Document], *, config: MatchConfig | None = None,
@@ -261,9 +246,10 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
                                 f"{ref}: {kind}s are never reloaded; {', '.join(sorted(reload_keys))} has no effect here",
                                 "put the annotation on the Deployment/StatefulSet/DaemonSet that uses it", ref))  # fmt: skip
         return out
-    tpath = _template_path(kind)
-    template = _get(o, tpath) or {}
-    pa = {str(k): str(v) for k, v in (_get(template, ("metadata", "annotations")) or {}).items()}
+    tpath = pt.template_path(kind)
+    template = pt.template_of(o)
+    tmpl = pod_template_from_manifest(template)
+    pa = {str(k): str(v) for k, v in pt.template_annotations(template).items()}
     pa_path = (*tpath, "metadata", "annotations")
     out += _lint_keys(d, pa_path, pa, known, ref)
     meta_ann_path: Path = ("metadata", "annotations")
@@ -325,7 +311,6 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
             key = keys.named(rtype)
             if key not in src:
                 continue
-            tmpl = pod_template_from_manifest(template)
             refs = {n for t, n in tmpl.references() if t is rtype}
             refused = regexes.compile_list(src[key]).refused
             if refused is not None:
@@ -364,10 +349,9 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
                         f"{ref}: {key} names {rtype.kind} {entry!r}, which the pod template does not use; a change to it "
                         "still restarts the pods, but it may be a typo", "check the name", ref))  # fmt: skip
     # ignored resources a workload names or auto-reloads
-    tmpl = pod_template_from_manifest(template)
     for rtype, rname in sorted(tmpl.references(), key=lambda r: (r[0].value, r[1])):
         if (rtype.value, ns, rname) in ignored:
-            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=WorkloadKind(kind),
+            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=kind,
                               workload_annotations=wa, template_annotations=pa, config=config)  # fmt: skip
             if decision.reload:
                 out.append(_finding("KR012", d, ("metadata", "annotations"),
@@ -376,7 +360,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     # TLS secrets with nothing reloading them
     for rtype, rname in sorted(tmpl.references(), key=lambda r: (r[0].value, r[1])):
         if rtype is ResourceType.SECRET and (ns, rname) in tls:
-            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=WorkloadKind(kind),
+            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=kind,
                               workload_annotations=wa, template_annotations=pa, config=config)  # fmt: skip
             if not decision.reload:
                 out.append(_finding("KR004", d, ("metadata", "name"),

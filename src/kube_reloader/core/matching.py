@@ -19,6 +19,7 @@ from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.parsing import quote
 
 VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
+_IGNORED_TYPE_TOKENS: dict[str, str] = {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}
 
 
 class Reason(StrEnum):
@@ -63,12 +64,31 @@ def ignored_workload_types_valid(values: Sequence[str]) -> bool:
     return all(v in VALID_IGNORED_WORKLOAD_TYPES for v in values)
 
 
+def ignored_workload_type_token(kind: str) -> str | None:
+    """The `--ignored-workload-types` token that names this kind (`jobs`, `cronjobs`), if any:
+    only those two built-in kinds can be ignored by type."""
+    return _IGNORED_TYPE_TOKENS.get(kind)
+
+
+def carries_named_list(
+    keys: Keys,
+    rtype: ResourceType,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+) -> bool:
+    """Does the workload name resources of this type in a list (`keys.named(rtype)`, on its own
+    metadata or on its pod template)? Then every resource of the type in its namespace is a
+    candidate, referenced or not: the list may match names (or regexes) it never mounts."""
+    key = keys.named(rtype)
+    return key in workload_annotations or key in template_annotations
+
+
 def decide(
     *,
     rtype: ResourceType,
     name: str,
     resource_annotations: Mapping[str, str],
-    kind: WorkloadKind,
+    kind: str,
     workload_annotations: Mapping[str, str],
     template_annotations: Mapping[str, str],
     config: MatchConfig,
@@ -79,8 +99,8 @@ def decide(
     # 1. workload-type ignore
     types = config.ignored_workload_types
     if types and ignored_workload_types_valid(types):
-        token = {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}.get(kind)
-        if token in types:
+        token = ignored_workload_type_token(kind)
+        if token is not None and token in types:
             return Decision(
                 False,
                 Reason.WORKLOAD_TYPE_IGNORED,

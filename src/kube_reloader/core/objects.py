@@ -1,7 +1,10 @@
-"""The closed sets the rules talk about: resource types, workload kinds, object keys."""
+"""The sets the rules talk about: resource types (closed), workload kinds (the built-in ones are
+named; any other kind name is a workload with its pod template at `spec.template`), object keys.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -32,6 +35,9 @@ class ResourceType(StrEnum):
 
 
 class WorkloadKind(StrEnum):
+    """The built-in workload kinds. The rules carry a kind as `str`: these members are
+    strings (`WorkloadKind.JOB == "Job"`), and any other kind name is accepted as it is."""
+
     DEPLOYMENT = "Deployment"
     DAEMONSET = "DaemonSet"
     STATEFULSET = "StatefulSet"
@@ -39,6 +45,34 @@ class WorkloadKind(StrEnum):
     JOB = "Job"
     ROLLOUT = "Rollout"
     DEPLOYMENTCONFIG = "DeploymentConfig"
+
+
+#: what the API server accepts as a kind (a CRD's `names.kind` lower-cased is a DNS-1035 label)
+_KIND_NAME = re.compile(r"[A-Za-z](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKind:
+    """A workload kind name, or (when `error` is set) why there is none."""
+
+    kind: str = ""
+    error: str | None = None
+
+
+def parse_workload_kind(value: object) -> ParsedKind:
+    """The kind an object's `kind` field names, whatever the field holds: a built-in name gives
+    its `WorkloadKind` member, any other kind name itself (a custom workload kind); anything
+    else (missing, not a string, not a kind name) a one-line error."""
+    if value is None or value == "":
+        return ParsedKind(error="the object has no kind")
+    if not isinstance(value, str):
+        return ParsedKind(error=f"kind is a {type(value).__name__}, not a name")
+    if not _KIND_NAME.fullmatch(value):
+        return ParsedKind(error=f"kind {value[:64]!r} is not a kind name")
+    return ParsedKind(WorkloadKind(value) if value in _BUILTIN else value)
+
+
+_BUILTIN = frozenset(k.value for k in WorkloadKind)
 
 
 @dataclass(frozen=True, slots=True, order=True)

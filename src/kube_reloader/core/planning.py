@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import hashing, matching, rollouts, strategies
-from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
-from kube_reloader.core.references import PodTemplate, Target, target_container
+from kube_reloader.core import hashing, matching, podtemplates, rollouts, strategies
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind, parse_workload_kind
+from kube_reloader.core.references import (
+    PodTemplate,
+    Target,
+    pod_template_from_manifest,
+    target_container,
+)
 
 
 class Event(StrEnum):
@@ -47,7 +52,9 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    kind: WorkloadKind
+    #: a `WorkloadKind` value for the built-in kinds; any other name is a custom kind whose
+    #: pod template is at spec.template
+    kind: str
     namespace: str
     name: str
     annotations: Mapping[str, str]
@@ -66,7 +73,7 @@ class Workload:
 
     @property
     def key(self) -> ObjectKey:
-        return ObjectKey(self.kind.value, self.namespace, self.name)
+        return ObjectKey(str(self.kind), self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +121,9 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
 
     if not decision.reload:
         return result(Outcome.SKIPPED, decision.message)
-    if workload.kind is WorkloadKind.CRONJOB and workload.paused:
+    if workload.kind == WorkloadKind.CRONJOB and workload.paused:
         return result(Outcome.SKIPPED, f"{decision.message}, but the CronJob is suspended")
-    if workload.kind is WorkloadKind.JOB and workload.owner_kind == "CronJob":
+    if workload.kind == WorkloadKind.JOB and workload.owner_kind == WorkloadKind.CRONJOB:
         return result(
             Outcome.SKIPPED,
             f"{decision.message}, but this Job was created by a CronJob: the CronJob is "
@@ -193,21 +200,19 @@ def combine(plans: list[Plan]) -> list[tuple[strategies.PatchType, Any]]:
 
 
 def workload_from_manifest(obj: Mapping[str, Any]) -> Workload:
-    """A Deployment/StatefulSet/DaemonSet (or Job) manifest as a `Workload` value."""
-    from kube_reloader.core.references import pod_template_from_manifest
-
-    meta = obj.get("metadata") or {}
-    kind = WorkloadKind(str(obj.get("kind")))
-    spec = obj.get("spec") or {}
-    template = spec.get("template")
-    if kind is WorkloadKind.CRONJOB:
-        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
+    """A workload manifest (any kind: a built-in one, or a custom kind with its pod template at
+    spec.template) as a `Workload` value. An object without a usable `kind` raises
+    `ValueError` with a one-line reason (`parse_workload_kind` says it without raising)."""
+    parsed = parse_workload_kind(obj.get("kind"))
+    if parsed.error is not None:
+        raise ValueError(parsed.error)
+    meta = podtemplates.mapping(obj.get("metadata"))
     return Workload(
-        kind=kind,
+        kind=parsed.kind,
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         annotations=dict(meta.get("annotations") or {}),
-        template=pod_template_from_manifest(template),
+        template=pod_template_from_manifest(podtemplates.template_of(obj)),
         uid=str(meta.get("uid") or ""),
     )
 

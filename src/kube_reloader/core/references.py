@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.objects import ResourceType
 
 #: Only env vars whose name starts with this keep their value (the ones Reloader writes).
@@ -144,54 +145,43 @@ def target_container(
 
 def pod_template_from_manifest(template: Mapping[str, Any] | None) -> PodTemplate:
     """Reduce a pod template (`spec.template` as plain JSON data) to a `PodTemplate`."""
-    template = template or {}
-    meta = template.get("metadata") or {}
-    spec = template.get("spec") or {}
     return PodTemplate(
-        annotations=dict(meta.get("annotations") or {}),
-        containers=tuple(_container(c) for c in spec.get("containers") or ()),
-        init_containers=tuple(_container(c) for c in spec.get("initContainers") or ()),
-        volumes=tuple(_volume(v) for v in spec.get("volumes") or ()),
+        annotations=dict(pt.template_annotations(template)),
+        containers=tuple(_container(c) for c in pt.containers(template)),
+        init_containers=tuple(_container(c) for c in pt.init_containers(template)),
+        volumes=tuple(_volume(v) for v in pt.volumes(template)),
     )
 
 
 def _container(raw: Mapping[str, Any]) -> Container:
     env = []
-    for var in raw.get("env") or ():
+    for var in pt.env(raw):
         name = str(var.get("name") or "")
-        value_from = var.get("valueFrom") or {}
-        cm = (value_from.get("configMapKeyRef") or {}).get("name")
-        sec = (value_from.get("secretKeyRef") or {}).get("name")
+        refs = pt.env_sources(var)
+        cm = next((s.name for s in refs if s.rtype is ResourceType.CONFIGMAP), None)
+        sec = next((s.name for s in refs if s.rtype is ResourceType.SECRET), None)
         value = var.get("value") if name.startswith(ENV_PREFIX) else None
         env.append(EnvVar(name, None if value is None else str(value), cm, sec))
-    env_from = raw.get("envFrom") or ()
+    env_from = pt.env_from_sources(raw)
     return Container(
         name=str(raw.get("name") or ""),
         env=tuple(env),
-        env_from_configmaps=_names(e.get("configMapRef") for e in env_from),
-        env_from_secrets=_names(e.get("secretRef") for e in env_from),
-        mounts=tuple(str(m.get("name") or "") for m in raw.get("volumeMounts") or ()),
+        env_from_configmaps=_names(env_from, ResourceType.CONFIGMAP),
+        env_from_secrets=_names(env_from, ResourceType.SECRET),
+        mounts=tuple(str(m.get("name") or "") for m in pt.mounts(raw)),
     )
 
 
-def _names(refs: Iterable[Mapping[str, Any] | None]) -> tuple[str, ...]:
-    return tuple(str(r["name"]) for r in refs if r and r.get("name"))
+def _names(sources: Iterable[pt.Source], rtype: ResourceType) -> tuple[str, ...]:
+    return tuple(s.name for s in sources if s.rtype is rtype)
 
 
 def _volume(raw: Mapping[str, Any]) -> Volume:
-    cms: list[str] = []
-    secrets: list[str] = []
-    if (raw.get("configMap") or {}).get("name"):
-        cms.append(str(raw["configMap"]["name"]))
-    if (raw.get("secret") or {}).get("secretName"):
-        secrets.append(str(raw["secret"]["secretName"]))
-    for src in (raw.get("projected") or {}).get("sources") or ():
-        if (src.get("configMap") or {}).get("name"):
-            cms.append(str(src["configMap"]["name"]))
-        if (src.get("secret") or {}).get("name"):
-            secrets.append(str(src["secret"]["name"]))
-    csi = raw.get("csi")
-    spc = None
-    if csi is not None:
-        spc = (csi.get("volumeAttributes") or {}).get("secretProviderClass") or None
-    return Volume(str(raw.get("name") or ""), tuple(cms), tuple(secrets), spc)
+    sources = pt.volume_sources(raw)
+    spc = next((s.name for s in sources if s.rtype is ResourceType.SECRETPROVIDERCLASS), None)
+    return Volume(
+        str(raw.get("name") or ""),
+        _names(sources, ResourceType.CONFIGMAP),
+        _names(sources, ResourceType.SECRET),
+        spc,
+    )

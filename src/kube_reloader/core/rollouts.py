@@ -38,14 +38,14 @@ class Status:
     progress_deadline_seconds: float | None = None
 
 
-def state(kind: WorkloadKind, written_generation: int, s: Status) -> RolloutState:
+def state(kind: str, written_generation: int, s: Status) -> RolloutState:
     if s.observed_generation < written_generation:
         return RolloutState.PROGRESSING
     if s.progress_deadline_exceeded:
         return RolloutState.FAILED
     done = s.updated >= s.replicas and s.available >= s.replicas
     if (
-        kind is WorkloadKind.STATEFULSET
+        kind == WorkloadKind.STATEFULSET
         and s.update_revision
         and s.current_revision != s.update_revision
     ):

@@ -1,0 +1,131 @@
+"""The one reader of a workload's pod template as plain JSON data (a manifest, an API answer):
+where the template lives in the object, and which ConfigMaps, Secrets and SecretProviderClasses
+its containers and volumes name, through which field.
+
+`references` (the `PodTemplate` value the rules read), `explaining` (references with their
+fields) and `linting` all read pod templates through it. It is total: a field of the wrong
+shape reads as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kube_reloader.core.objects import ResourceType, WorkloadKind
+
+Path = tuple[str, ...]
+
+#: where a workload keeps its pod template: any kind but CronJob at spec.template
+TEMPLATE_PATH: Path = ("spec", "template")
+CRONJOB_TEMPLATE_PATH: Path = ("spec", "jobTemplate", "spec", "template")
+
+
+def template_path(kind: str) -> Path:
+    """The path of a workload's pod template, for any kind name."""
+    return CRONJOB_TEMPLATE_PATH if kind == WorkloadKind.CRONJOB else TEMPLATE_PATH
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def mappings(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """The mappings in a list (other entries skipped); empty if `value` is not a list."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(v for v in value if isinstance(v, Mapping))
+
+
+def template_of(obj: Any) -> Mapping[str, Any]:
+    """The pod template of a workload object (by its `kind`), or an empty mapping."""
+    node = mapping(obj)
+    for key in template_path(str(node.get("kind") or "")):
+        node = mapping(node.get(key))
+    return node
+
+
+def pod_spec(template: Any) -> Mapping[str, Any]:
+    return mapping(mapping(template).get("spec"))
+
+
+def template_annotations(template: Any) -> Mapping[str, Any]:
+    return mapping(mapping(mapping(template).get("metadata")).get("annotations"))
+
+
+def containers(template: Any) -> tuple[Mapping[str, Any], ...]:
+    return mappings(pod_spec(template).get("containers"))
+
+
+def init_containers(template: Any) -> tuple[Mapping[str, Any], ...]:
+    return mappings(pod_spec(template).get("initContainers"))
+
+
+def volumes(template: Any) -> tuple[Mapping[str, Any], ...]:
+    return mappings(pod_spec(template).get("volumes"))
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A resource named by a volume or a container, and the field that names it: for a volume
+    `configMap`, `secret`, `projected` or `csi`; for a container e.g. `envFrom.secretRef`."""
+
+    rtype: ResourceType
+    name: str
+    field: str
+
+
+def _name(value: Any, key: str) -> str | None:
+    name = mapping(value).get(key)
+    return str(name) if name else None
+
+
+def volume_sources(volume: Mapping[str, Any]) -> tuple[Source, ...]:
+    """What one volume reads, in order: configMap, secret, each projected source, CSI class."""
+    out: list[Source] = []
+    if name := _name(volume.get("configMap"), "name"):
+        out.append(Source(ResourceType.CONFIGMAP, name, "configMap"))
+    if name := _name(volume.get("secret"), "secretName"):
+        out.append(Source(ResourceType.SECRET, name, "secret"))
+    for src in mappings(mapping(volume.get("projected")).get("sources")):
+        if name := _name(src.get("configMap"), "name"):
+            out.append(Source(ResourceType.CONFIGMAP, name, "projected"))
+        if name := _name(src.get("secret"), "name"):
+            out.append(Source(ResourceType.SECRET, name, "projected"))
+    attributes = mapping(mapping(volume.get("csi")).get("volumeAttributes"))
+    if name := _name(attributes, "secretProviderClass"):
+        out.append(Source(ResourceType.SECRETPROVIDERCLASS, name, "csi"))
+    return tuple(out)
+
+
+def env_sources(var: Mapping[str, Any]) -> tuple[Source, ...]:
+    """What one `env` entry reads through `valueFrom` (a ConfigMap key, a Secret key)."""
+    value_from = mapping(var.get("valueFrom"))
+    base = f"env[{var.get('name')}].valueFrom"
+    out: list[Source] = []
+    if name := _name(value_from.get("configMapKeyRef"), "name"):
+        out.append(Source(ResourceType.CONFIGMAP, name, f"{base}.configMapKeyRef"))
+    if name := _name(value_from.get("secretKeyRef"), "name"):
+        out.append(Source(ResourceType.SECRET, name, f"{base}.secretKeyRef"))
+    return tuple(out)
+
+
+def env_from_sources(container: Mapping[str, Any]) -> tuple[Source, ...]:
+    """What a container's `envFrom` reads, in order."""
+    out: list[Source] = []
+    for entry in mappings(container.get("envFrom")):
+        if name := _name(entry.get("configMapRef"), "name"):
+            out.append(Source(ResourceType.CONFIGMAP, name, "envFrom.configMapRef"))
+        if name := _name(entry.get("secretRef"), "name"):
+            out.append(Source(ResourceType.SECRET, name, "envFrom.secretRef"))
+    return tuple(out)
+
+
+def mounts(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    return mappings(container.get("volumeMounts"))
+
+
+def env(container: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    return mappings(container.get("env"))
