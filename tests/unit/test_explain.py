@@ -110,3 +110,21 @@ def test_a_secret_hash_is_shown_as_a_short_prefix_only(
     out = capsys.readouterr().out
     assert full not in out
     assert full[:8] + "..." in out
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("deployment", "Deployment"), ("Deployments", "Deployment"), ("deploy", "Deployment"),
+        ("sts", "StatefulSet"), ("statefulsets", "StatefulSet"), ("ds", "DaemonSet"),
+        ("cj", "CronJob"), ("job", "Job"), ("rollouts", "Rollout"), ("dc", "DeploymentConfig"),
+        ("pod", None), ("pods", None), ("", None),
+    ],
+)  # fmt: skip
+def test_explain_names_a_workload_kind_as_kubectl_does(name: str, kind: str | None) -> None:
+    from kube_reloader.kube.resources import WORKLOAD_RESOURCES, workload_resource
+
+    resource = workload_resource(name)
+    assert (resource.kind if resource else None) == kind
+    if resource is not None:
+        assert WORKLOAD_RESOURCES[resource.kind] is resource

@@ -15,19 +15,13 @@ from typing import Any
 import yaml
 
 from kube_reloader.core import explaining, hashing, planning
-from kube_reloader.core.matching import MatchConfig
-from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.matching import MatchConfig, carries_named_list
+from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.writing import RESOURCES
+from kube_reloader.kube.resources import Resource, workload_resource
 
-KIND_ALIASES = {
-    **{k.value.lower(): k for k in WorkloadKind},
-    **{k.value.lower() + "s": k for k in WorkloadKind},
-    "deploy": WorkloadKind.DEPLOYMENT, "sts": WorkloadKind.STATEFULSET,
-    "ds": WorkloadKind.DAEMONSET, "cj": WorkloadKind.CRONJOB, "dc": WorkloadKind.DEPLOYMENTCONFIG,
-}  # fmt: skip
 Resources = dict[tuple[ResourceType, str], tuple[str, Mapping[str, str]] | None]
 
 
@@ -51,12 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _target(text: str) -> tuple[WorkloadKind, str]:
+def _target(text: str) -> tuple[Resource, str]:
     kind, sep, name = text.partition("/")
-    if not sep or not name or kind.lower() not in KIND_ALIASES:
+    resource = workload_resource(kind)
+    if not sep or not name or resource is None:
         raise ValueError(f"{text!r}: expected KIND/NAME with KIND one of deployment, statefulset, "
                          "daemonset, cronjob, job, rollout, deploymentconfig")  # fmt: skip
-    return KIND_ALIASES[kind.lower()], name
+    return resource, name
 
 
 def _change(text: str | None) -> tuple[ResourceType, str] | None:
@@ -84,18 +79,18 @@ def content_hash(obj: Mapping[str, Any]) -> str:
 
 
 def from_file(
-    path: Path, kind: WorkloadKind, name: str, namespace: str | None
+    path: Path, kind: str, name: str, namespace: str | None
 ) -> tuple[dict[str, Any], Resources]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
 
     def matches(d: dict[str, Any]) -> bool:
         meta = d.get("metadata") or {}
         in_ns = namespace is None or meta.get("namespace", "default") == namespace
-        return d.get("kind") == kind.value and meta.get("name") == name and in_ns
+        return d.get("kind") == kind and meta.get("name") == name and in_ns
 
     workload = next((d for d in docs if matches(d)), None)
     if workload is None:
-        raise ValueError(f"{path}: no {kind.value} named {name!r}")
+        raise ValueError(f"{path}: no {kind} named {name!r}")
     ns = (workload.get("metadata") or {}).get("namespace", "default")
     found: Resources = {}
     for d in docs:
@@ -110,12 +105,12 @@ def from_file(
 
 
 async def from_cluster(
-    args: argparse.Namespace, kind: WorkloadKind, name: str
+    args: argparse.Namespace, resource: Resource, name: str
 ) -> tuple[dict[str, Any], Resources]:
     conn = config.load(args.kubeconfig, context=args.context)
     ns = args.namespace or conn.namespace
     async with Client(conn, user_agent="kube-reloader-explain") as client:
-        workload = await client.get(RESOURCES[kind], name, namespace=ns)
+        workload = await client.get(resource, name, namespace=ns)
         w = planning.workload_from_manifest(workload)
         wanted = set(w.template.references())
         keys = MatchConfig().keys
@@ -124,7 +119,7 @@ async def from_cluster(
             (ResourceType.CONFIGMAP, resources.CONFIGMAPS),
             (ResourceType.SECRET, resources.SECRETS),
         ):
-            if keys.named(rtype) in w.annotations or keys.named(rtype) in w.template.annotations:
+            if carries_named_list(keys, rtype, w.annotations, w.template.annotations):
                 for obj in (await client.list(res, namespace=ns)).items:
                     wanted.add((rtype, obj["metadata"]["name"]))
         for rtype, rname in wanted:
@@ -146,12 +141,12 @@ async def from_cluster(
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        kind, name = _target(args.target)
+        resource, name = _target(args.target)
         only = _change(args.change)
         if args.filename:
-            workload, found = from_file(Path(args.filename), kind, name, args.namespace)
+            workload, found = from_file(Path(args.filename), resource.kind, name, args.namespace)
         else:
-            workload, found = asyncio.run(from_cluster(args, kind, name))
+            workload, found = asyncio.run(from_cluster(args, resource, name))
     except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

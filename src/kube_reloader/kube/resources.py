@@ -79,3 +79,26 @@ SECRETPROVIDERCLASSPODSTATUSES = Resource(
     "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
     "SecretProviderClassPodStatus",
 )  # fmt: skip
+
+#: The one map from a built-in workload kind (a `WorkloadKind` value) to its REST resource.
+WORKLOAD_RESOURCES: dict[str, Resource] = {
+    r.kind: r
+    for r in (
+        DEPLOYMENTS, DAEMONSETS, STATEFULSETS, CRONJOBS, JOBS, ROLLOUTS, DEPLOYMENTCONFIGS,
+    )
+}  # fmt: skip
+#: kubectl's short names for the built-in workload resources that have one
+WORKLOAD_SHORT_NAMES: dict[str, Resource] = {
+    "deploy": DEPLOYMENTS, "sts": STATEFULSETS, "ds": DAEMONSETS, "cj": CRONJOBS,
+    "dc": DEPLOYMENTCONFIGS,
+}  # fmt: skip
+
+
+def workload_resource(name: str) -> Resource | None:
+    """A built-in workload resource named as kubectl accepts it: by kind, plural or short name,
+    in any case (`Deployment`, `deployments`, `deploy`); None for any other name."""
+    wanted = name.lower()
+    for r in WORKLOAD_RESOURCES.values():
+        if wanted in (r.kind.lower(), r.plural):
+            return r
+    return WORKLOAD_SHORT_NAMES.get(wanted)
