@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 import aiohttp
 
 from kube_reloader import __version__
-from kube_reloader.core import alerting
+from kube_reloader.core import alerting, limiting
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -144,7 +144,7 @@ class AlertSender:
                             "alert not delivered", extra={"sink": self.sink, "error": error}
                         )
                     else:
-                        await asyncio.sleep(0.5 * 2**attempt)
+                        await asyncio.sleep(limiting.backoff(attempt, base=0.5))
             finally:
                 self._queue.task_done()
 
@@ -206,8 +206,8 @@ class WebhookNotifier(Generic[T]):
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt + 1 < self.attempts:
-                cap = self.base_delay * 2**attempt
-                await asyncio.sleep(random.uniform(cap / 2, cap))  # noqa: S311 - jitter
+                jitter = random.random()  # noqa: S311 - jitter, not crypto
+                await asyncio.sleep(limiting.backoff(attempt, base=self.base_delay, jitter=jitter))
         self.stats.failed += 1
         self.stats.last_error = error
         log.error("webhook not delivered", extra={"url": self.url, "error": error})

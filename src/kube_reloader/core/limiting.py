@@ -1,4 +1,5 @@
-"""Reload rate limits, as pure arithmetic on an injected clock.
+"""Reload rate limits and retry backoff, as pure arithmetic on an injected clock (and, for
+jitter, an injected random number).
 
 Two limits keep a flapping config (a certificate renewed in a loop, a CI job rewriting a
 ConfigMap) from rolling a workload thousands of times: a minimum interval between two reloads
@@ -9,7 +10,11 @@ merged into that one deferred reload.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+#: doublings past this are not computed: 2**1000 seconds is beyond any cap (2.0**1024 overflows)
+MAX_DOUBLINGS = 1000
 
 
 @dataclass
@@ -40,3 +45,17 @@ def min_interval_wait(last_reload: float | None, now: float, interval: float) ->
     if interval <= 0 or last_reload is None:
         return 0.0
     return max(0.0, last_reload + interval - now)
+
+
+def backoff(
+    attempt: int, *, base: float, cap: float = math.inf, jitter: float | None = None
+) -> float:
+    """Exponential backoff: `base * 2**attempt` seconds (attempt 0 and below: `base`), at most
+    `cap`. With `jitter` (the caller's random number in [0, 1), e.g. `random.random()`) the
+    wait is drawn from the upper half, [ceiling/2, ceiling), exactly as
+    `random.uniform(ceiling / 2, ceiling)` draws it from that number."""
+    ceiling = min(cap, base * 2.0 ** min(max(0, attempt), MAX_DOUBLINGS))
+    if jitter is None or math.isinf(ceiling):
+        return ceiling
+    half = ceiling / 2
+    return half + (ceiling - half) * jitter

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
+from kube_reloader.core import limiting
 from kube_reloader.kube import errors
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_SIZE
@@ -63,8 +64,8 @@ class Backoff:
     cap: float = 30.0
 
     def delay(self, failures: int) -> float:
-        ceiling = min(self.cap, self.base * (2 ** max(0, failures - 1)))
-        return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not crypto
+        jitter = random.random()  # noqa: S311 - jitter, not crypto
+        return limiting.backoff(failures - 1, base=self.base, cap=self.cap, jitter=jitter)
 
 
 def key_of(obj: HasMetadata) -> Key:
