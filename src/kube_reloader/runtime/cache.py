@@ -11,6 +11,7 @@ work proportional to the workloads it can affect, never a LIST.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kube_reloader.core import hashing, rollouts
@@ -136,7 +137,14 @@ def _owner_kind(meta: ObjectMeta) -> str:
     return next((o.kind for o in meta.ownerReferences if o.controller), "")
 
 
-def workload_entry(kind: WorkloadKind, obj: p.Workload | p.CronJob, keys: Keys) -> WorkloadEntry:
+def workload_entry(
+    kind: str,
+    obj: p.Workload | p.CronJob,
+    keys: Keys,
+    status: Callable[[p.Workload], rollouts.Status | None] | None = None,
+) -> WorkloadEntry:
+    """A workload reduced to what the rules read; `status` reads its rollout state (see
+    `kinds`), when the kind has one."""
     keep = keys.workload_keys()
     meta = obj.metadata
     if isinstance(obj, p.CronJob):
@@ -157,38 +165,9 @@ def workload_entry(kind: WorkloadKind, obj: p.Workload | p.CronJob, keys: Keys) 
         owner_kind=_owner_kind(meta),
         workload_ref=ref,
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
-        status=None if isinstance(obj, p.CronJob) else _status(kind, obj),
+        status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
-
-
-def _status(kind: WorkloadKind, obj: p.Workload) -> rollouts.Status | None:
-    st = obj.status
-    if kind is WorkloadKind.DAEMONSET:
-        return rollouts.Status(
-            generation=obj.metadata.generation, observed_generation=st.observedGeneration,
-            replicas=st.desiredNumberScheduled, updated=st.updatedNumberScheduled,
-            available=st.numberAvailable,
-        )  # fmt: skip
-    if kind not in (WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFULSET):
-        return None
-    exceeded = any(
-        c.type == "Progressing" and c.status == "False" and c.reason == "ProgressDeadlineExceeded"
-        for c in st.conditions
-    )
-    return rollouts.Status(
-        generation=obj.metadata.generation,
-        observed_generation=st.observedGeneration,
-        replicas=obj.spec.replicas if obj.spec.replicas is not None else 1,
-        updated=st.updatedReplicas,
-        available=st.availableReplicas,
-        current_revision=st.currentRevision,
-        update_revision=st.updateRevision,
-        progress_deadline_exceeded=exceeded,
-        progress_deadline_seconds=(
-            float(obj.spec.progressDeadlineSeconds) if obj.spec.progressDeadlineSeconds else None
-        ),
-    )
 
 
 def spc_status_entry(obj: p.SpcPodStatus, hash_key: bytes | None = None) -> ConfigEntry:
@@ -274,6 +253,6 @@ class WorkloadIndex:
         keys = set(self._refs.get((namespace, rtype, name), ()))
         keys |= self._named.get((namespace, rtype), set())
         for k in list(keys):  # Rollouts that borrow a candidate Deployment's template
-            if k.kind == WorkloadKind.DEPLOYMENT.value:
+            if k.kind == WorkloadKind.DEPLOYMENT:
                 keys |= self._borrowers.get((namespace, k.name), set())
         return [self.workloads[k] for k in sorted(keys) if k in self.workloads]

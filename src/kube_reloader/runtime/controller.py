@@ -1,142 +1,235 @@
-"""The reload controller: reflectors feed caches, changes fan out to workloads, workers write.
+"""The reload controller: wiring only. It builds the rooms, connects them, and starts and
+stops them in order; each room owns one thing (see docs/architecture.md):
 
-Data flow:
-1. Reflectors mirror ConfigMaps and Secrets (reduced to hashes at decode time), optionally
-   SecretProviderClassPodStatuses (CSI), and the watched workload kinds (reduced to the core's
-   `Workload` value), per watched namespace. Optional kinds (Argo Rollouts, DeploymentConfigs,
-   CSI) start when API discovery finds them, so a CRD installed later is noticed.
-2. After the initial sync, a content change (hash differs), a creation (with
-   `--reload-on-create`) or a deletion (with `--reload-on-delete`) becomes a `core.Change`.
-3. The change fans out through the reverse index to candidate workloads; `core.planning.plan`
-   decides for each; every workload that must change is queued by key with its changes (or,
-   in webhook mode, one notification is sent instead).
-4. A worker takes a workload key, re-plans all its pending changes against the latest cached
-   workload (level-based: a duplicate or stale change writes nothing), writes them in one go
-   (`writing`), records Events, logs and alerts, and refreshes the cache from the answer.
-   Deployments with a pause period are paused first and resumed on time; the resume time is
-   derived from the object, so it survives restarts. Transient failures back off and retry.
+    intake (reflector events -> changes)  ->  fanout (a decision per candidate workload)
+      ->  coalescing (one work item per workload, queued now or after a delay)
+      ->  reconciling (re-plan on the latest state, throttling, pauses, the kind's strategy
+          through the writer)  ->  tracking (rollout progress)
+    resyncing (the level-based catch-up at start and on winning the lease), discovery
+    (optional APIs), reporting (every log line, metric, Event and alert of an outcome),
+    fencing (who may write), supervisor (every task).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from kube_reloader.alerts import AlertSender, WebhookNotifier
-from kube_reloader.core.objects import ResourceType, WorkloadKind
-from kube_reloader.kube import projections, resources
-from kube_reloader.kube.watching import Reflector
-from kube_reloader.runtime import writing
-from kube_reloader.runtime.base import CONTENT_TYPES, config_transform, log
+from kube_reloader.core import planning
+from kube_reloader.core.objects import ObjectKey, WorkloadKind
+from kube_reloader.kube.client import Client
+from kube_reloader.metrics import Recorder
+from kube_reloader.runtime import sources, strategies
+from kube_reloader.runtime.clock import Clock, SystemClock
+from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.discovery import Discovery
+from kube_reloader.runtime.fanout import FanOut
+from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.memory import release_free_memory
+from kube_reloader.runtime.observing import ControllerCollector
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.pauses import Pauses
+from kube_reloader.runtime.reconciling import Reconciler
+from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
+from kube_reloader.runtime.resyncing import Resync
+from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.supervisor import Supervisor
+from kube_reloader.runtime.throttling import Throttle
+from kube_reloader.runtime.tracking import RolloutTracker
+from kube_reloader.runtime.writing import KubeWriter, Writer
+
+#: seconds shutdown waits for in-flight writes (a committed Job re-creation gets its own time)
+DRAIN_SECONDS = 10.0
 
 
-class Controller(Intake):
-    """The reload controller (see the module docstring); its parts live in the modules it
-    inherits from."""
+class Controller:
+    def __init__(
+        self,
+        client: Client,
+        options: Options,
+        *,
+        clock: Clock | None = None,
+        metrics: Recorder | None = None,
+        writer: Writer | None = None,
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or Recorder(by_namespace=False)
+        kinds = self.kinds = options.kinds
+        self.ready = asyncio.Event()
+        self.fence = Fence()
+        self.leading = self.fence.leading
+        #: every background task runs under it: a crash is logged, counted and restarted
+        self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
+        spawn = self.supervisor.oneshot
+        self.reporter = Reporter(self.metrics, KubeEvents(client, kinds), self.fence, spawn)
+        self.stats = self.reporter.stats
+        self.stores = Stores(options.plan.match.keys)
+        self.index = self.stores.index
+        self.coalescer = Coalescer(self.clock, on_queued=self.reporter.queued)
+        self.writer = writer or KubeWriter(client, kinds, options.field_manager)
+        self.throttle = Throttle(
+            self.clock, min_interval=options.min_interval, rate=options.reload_rate,
+            burst=options.reload_burst,
+        )  # fmt: skip
+        self.pauses = Pauses(
+            self.clock, self.stores.keys, self.writer, self.fence, self.reporter, spawn
+        )
+        self.tracker = RolloutTracker(self.clock, self.reporter, self.stores.workload)
+        self.fanout = FanOut(
+            options, self.clock, self.stores, self.coalescer, self.fence, self.reporter
+        )
+        self.resync = Resync(
+            options, kinds, self.clock, self.stores, self.coalescer, self.fence, self.reporter,
+            self.ready,
+        )  # fmt: skip
+        self.reconciler = Reconciler(
+            options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
+            self.tracker, self.writer, self.fence, self.reporter, self.supervisor,
+        )  # fmt: skip
+        self.intake = Intake(
+            options, self.clock, self.stores, self.reporter, self.supervisor, self.ready
+        )
+        self.intake.fan_out = self.fanout.fan_out
+        self.intake.workload_seen = self._workload_seen
+        self.intake.workload_gone = self._workload_gone
+        self.intake.optional_synced = self._optional_synced
+        self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
+        self.metrics.registry.register(ControllerCollector(self))
 
-    def _build_reflectors(self) -> None:
-        keys = self.keys
-        selector = self.options.resource_label_selector or None
-        for ns in self._scopes():
-            for rtype in self.options.resources:
-                res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
-                self._config_reflectors.append(
-                    Reflector(
-                        self.client,
-                        res,
-                        type=CONTENT_TYPES[rtype],
-                        namespace=ns,
-                        label_selector=selector,
-                        transform=config_transform(rtype, keys, self.options.hash_key),
-                        poll_interval=self.options.poll_interval,
-                    )
-                )
-            for kind in self.options.workload_kinds:
-                self._workload_reflectors.append(self._workload_reflector(kind, ns))
-        if self.options.namespace_selector and not self.options.namespaces:
-            self._ns_reflector = Reflector(
-                self.client,
-                resources.NAMESPACES,
-                type=projections.Object,
-                label_selector=self.options.namespace_selector,
-            )
+    # -- leadership (called by the manager's elector, synchronously) ------------------------
+    def start_leading(self) -> None:
+        self.fence.start_leading()
+
+    def stop_leading(self) -> None:
+        self.fence.stop_leading()
+
+    def may_write(self) -> bool:
+        return self.fence.may_write()
+
+    # -- what the collector and the tests read ----------------------------------------------
+    @property
+    def alerts(self) -> AlertSender | None:
+        return self.reporter.alerts
+
+    @property
+    def pending(self) -> int:
+        return len(self.coalescer)
+
+    def all_reflectors(self) -> list[Any]:
+        return self.stores.all_reflectors()
+
+    def reconcile_missed(self) -> int:
+        return self.resync.reconcile_missed()
+
+    # -- wiring between rooms ---------------------------------------------------------------
+    def _workload_seen(self, workload: planning.Workload) -> None:
+        self.fanout.warn_shadowed(workload)
+        if workload.key in self.tracker:
+            self.tracker.observe(workload)
+        spec = self.kinds.get(workload.kind)
+        if spec is not None and spec.pausable:
+            self.pauses.observe(workload)
+
+    def _workload_gone(self, key: ObjectKey) -> None:
+        """A deleted workload leaves nothing behind: timers, tracking, records."""
+        self.reconciler.forget(key)
+        self.pauses.forget(key)
+        self.tracker.forget(key)
+
+    async def _optional_synced(self) -> None:
+        """An optional kind finished its list after readiness: replay, then catch up."""
+        await self.fanout.replay()
+        if self.options.reconcile_on_start:
+            self.reconcile_missed()
+
+    def _build(self) -> None:
+        opts, stores = self.options, self.stores
+        for ns in sources.scopes(opts):
+            stores.configs += sources.configs(self.client, opts, ns)
+            for kind in opts.workload_kinds:
+                spec = self.kinds[kind]
+                if not spec.discovered:
+                    stores.workloads.append(sources.workloads(self.client, opts, spec, ns))
+        stores.namespaces = sources.namespaces(self.client, opts)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""
-        self._build_reflectors()
-        if self.options.alerts is not None:
-            a = self.options.alerts
-            self.alerts = AlertSender(
+        self._build()
+        opts, intake, sup = self.options, self.intake, self.supervisor
+        if opts.alerts is not None:
+            a = opts.alerts
+            alerts = AlertSender(
                 url=a.url, sink=a.sink, additional_info=a.additional_info, proxy=a.proxy or None
             )
-            self.alerts.start()
-            self.supervisor.spawn("alerts", self.alerts.run)
-        if self.options.webhook_url:
-            self.webhook = WebhookNotifier(self.options.webhook_url)
-            self.supervisor.spawn("webhook", self._send_webhooks)
-        for r in self._workload_reflectors:
-            self._watch(r, self._consume_workloads)
-        for c in self._config_reflectors:
-            self._watch(c, self._consume_configs)
-        if self._ns_reflector is not None:
-            self._watch(self._ns_reflector, self._consume_namespaces)
-        # Optional APIs are watched when served and polled for otherwise; they never hold up
-        # readiness (a broken CRD or a slow optional LIST must not stop every other reload).
-        if self.options.argo_rollouts:
-            await self._optional_kind(WorkloadKind.ROLLOUT, required=True)
-        if self.options.deployment_configs:
-            await self._optional_kind(WorkloadKind.DEPLOYMENTCONFIG, required=False)
-        if self.options.csi:
-            await self._optional_csi()
-        for i in range(self.options.workers):
-            self.supervisor.spawn(f"worker@{i}", self._worker)
-        if self.options.reconcile_on_start and self.webhook is None:
-            self.supervisor.spawn("catch-up", self._level_loop)
-        started = time.monotonic()
-        self.supervisor.spawn("sync", lambda: self._wait_synced(started))
+            self.reporter.alerts = alerts
+            alerts.start()
+            sup.spawn("alerts", alerts.run)
+        if opts.webhook_url:
+            self.fanout.webhook = WebhookNotifier(opts.webhook_url)
+            sup.spawn("webhook", self.fanout.send_webhooks)
+        for r in self.stores.workloads:
+            intake.watch(r, intake.consume_workloads)
+        for c in self.stores.configs:
+            intake.watch(c, intake.consume_configs)
+        if self.stores.namespaces is not None:
+            intake.watch(self.stores.namespaces, intake.consume_namespaces)
+        if opts.argo_rollouts:
+            spec = self.kinds[WorkloadKind.ROLLOUT]
+            await self.discovery.kind(spec, what="--is-Argo-Rollouts", required=True)
+        if opts.deployment_configs:
+            spec = self.kinds[WorkloadKind.DEPLOYMENTCONFIG]
+            await self.discovery.kind(spec, what="DeploymentConfig support", required=False)
+        if opts.csi:
+            await self.discovery.csi()
+        for i in range(opts.workers):
+            sup.spawn(f"worker@{i}", self.reconciler.worker)
+        if opts.reconcile_on_start and self.fanout.webhook is None:
+            sup.spawn("catch-up", self.resync.loop)
+        started = self.clock.monotonic()
+        sup.spawn("sync", lambda: self._synced(started))
         await stop.wait()
-        log.info("stopping", extra={"in_flight": self.queue.active, "queued": len(self.queue)})
-        for h in [*self._resumes.values(), *self._scheduled.values()]:
-            h.cancel()
-        for tracked in self._tracking.values():
-            tracked[3].cancel()
-        self.queue.close()
-        # let in-flight writes finish (bounded), then cancel everything else; a Job deleted
-        # and not yet re-created gets the time its re-creation may take
-        started_drain = time.monotonic()
-        while self.queue.active:
-            waited = time.monotonic() - started_drain
-            if waited > 10 and (not self._committed or waited > writing.JOB_RECREATE_SECONDS):
-                break
-            await asyncio.sleep(0.05)
-        if self.alerts is not None:
-            await self.alerts.drain()
-        await self.supervisor.close()
-        if self.alerts is not None:
-            await self.alerts.stop()
-        if self.webhook is not None:
-            await self.webhook.close()
+        await self._stop()
 
-    async def _wait_synced(self, started: float) -> None:
-        reflectors: list[Any] = [*self._workload_reflectors, *self._config_reflectors]
-        if self._ns_reflector is not None:
-            reflectors.append(self._ns_reflector)
-        await asyncio.gather(*(r.synced.wait() for r in reflectors))
-        self.ready.set()
-        self.metrics.ready.set(1)
-        stashed, self._stashed = self._stashed, {}
-        for change, observed in stashed.values():
-            await self._fan_out(change, observed)
+    async def _synced(self, started: float) -> None:
+        await self.intake.synced()
         # The initial LISTs' pages are garbage now; hand their memory back to the OS.
         release_free_memory()
         log.info(
             "caches synced",
             extra={
-                "seconds": round(time.monotonic() - started, 3),
+                "seconds": round(self.clock.monotonic() - started, 3),
                 "workloads": len(self.index),
-                "configs": sum(len(r.store) for r in self._config_reflectors),
+                "configs": sum(len(r.store) for r in self.stores.configs),
             },
         )
+
+    async def _stop(self) -> None:
+        log.info(
+            "stopping",
+            extra={"in_flight": self.coalescer.active, "queued": self.coalescer.depth},
+        )
+        self.pauses.close()
+        self.tracker.close()
+        self.coalescer.close()
+        # let in-flight writes finish (bounded), then cancel everything else; a Job deleted
+        # and not yet re-created gets the time its re-creation may take
+        started = self.clock.monotonic()
+        while self.coalescer.active:
+            waited = self.clock.monotonic() - started
+            if waited > DRAIN_SECONDS and (
+                not self.fence.committed or waited > strategies.JOB_RECREATE_SECONDS
+            ):
+                break
+            await asyncio.sleep(0.05)
+        alerts = self.reporter.alerts
+        if alerts is not None:
+            await alerts.drain()
+        await self.supervisor.close()
+        if alerts is not None:
+            await alerts.stop()
+        if self.fanout.webhook is not None:
+            await self.fanout.webhook.close()

@@ -4,17 +4,28 @@ side-channel results), so the hot path does not have to count them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from kube_reloader.runtime.base import ControllerBase
+from kube_reloader.alerts import AlertSender
+
+
+class Observed(Protocol):
+    """What the collector reads at scrape time."""
+
+    @property
+    def alerts(self) -> AlertSender | None: ...
+
+    @property
+    def pending(self) -> int: ...
+
+    def all_reflectors(self) -> list[Any]: ...
 
 
 class ControllerCollector(Collector):
-    def __init__(self, controller: ControllerBase) -> None:
+    def __init__(self, controller: Observed) -> None:
         self.controller = controller
 
     def collect(self) -> Iterator[Metric]:
@@ -69,5 +80,5 @@ class ControllerCollector(Collector):
         pending = GaugeMetricFamily(
             "kube_reloader_pending_reloads", "Workloads with reloads waiting to be written"
         )
-        pending.add_metric([], len(c.pending))
+        pending.add_metric([], c.pending)
         yield pending

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.runtime.kinds import BUILTIN, Kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,11 @@ class Options:
     namespace_selector: str = ""
     resource_label_selector: str = ""
     resources: tuple[ResourceType, ...] = (ResourceType.CONFIGMAP, ResourceType.SECRET)
-    workload_kinds: tuple[WorkloadKind, ...] = (
+    #: the registry of workload kinds (a test may register one of its own)
+    kinds: Kinds = field(default=BUILTIN, repr=False, compare=False)
+    #: the kinds watched from the start (names in `kinds`; discovered kinds are switched on
+    #: by `argo_rollouts` / `deployment_configs`)
+    workload_kinds: tuple[str, ...] = (
         WorkloadKind.DEPLOYMENT,
         WorkloadKind.CRONJOB,
         WorkloadKind.JOB,

@@ -2,7 +2,7 @@
 
 Adding a key that is already queued does nothing; adding a key that a worker is handling marks
 it dirty, and it is queued again when that worker is done (client-go's workqueue semantics).
-Delayed re-adds implement backoff without blocking a worker.
+Delays are the coalescer's (`coalescing`): this queue only orders keys.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ class WorkQueue(Generic[K]):
         self._queued: set[K] = set()
         self._active: set[K] = set()
         self._dirty: set[K] = set()
-        self._timers: set[asyncio.TimerHandle] = set()
         self._closed = False
 
     def __len__(self) -> int:
@@ -41,17 +40,6 @@ class WorkQueue(Generic[K]):
         self._queued.add(key)
         self._queue.put_nowait(key)
 
-    def add_after(self, key: K, delay: float) -> None:
-        """Queue `key` after `delay` seconds (backoff without holding a worker)."""
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._timers.discard(handle)
-            self.add(key)
-
-        handle = loop.call_later(delay, fire)
-        self._timers.add(handle)
-
     async def get(self) -> K:
         key = await self._queue.get()
         self._queued.discard(key)
@@ -66,6 +54,3 @@ class WorkQueue(Generic[K]):
 
     def close(self) -> None:
         self._closed = True
-        for t in self._timers:
-            t.cancel()
-        self._timers.clear()

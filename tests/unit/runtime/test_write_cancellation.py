@@ -11,32 +11,32 @@ from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.core.planning import Outcome
 from kube_reloader.core.references import PodTemplate
 from kube_reloader.kube import errors
-from kube_reloader.runtime import writing
-from kube_reloader.runtime.controller import Controller
-from kube_reloader.runtime.options import Options
+from kube_reloader.kube import resources
+from kube_reloader.runtime import strategies
+from kube_reloader.runtime.fencing import Fence
 
 
 async def test_stop_leading_cancels_writes_in_flight_but_not_a_committed_job_recreation() -> None:
-    controller = Controller(object(), Options())  # type: ignore[arg-type]
+    fence = Fence()
     release = asyncio.Event()
 
     async def plain_write() -> None:
         await release.wait()
 
     async def committed_write() -> None:
-        controller._commit_write()
+        fence.commit()
         await release.wait()
 
     plain = asyncio.ensure_future(plain_write())
     committed = asyncio.ensure_future(committed_write())
-    controller._writing |= {plain, committed}
+    fence.writing |= {plain, committed}
     await asyncio.sleep(0)
-    controller.stop_leading()
+    fence.stop_leading()
     release.set()
     await asyncio.gather(plain, committed, return_exceptions=True)
     assert plain.cancelled()
     assert not committed.cancelled()
-    assert not controller.may_write()
+    assert not fence.may_write()
 
 
 class FakeJobs:
@@ -75,9 +75,10 @@ async def test_a_job_write_reports_its_point_of_no_return_between_delete_and_cre
         outcome=Outcome.RELOAD,
         message="",
     )
-    await writing.write(
-        jobs, workload, [plan], field_manager="Reloader", now=None,  # type: ignore[arg-type]
+    target = strategies.Target(
+        workload, resources.JOBS, "Reloader", now=None,  # type: ignore[arg-type]
         committed=lambda: seen.append(list(jobs.calls)),
     )  # fmt: skip
+    await strategies.JOB_RECREATE.apply(jobs, target, [plan])  # type: ignore[arg-type]
     assert seen == [["get", "delete"]], "committed once, right after the delete"
     assert jobs.calls == ["get", "delete", "create", "create", "create"]

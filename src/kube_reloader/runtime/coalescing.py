@@ -1,0 +1,123 @@
+"""Pending work: the changes waiting for each workload, gathered into one `WorkItem` per
+workload, and the one mechanism that queues it now or after a delay (coalescing window,
+rate-limit deferral, retry backoff). The queue hands out the item itself.
+
+Semantics (client-go's workqueue, per workload): an item is queued at most once; changes that
+arrive while it waits join it; changes that arrive while a worker handles it form a new item,
+queued when that worker is done. A delayed add keeps the timer already running for the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.planning import Change
+from kube_reloader.runtime.clock import Clock, Timer
+from kube_reloader.runtime.queueing import WorkQueue
+
+ChangeKey = tuple[ResourceType, str]
+
+
+@dataclass
+class WorkItem:
+    """Everything one reload of one workload is about."""
+
+    key: ObjectKey
+    changes: dict[ChangeKey, Change] = field(default_factory=dict)
+    #: when each change was first observed (monotonic), for the reload latency
+    observed: dict[ChangeKey, float] = field(default_factory=dict)
+    #: when the item was first queued (monotonic), for the queue latency
+    queued_at: float | None = None
+
+    def under(self, newer: WorkItem) -> WorkItem:
+        """This (older) item with `newer`'s changes winning."""
+        return WorkItem(
+            self.key,
+            {**self.changes, **newer.changes},
+            {**newer.observed, **self.observed},
+            self.queued_at if self.queued_at is not None else newer.queued_at,
+        )
+
+
+class Coalescer:
+    def __init__(self, clock: Clock, on_queued: Callable[[int], None] | None = None) -> None:
+        self.clock = clock
+        self._on_queued = on_queued
+        self._waiting: dict[ObjectKey, WorkItem] = {}
+        self._timers: dict[ObjectKey, Timer] = {}
+        self._queue: WorkQueue[ObjectKey] = WorkQueue()
+
+    def __len__(self) -> int:
+        """Workloads with changes waiting to be written."""
+        return len(self._waiting)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._waiting
+
+    @property
+    def depth(self) -> int:
+        return len(self._queue)
+
+    @property
+    def active(self) -> int:
+        return self._queue.active
+
+    def add(self, key: ObjectKey, change: Change, observed: float | None, delay: float) -> bool:
+        """Add a change for `key`, queued after `delay`; True when it joined waiting work.
+        `observed` (monotonic) is when the change was seen, if its latency is measured."""
+        item = self._waiting.setdefault(key, WorkItem(key))
+        joined = bool(item.changes)
+        ck = (change.rtype, change.name)
+        item.changes[ck] = change
+        if observed is not None:
+            item.observed.setdefault(ck, observed)
+        self.schedule(key, delay)
+        return joined
+
+    def put_back(self, item: WorkItem) -> None:
+        """Return an item not (fully) handled; changes that arrived meanwhile win."""
+        newer = self._waiting.get(item.key)
+        self._waiting[item.key] = item if newer is None else item.under(newer)
+
+    def schedule(self, key: ObjectKey, delay: float) -> None:
+        """Queue `key`'s waiting item after `delay` (the only delayed add)."""
+        if key in self._timers:
+            return
+        if delay <= 0:
+            self._enqueue(key)
+            return
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self._enqueue(key)
+
+        self._timers[key] = self.clock.call_later(delay, fire)
+
+    def _enqueue(self, key: ObjectKey) -> None:
+        item = self._waiting.get(key)
+        if item is not None and item.queued_at is None:
+            item.queued_at = self.clock.monotonic()
+        self._queue.add(key)
+        if self._on_queued is not None:
+            self._on_queued(len(self._queue))
+
+    async def get(self) -> WorkItem:
+        """The next item to handle (mark it done with `done`); may have no changes when they
+        were dropped meanwhile."""
+        key = await self._queue.get()
+        return self._waiting.pop(key, None) or WorkItem(key)
+
+    def done(self, key: ObjectKey) -> None:
+        self._queue.done(key)
+
+    def drop(self, key: ObjectKey) -> None:
+        """Forget `key`'s waiting changes (its workload is gone)."""
+        self._waiting.pop(key, None)
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._queue.close()

@@ -1,0 +1,47 @@
+"""Who may write, and the writes in flight: the one place leadership is checked before a
+write is sent, and where losing it cancels what is being written."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+log = logging.getLogger("kube_reloader.runtime.controller")
+
+
+class Fence:
+    """Set while this replica may write (always without HA; while leading with HA)."""
+
+    def __init__(self) -> None:
+        self.leading = asyncio.Event()
+        self.leading.set()
+        #: reconciles in flight, cancelled the moment this replica stops leading
+        self.writing: set[asyncio.Task[Any]] = set()
+        #: of those, the ones past their point of no return (a Job deleted, not re-created
+        #: yet): they finish even when leadership is lost, and shutdown waits for them
+        self.committed: set[asyncio.Task[Any]] = set()
+
+    def may_write(self) -> bool:
+        """Checked right before every write is sent."""
+        return self.leading.is_set()
+
+    def start_leading(self) -> None:
+        self.leading.set()
+
+    def stop_leading(self) -> None:
+        """Stop writing at once: no new write starts, those in flight are cancelled."""
+        self.leading.clear()
+        for write in list(self.writing):
+            if write not in self.committed:  # a half-done Job re-creation must finish
+                write.cancel()
+        if self.writing:
+            log.warning("leadership lost: in-flight writes cancelled",
+                        extra={"writes": len(self.writing)})  # fmt: skip
+
+    def commit(self) -> None:
+        """The calling write can no longer be abandoned half-way."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.committed.add(task)
+            task.add_done_callback(self.committed.discard)

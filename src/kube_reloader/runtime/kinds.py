@@ -1,0 +1,113 @@
+"""The one registry of workload kinds: per kind, its API resource, the projection its watch
+events decode into, how it is reloaded (a `strategies.Strategy`), how its rollout state is
+read, and whether the start-up catch-up and the pause period apply to it.
+
+Adding a kind is one `KindSpec` (plus, at most, one strategy). A registry is a value: a test
+can register a kind of its own (`BUILTIN.with_kind(...)`) and pass it in `Options.kinds`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kube_reloader.core import planning, rollouts
+from kube_reloader.core.objects import WorkloadKind
+from kube_reloader.kube import projections as p
+from kube_reloader.kube import resources
+from kube_reloader.kube.resources import Resource
+from kube_reloader.runtime import strategies
+from kube_reloader.runtime.strategies import Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    kind: str
+    resource: Resource
+    #: how a workload of this kind is reloaded
+    strategy: Callable[[planning.Workload], Strategy]
+    #: the projection its watch events decode into (`p.CronJob` reads spec.jobTemplate)
+    projection: type[Any] = p.Workload
+    #: reads the rollout state from the object; None: its rollouts are not followed
+    status: Callable[[p.Workload], rollouts.Status | None] | None = None
+    #: the start-up catch-up reloads what it missed (not Jobs and CronJobs: their next run
+    #: reads the current content anyway)
+    catch_up: bool = True
+    #: honours the pause-period annotation (Deployments)
+    pausable: bool = False
+    #: watched only once API discovery finds it served; never holds up readiness
+    discovered: bool = False
+
+
+def _exceeded(obj: p.Workload) -> bool:
+    return any(
+        c.type == "Progressing" and c.status == "False" and c.reason == "ProgressDeadlineExceeded"
+        for c in obj.status.conditions
+    )
+
+
+def replica_status(obj: p.Workload) -> rollouts.Status:
+    """Deployments and StatefulSets."""
+    st = obj.status
+    return rollouts.Status(
+        generation=obj.metadata.generation,
+        observed_generation=st.observedGeneration,
+        replicas=obj.spec.replicas if obj.spec.replicas is not None else 1,
+        updated=st.updatedReplicas,
+        available=st.availableReplicas,
+        current_revision=st.currentRevision,
+        update_revision=st.updateRevision,
+        progress_deadline_exceeded=_exceeded(obj),
+        progress_deadline_seconds=(
+            float(obj.spec.progressDeadlineSeconds) if obj.spec.progressDeadlineSeconds else None
+        ),
+    )
+
+
+def daemonset_status(obj: p.Workload) -> rollouts.Status:
+    st = obj.status
+    return rollouts.Status(
+        generation=obj.metadata.generation, observed_generation=st.observedGeneration,
+        replicas=st.desiredNumberScheduled, updated=st.updatedNumberScheduled,
+        available=st.numberAvailable,
+    )  # fmt: skip
+
+
+class Kinds:
+    """A registry: kind name -> `KindSpec`."""
+
+    def __init__(self, specs: list[KindSpec]) -> None:
+        self._specs = {s.kind: s for s in specs}
+
+    def __getitem__(self, kind: str) -> KindSpec:
+        return self._specs[kind]
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._specs
+
+    def __iter__(self) -> Iterator[KindSpec]:
+        return iter(self._specs.values())
+
+    def get(self, kind: str) -> KindSpec | None:
+        return self._specs.get(kind)
+
+    def with_kind(self, spec: KindSpec) -> Kinds:
+        return Kinds([*self._specs.values(), spec])
+
+
+fixed = strategies.fixed
+BUILTIN = Kinds([
+    KindSpec(WorkloadKind.DEPLOYMENT, resources.DEPLOYMENTS, fixed(strategies.TEMPLATE_PATCH),
+             status=replica_status, pausable=True),
+    KindSpec(WorkloadKind.DAEMONSET, resources.DAEMONSETS, fixed(strategies.TEMPLATE_PATCH),
+             status=daemonset_status),
+    KindSpec(WorkloadKind.STATEFULSET, resources.STATEFULSETS, fixed(strategies.TEMPLATE_PATCH),
+             status=replica_status),
+    KindSpec(WorkloadKind.CRONJOB, resources.CRONJOBS, fixed(strategies.CRONJOB_TRIGGER),
+             projection=p.CronJob, catch_up=False),
+    KindSpec(WorkloadKind.JOB, resources.JOBS, fixed(strategies.JOB_RECREATE), catch_up=False),
+    KindSpec(WorkloadKind.ROLLOUT, resources.ROLLOUTS, strategies.rollout, discovered=True),
+    KindSpec(WorkloadKind.DEPLOYMENTCONFIG, resources.DEPLOYMENTCONFIGS,
+             fixed(strategies.CUSTOM_RESOURCE_PATCH), discovered=True),
+])  # fmt: skip

@@ -1,0 +1,110 @@
+"""The Deployment pause period: pause before the reload's write, resume on time. The resume
+time is derived from the object itself (the paused-at annotation), so it survives restarts and
+a change of leader; this room only keeps one resume timer per paused Deployment."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kube_reloader.core import pausing, planning
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ObjectKey
+from kube_reloader.kube import errors
+from kube_reloader.runtime.clock import Clock, Timer, utc
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.reporting import Reporter, Spawn, log
+from kube_reloader.runtime.writing import Writer
+
+#: seconds before a resume that could not be done (not leading, API error) is tried again
+RESUME_RETRY = 5.0
+
+
+class Pauses:
+    def __init__(
+        self, clock: Clock, keys: Keys, writer: Writer, fence: Fence, reporter: Reporter,
+        spawn: Spawn,
+    ) -> None:  # fmt: skip
+        self.clock = clock
+        self.keys = keys
+        self.writer = writer
+        self.fence = fence
+        self.reporter = reporter
+        self.spawn = spawn
+        self._resumes: dict[ObjectKey, Timer] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._resumes
+
+    async def before_write(self, workload: planning.Workload, now: dt.datetime) -> None:
+        """Pause a Deployment whose pause-period annotation asks for it (a bad value costs a
+        Warning and no pause)."""
+        keys = self.keys
+        decision = pausing.plan_pause(
+            annotations=dict(workload.annotations), paused=workload.paused, now=now,
+            period_key=keys.pause_period, paused_at_key=keys.paused_at,
+        )  # fmt: skip
+        if decision.action is pausing.PauseAction.INVALID:
+            self.reporter.warn_once(workload, (decision.message,))
+        elif decision.action is pausing.PauseAction.PAUSE:
+            await self.writer.pause(workload.key, keys.paused_at, now)
+            assert decision.resume_at is not None
+            self.reporter.paused(workload.key, str(decision.resume_at))
+            self._schedule(workload.key, decision.resume_at)
+
+    def observe(self, workload: planning.Workload) -> None:
+        """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
+        _due, when = pausing.resume_due(
+            annotations=dict(workload.annotations), paused=workload.paused,
+            now=utc(self.clock), period_key=self.keys.pause_period,
+            paused_at_key=self.keys.paused_at,
+        )  # fmt: skip
+        if when is None:
+            self.forget(workload.key)
+        elif workload.key not in self._resumes:
+            self._schedule(workload.key, when)
+
+    def forget(self, key: ObjectKey) -> None:
+        handle = self._resumes.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def close(self) -> None:
+        for handle in self._resumes.values():
+            handle.cancel()
+        self._resumes.clear()
+
+    def _schedule(self, key: ObjectKey, when: dt.datetime) -> None:
+        self.forget(key)
+        delay = max(0.0, (when - utc(self.clock)).total_seconds())
+        self._resumes[key] = self.clock.call_later(
+            delay, lambda: self._fire(key)
+        )
+
+    def _fire(self, key: ObjectKey) -> None:
+        self.spawn(f"resume/{key}", self.resume(key))
+
+    def _later(self, key: ObjectKey) -> None:
+        self._schedule(key, utc(self.clock) + dt.timedelta(seconds=RESUME_RETRY))
+
+    async def resume(self, key: ObjectKey) -> None:
+        """Resume `key` if it is still paused by us; the leader does it."""
+        self._resumes.pop(key, None)
+        if not self.fence.may_write():  # the leader resumes; check again later in case we lead
+            self._later(key)
+            return
+        try:
+            obj = await self.writer.read(key)
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            paused = bool((obj.get("spec") or {}).get("paused"))
+            if not (paused and annotations.get(self.keys.paused_at)):
+                return  # resumed by someone else, or not our pause
+            if not self.fence.may_write():  # lost the lease while reading: the leader resumes
+                self._later(key)
+                return
+            await self.writer.resume(key, self.keys.paused_at)
+            self.reporter.resumed(key)
+        except errors.NotFound:
+            return
+        except errors.KubeError as exc:
+            log.warning("resume failed, retrying", extra={"workload": str(key), "error": str(exc)})
+            self._later(key)

@@ -1,0 +1,315 @@
+"""The one place an outcome is reported: each call here turns what happened into its log
+line, its metrics, its Kubernetes Event and its alert. No other room touches a metric object,
+records an Event or sends an alert (scrape-time gauges live in `observing`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kube_reloader.alerts import AlertSender
+from kube_reloader.core import planning, rollouts
+from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.planning import Change, Outcome, Plan
+from kube_reloader.kube import errors, events
+from kube_reloader.kube.client import Client
+from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.kinds import Kinds
+
+# one logger for all the controller's rooms, named as before they were split
+log = logging.getLogger("kube_reloader.runtime.controller")
+#: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
+MAX_WARNED = 10_000
+
+Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
+
+
+@dataclass
+class Stats:
+    """Counters the controller keeps about itself (also exported as metrics)."""
+
+    changes: int = 0
+    reloads: int = 0
+    failures: int = 0
+    retries: int = 0
+    patches: int = 0
+    webhooks: int = 0
+    pauses: int = 0
+    resumes: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+class EventSink(Protocol):
+    async def send(
+        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        component: str,
+    ) -> None: ...  # fmt: skip
+
+
+class KubeEvents:
+    """Events about workloads, created through the API."""
+
+    def __init__(self, client: Client, kinds: Kinds) -> None:
+        self.client = client
+        self.kinds = kinds
+
+    async def send(
+        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        component: str,
+    ) -> None:  # fmt: skip
+        await events.record(
+            self.client, kind=str(workload.kind),
+            api_version=self.kinds[workload.kind].resource.api_version,
+            namespace=workload.namespace, name=workload.name, uid=workload.uid,
+            event_type=event_type, reason=reason, message=message, component=component,
+        )  # fmt: skip
+
+
+class Reporter:
+    def __init__(self, metrics: Recorder, events: EventSink, fence: Fence, spawn: Spawn) -> None:
+        self.metrics = metrics
+        self.events = events
+        self.fence = fence
+        self.spawn = spawn
+        self.stats = Stats()
+        self.alerts: AlertSender | None = None
+        self._warned: dict[tuple[ObjectKey, str], None] = {}
+
+    # -- problems ---------------------------------------------------------------------------
+    def object_failed(self, stage: str, key: object, exc: BaseException) -> None:
+        """One object's handling raised: log it with the object, count it, carry on."""
+        self.metrics.object_errors.labels(stage=stage).inc()
+        log.error(
+            "object skipped after an unexpected error",
+            exc_info=exc,
+            extra={"stage": stage, "object": str(key), "error": f"{type(exc).__name__}"},
+        )
+
+    def warn_once(
+        self,
+        workload: planning.Workload,
+        warnings: tuple[str, ...],
+        reason: str = "ReloadAnnotationInvalid",
+    ) -> None:
+        """One Warning Event per (workload, problem); the leader records them. The memory
+        of what was warned is bounded (the oldest is forgotten, then warned again)."""
+        if not warnings or not self.fence.may_write():
+            return
+        for text in warnings:
+            marker = (workload.key, text)
+            if marker in self._warned:
+                continue
+            self._warned[marker] = None
+            if len(self._warned) > MAX_WARNED:
+                del self._warned[next(iter(self._warned))]
+            log.warning(
+                "bad reload annotation" if reason == "ReloadAnnotationInvalid" else "reload error",
+                extra={"workload": str(workload.key), "problem": text},
+            )
+            self.event(workload, "Warning", reason, text, "reloader")
+
+    def event(
+        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        component: str,
+    ) -> None:  # fmt: skip
+        async def send() -> None:
+            if not self.fence.may_write():
+                return  # Events are writes too: the leader records them
+            try:
+                await self.events.send(workload, event_type, reason, message, component)
+            except errors.KubeError as exc:
+                log.warning("could not record event", extra={"reason": reason, "error": str(exc)})
+
+        self.spawn(f"event/{reason}", send())
+
+    def handler_error(self) -> None:
+        self.metrics.errors.labels(type="handler_error").inc()
+
+    # -- intake -----------------------------------------------------------------------------
+    def event_received(self, event_type: str, resource_type: str) -> None:
+        self.metrics.events_received.labels(
+            event_type=event_type, resource_type=resource_type
+        ).inc()
+
+    def no_data_change(self) -> None:
+        self.metrics.skipped.labels(reason="no_data_change").inc()
+
+    def change_detected(self, change: Change, resource_type: str, *, synthesized: bool) -> None:
+        self.stats.changes += 1
+        self.metrics.events_processed.labels(
+            event_type=change.event.value, resource_type=resource_type, result="success"
+        ).inc()
+        self.log_change("change detected", change, missed_while_not_watching=synthesized)
+
+    def synced(self) -> None:
+        self.metrics.ready.set(1)
+
+    def log_change(self, message: str, change: Change, **extra: object) -> None:
+        """An info line about a change; a Secret's content hash only at debug (a short
+        Secret can be guessed from its unsalted hash)."""
+        fields: dict[str, object] = {"resource": str(change), "event": change.event.value}
+        fields.update(extra)
+        if change.rtype is ResourceType.SECRET:
+            # the decision's reason names the value written (the hash): debug only too
+            log.info(message, extra={k: v for k, v in fields.items() if k != "reason"})
+            log.debug(message, extra={**fields, "hash": change.hash})
+        else:
+            log.info(message, extra={**fields, "hash": change.hash})
+
+    # -- decisions and the queue ------------------------------------------------------------
+    def decided(self, workload: planning.Workload, change: Change, p: Plan) -> None:
+        kind = str(workload.kind)
+        self.metrics.workloads_scanned.labels(kind=kind).inc()
+        self.metrics.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
+        if p.outcome is Outcome.RELOAD:
+            self.metrics.workloads_matched.labels(kind=kind).inc()
+            return
+        reason = "strategy_not_updated" if p.outcome is Outcome.NO_CONTAINER else p.outcome.value
+        self.metrics.skipped.labels(reason=reason).inc()
+        self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
+        log.debug(
+            "not reloading",
+            extra={"workload": str(workload.key), "resource": str(change),
+                   "outcome": p.outcome.value,
+                   "reason": "" if change.rtype is ResourceType.SECRET else p.message},
+        )  # fmt: skip
+
+    def coalesced(self) -> None:
+        self.metrics.coalesced.inc()
+
+    def queued(self, depth: int) -> None:
+        self.metrics.queue_adds.inc()
+        self.metrics.queue_depth.set(depth)
+
+    def dequeued(self, waited: float | None, depth: int) -> None:
+        if waited is not None:
+            self.metrics.queue_latency.observe(waited)
+        self.metrics.queue_depth.set(depth)
+
+    def reconciled(self, result: str, seconds: float) -> None:
+        self.metrics.reconcile.labels(result=result).inc()
+        self.metrics.reconcile_duration.labels(result=result).observe(seconds)
+
+    def retrying(self) -> None:
+        self.stats.retries += 1
+        self.metrics.retries.inc()
+        self.metrics.deferred.labels(reason="retry_backoff").inc()
+
+    def deferred(
+        self, workload: planning.Workload, reason: str, until: str, min_interval: float
+    ) -> None:
+        key = workload.key
+        self.metrics.deferred.labels(reason=reason).inc()
+        log.info("reload deferred", extra={"workload": str(key), "reason": reason, "until": until})
+        if reason == "min_interval":
+            self.event(
+                workload, "Normal", "ReloadDeferred",
+                f"Reload of '{key.name}' deferred until {until}: at most one "
+                f"reload every {min_interval:g}s per workload",
+                "reloader",
+            )  # fmt: skip
+
+    # -- writes -----------------------------------------------------------------------------
+    def written(self, kind: str, seconds: float) -> None:
+        self.stats.patches += 1
+        self.metrics.action_latency.labels(workload_kind=kind).observe(seconds)
+
+    def reloaded(self, workload: planning.Workload, p: Plan, seconds: float | None) -> None:
+        key, c = workload.key, p.change
+        self.stats.reloads += 1
+        self.metrics.reload_done(
+            kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
+        )
+        self.log_change("reloaded workload", c, workload=str(key), reason=p.message)
+        self.event(
+            workload, "Normal", "Reloaded",
+            f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
+            f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
+            f"'{key.namespace}'",
+            f"reloader-{c.rtype.plural}",
+        )  # fmt: skip
+        if self.alerts is not None:
+            self.alerts.reloaded(
+                resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
+                workload=key.name, kind=key.kind,
+            )  # fmt: skip
+
+    def reload_failed(
+        self, workload: planning.Workload, plans: list[Plan], exc: errors.KubeError
+    ) -> None:
+        key = workload.key
+        self.stats.failures += 1
+        self.metrics.errors.labels(type="update_workload").inc()
+        for p in plans:
+            self.metrics.reload_done(
+                kind=key.kind, namespace=key.namespace, success=False, seconds=None
+            )
+            log.error(
+                "reload failed",
+                extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
+            )
+            self.event(
+                workload, "Warning", "ReloadFail",
+                f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
+                f"failed with error {exc}",
+                f"reloader-{p.change.rtype.plural}",
+            )  # fmt: skip
+
+    def paused(self, key: ObjectKey, until: str) -> None:
+        self.stats.pauses += 1
+        self.metrics.pauses.labels(action="pause").inc()
+        log.info("paused deployment", extra={"workload": str(key), "until": until})
+
+    def resumed(self, key: ObjectKey) -> None:
+        self.stats.resumes += 1
+        self.metrics.pauses.labels(action="resume").inc()
+        log.info("resumed deployment", extra={"workload": str(key)})
+
+    def rollout_finished(
+        self,
+        workload: planning.Workload,
+        result: rollouts.RolloutState,
+        seconds: float,
+        limit: float,
+    ) -> None:
+        kind, name = str(workload.kind), workload.name
+        self.metrics.rollouts.labels(workload_kind=kind, result=result.value).inc()
+        if result is rollouts.RolloutState.COMPLETE:
+            self.metrics.rollout_duration.labels(workload_kind=kind).observe(seconds)
+            log.info(
+                "rollout complete",
+                extra={"workload": str(workload.key), "seconds": round(seconds, 2)},
+            )
+            # no Event for a success: one per reload would double the controller's API writes;
+            # the metric and the log line record it, failures get Warning Events
+            return
+        if result is rollouts.RolloutState.FAILED:
+            reason = "ReloadRolloutFailed"
+            text = f"Rollout of '{name}' after the reload failed: progress deadline exceeded"
+        else:
+            reason = "ReloadRolloutStuck"
+            text = f"Rollout of '{name}' after the reload is not complete after {limit:.0f}s"
+        log.warning(
+            "rollout not complete", extra={"workload": str(workload.key), "result": result.value}
+        )
+        self.event(workload, "Warning", reason, text, "reloader")
+        if self.alerts is not None and self.fence.may_write():
+            self.alerts.notify(f"{text} ({kind} in namespace {workload.namespace})")
+
+    # -- webhook mode -----------------------------------------------------------------------
+    def webhook_sent(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:
+        self.stats.webhooks += 1
+        self.metrics.side_channel.labels(channel="webhook", result="success").inc()
+        self.metrics.reload_executed.labels(success="true").inc()
+        self.metrics.action.labels(workload_kind="webhook", result="success").inc()
+        log.info(
+            "webhook sent instead of reloading",
+            extra={"resource": str(change), "workloads": ",".join(map(str, workloads))},
+        )
+
+    def webhook_failed(self) -> None:
+        self.metrics.side_channel.labels(channel="webhook", result="error").inc()
+        self.metrics.errors.labels(type="webhook_send").inc()

@@ -1,0 +1,116 @@
+"""What is watched: the reflectors built from the options and the kinds registry, each with
+the transform that reduces its objects to what the rules read (hashes, never Secret data)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.kube import projections, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.watching import Reflector
+from kube_reloader.runtime.cache import (
+    ConfigEntry,
+    WorkloadEntry,
+    configmap_entry,
+    secret_entry,
+    spc_status_entry,
+    workload_entry,
+)
+from kube_reloader.runtime.kinds import KindSpec
+from kube_reloader.runtime.options import Options
+
+CONTENT_TYPES: dict[ResourceType, type[Any]] = {
+    ResourceType.CONFIGMAP: projections.ConfigMapContent,
+    ResourceType.SECRET: projections.SecretContent,
+}
+
+
+def scopes(options: Options) -> list[str | None]:
+    """One reflector per watched namespace, or one cluster-wide."""
+    return list(options.namespaces) if options.namespaces else [None]
+
+
+def config_transform(
+    rtype: ResourceType, keys: Keys, hash_key: bytes | None
+) -> Callable[[Any], ConfigEntry]:
+    def transform(obj: Any) -> ConfigEntry:
+        if rtype is ResourceType.CONFIGMAP:
+            return configmap_entry(obj, keys, hash_key)
+        return secret_entry(obj, keys, hash_key)
+
+    return transform
+
+
+def configs(client: Client, options: Options, ns: str | None) -> list[Reflector[ConfigEntry]]:
+    keys = options.plan.match.keys
+    out: list[Reflector[ConfigEntry]] = []
+    for rtype in options.resources:
+        res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
+        out.append(
+            Reflector(
+                client, res, type=CONTENT_TYPES[rtype], namespace=ns,
+                label_selector=options.resource_label_selector or None,
+                transform=config_transform(rtype, keys, options.hash_key),
+                poll_interval=options.poll_interval,
+            )  # fmt: skip
+        )
+    return out
+
+
+def workloads(
+    client: Client, options: Options, spec: KindSpec, ns: str | None
+) -> Reflector[WorkloadEntry]:
+    keys = options.plan.match.keys
+
+    def transform(obj: Any) -> WorkloadEntry:
+        return workload_entry(spec.kind, obj, keys, spec.status)
+
+    return Reflector(
+        client, spec.resource, type=spec.projection, namespace=ns, transform=transform,
+        poll_interval=options.poll_interval,
+    )  # fmt: skip
+
+
+def namespaces(client: Client, options: Options) -> Reflector[projections.Object] | None:
+    if not options.namespace_selector or options.namespaces:
+        return None
+    return Reflector(
+        client, resources.NAMESPACES, type=projections.Object,
+        label_selector=options.namespace_selector,
+    )  # fmt: skip
+
+
+def spc_transform(keys: Keys) -> Callable[[Any], projections.Object]:
+    keep = keys.resource_keys()
+
+    def transform(obj: Any) -> projections.Object:
+        meta = obj.metadata
+        return projections.Object(
+            projections.ObjectMeta(
+                name=meta.name,
+                namespace=meta.namespace,
+                uid=meta.uid,
+                resourceVersion=meta.resourceVersion,
+                annotations={k: v for k, v in meta.annotations.items() if k in keep},
+            )
+        )
+
+    return transform
+
+
+def spc_classes(client: Client, options: Options, ns: str | None) -> Reflector[projections.Object]:
+    return Reflector(
+        client, resources.SECRETPROVIDERCLASSES, type=projections.Object, namespace=ns,
+        transform=spc_transform(options.plan.match.keys),
+    )  # fmt: skip
+
+
+def spc_statuses(client: Client, options: Options, ns: str | None) -> Reflector[ConfigEntry]:
+    return Reflector(
+        client, resources.SECRETPROVIDERCLASSPODSTATUSES, type=projections.SpcPodStatus,
+        namespace=ns, transform=functools.partial(spc_status_entry, hash_key=options.hash_key),
+    )  # fmt: skip

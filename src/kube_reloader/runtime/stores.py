@@ -1,0 +1,92 @@
+"""The watch caches as the rooms read them: the workload index, the config reflectors'
+stores, the SecretProviderClass annotations. Intake fills them; everyone else reads."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kube_reloader.core import planning
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.kube import projections
+from kube_reloader.kube.watching import Reflector
+from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry, WorkloadIndex
+
+
+class Stores:
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+        self.index = WorkloadIndex(keys)
+        self.configs: list[Reflector[ConfigEntry]] = []
+        self.workloads: list[Reflector[WorkloadEntry]] = []
+        #: optional kinds (Argo, DeploymentConfig): watched when served, never awaited for
+        #: readiness
+        self.optional: list[Reflector[WorkloadEntry]] = []
+        self.spcs: list[Reflector[projections.Object]] = []
+        self.namespaces: Reflector[projections.Object] | None = None
+
+    def all_reflectors(self) -> list[Reflector[Any]]:
+        out: list[Reflector[Any]] = [*self.workloads, *self.configs, *self.optional, *self.spcs]
+        if self.namespaces is not None:
+            out.append(self.namespaces)
+        return out
+
+    def required(self) -> list[Reflector[Any]]:
+        """The reflectors whose initial list gates readiness."""
+        out: list[Reflector[Any]] = [*self.workloads, *self.configs]
+        if self.namespaces is not None:
+            out.append(self.namespaces)
+        return out
+
+    def optional_synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.optional)
+
+    def of_type(self, rtype: ResourceType) -> list[Reflector[ConfigEntry]]:
+        plural = "configmaps" if rtype is ResourceType.CONFIGMAP else "secrets"
+        return [r for r in self.configs if r.resource.plural == plural]
+
+    def config(self, rtype: ResourceType, namespace: str, name: str) -> ConfigEntry | None:
+        for refl in self.of_type(rtype):
+            entry = refl.store.get((namespace, name))
+            if entry is not None:
+                return entry
+        return None
+
+    def spc_annotations(self, namespace: str, name: str) -> dict[str, str]:
+        for refl in self.spcs:
+            obj = refl.store.get((namespace, name))
+            if obj is not None:
+                return dict(obj.metadata.annotations)
+        return {}
+
+    def workload(self, key: ObjectKey) -> planning.Workload | None:
+        return self.index.workloads.get(key)
+
+    def resolve(self, workload: planning.Workload) -> planning.Workload:
+        """A workloadRef Rollout's pod template is its referenced Deployment's."""
+        if not workload.workload_ref:
+            return workload
+        ref = self.index.workloads.get(
+            ObjectKey(WorkloadKind.DEPLOYMENT, workload.namespace, workload.workload_ref)
+        )
+        if ref is None:
+            return workload
+        return dataclasses.replace(
+            workload, template=ref.template, template_changed_at=ref.template_changed_at
+        )
+
+    def wanted(self, workload: planning.Workload) -> set[tuple[ResourceType, str]]:
+        """The ConfigMaps/Secrets a workload may reload for: its references, plus every one
+        of its namespace when it carries a named list for that type."""
+        wanted = {
+            r
+            for r in workload.template.references()
+            if r[0] is not ResourceType.SECRETPROVIDERCLASS
+        }
+        for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
+            key = self.keys.named(rtype)
+            if key in workload.annotations or key in workload.template.annotations:
+                for refl in self.of_type(rtype):
+                    wanted.update((rtype, n) for ns, n in refl.store if ns == workload.namespace)
+        return wanted

@@ -1,0 +1,206 @@
+"""The strategy seam: how a workload is reloaded once the core has planned it (compat-spec §5).
+
+Every way of reloading is a `Strategy`; a workload kind names the one it uses (`kinds`). Today:
+
+* `TemplatePatch` — Deployment, DaemonSet, StatefulSet: the plan's strategic-merge PATCH (the
+  env var or the annotation, per `--reload-strategy`); JSON patches for env removal on delete.
+* `CustomResourcePatch` — Argo Rollout, DeploymentConfig, any pod-template custom resource
+  (they reject strategic merge): env vars by JSON patch guarded with `test` ops, annotations
+  by JSON merge patch.
+* `ArgoRestart` — a Rollout with `rollout-strategy: restart` (or a `workloadRef` template):
+  only `spec.restartAt`.
+* `JobRecreate` — a Job is deleted (background) and re-created with the reload applied.
+* `CronJobTrigger` — a CronJob is never modified; a Job is created from its job template.
+
+A strategy only writes; whether and when to write is decided before it is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kube_reloader.core import mutating, planning, strategies
+from kube_reloader.core.annotations import ROLLOUT_STRATEGY
+from kube_reloader.core.pausing import format_time
+from kube_reloader.core.planning import Outcome, Plan
+from kube_reloader.kube import errors, resources
+from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.resources import Resource
+
+_WIRE = {
+    strategies.PatchType.STRATEGIC: PatchType.STRATEGIC,
+    strategies.PatchType.MERGE: PatchType.MERGE,
+    strategies.PatchType.JSON: PatchType.JSON,
+}
+JOB_RECREATE_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a strategy writes to: the workload as planned, its API resource, and how."""
+
+    workload: planning.Workload
+    resource: Resource
+    field_manager: str
+    now: dt.datetime
+    #: called once the write can no longer be abandoned half-way (see `JobRecreate`)
+    committed: Callable[[], None] | None = None
+
+
+class Strategy(Protocol):
+    name: str
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        """Write the reloading `plans`; return the written object when the answer is the
+        workload itself (so the cache is refreshed before its watch event)."""
+        ...
+
+
+def reloading(plans: list[Plan]) -> list[Plan]:
+    return [p for p in plans if p.outcome is Outcome.RELOAD]
+
+
+class TemplatePatch:
+    name = "template-patch"
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        w = target.workload
+        answer = None
+        for ptype, body in planning.combine(reloading(plans)):
+            answer = await client.patch(
+                target.resource, w.name, body, namespace=w.namespace, patch_type=_WIRE[ptype],
+                field_manager=target.field_manager,
+            )  # fmt: skip
+        return answer
+
+
+class CustomResourcePatch:
+    name = "custom-resource-patch"
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        w, res = target.workload, target.resource
+        answer = None
+        json_ops: list[dict[str, Any]] = []
+        for p in reloading(plans):
+            if p.patch_type is strategies.PatchType.JSON:  # env removal on delete
+                json_ops += p.patch
+                continue
+            tmpl_anns = p.patch["spec"]["template"].get("metadata", {}).get("annotations")
+            if tmpl_anns:
+                answer = await client.patch(
+                    res, w.name, {"spec": {"template": {"metadata": {"annotations": tmpl_anns}}}},
+                    namespace=w.namespace, patch_type=PatchType.MERGE,
+                    field_manager=target.field_manager,
+                )  # fmt: skip
+            for c in p.patch["spec"]["template"].get("spec", {}).get("containers", ()):
+                for var in c["env"]:
+                    ops = mutating.env_json_patch(w.template, c["name"], var["name"], var["value"])
+                    json_ops += ops or []
+        if json_ops:
+            answer = await client.patch(
+                res, w.name, json_ops, namespace=w.namespace, patch_type=PatchType.JSON,
+                field_manager=target.field_manager,
+            )  # fmt: skip
+        return answer
+
+
+class ArgoRestart:
+    name = "argo-restart"
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        w = target.workload
+        return await client.patch(
+            target.resource, w.name, {"spec": {"restartAt": format_time(target.now)}},
+            namespace=w.namespace, patch_type=PatchType.MERGE, field_manager=target.field_manager,
+        )  # fmt: skip
+
+
+class JobRecreate:
+    name = "job-recreate"
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        w, res = target.workload, target.resource
+        job = await client.get(res, w.name, namespace=w.namespace)
+        fresh = mutating.recreated_job(
+            job, _apply(job["spec"].get("template") or {}, reloading(plans))
+        )
+        await client.delete(
+            res, w.name, namespace=w.namespace, propagation_policy="Background",
+            preconditions_uid=job["metadata"].get("uid"),
+        )  # fmt: skip
+        if target.committed is not None:
+            target.committed()
+        return await _create_when_gone(client, res, fresh, target.field_manager)
+
+
+class CronJobTrigger:
+    name = "cronjob-trigger"
+
+    async def apply(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> dict[str, Any] | None:
+        w = target.workload
+        cronjob = await client.get(target.resource, w.name, namespace=w.namespace)
+        template = ((cronjob["spec"]["jobTemplate"].get("spec") or {}).get("template")) or {}
+        job = mutating.job_from_cronjob(cronjob, _apply(template, reloading(plans)))
+        await client.create(
+            resources.JOBS, job, namespace=w.namespace, field_manager=target.field_manager
+        )
+        return None
+
+
+TEMPLATE_PATCH = TemplatePatch()
+CUSTOM_RESOURCE_PATCH = CustomResourcePatch()
+ARGO_RESTART = ArgoRestart()
+JOB_RECREATE = JobRecreate()
+CRONJOB_TRIGGER = CronJobTrigger()
+
+
+def fixed(strategy: Strategy) -> Callable[[planning.Workload], Strategy]:
+    """A kind that is always reloaded the same way."""
+    return lambda _workload: strategy
+
+
+def rollout(workload: planning.Workload) -> Strategy:
+    """An Argo Rollout restarts when asked to (or when its template is borrowed)."""
+    if workload.annotations.get(ROLLOUT_STRATEGY) == "restart" or workload.workload_ref:
+        return ARGO_RESTART
+    return CUSTOM_RESOURCE_PATCH
+
+
+def _apply(template: dict[str, Any], plans: list[Plan]) -> dict[str, Any]:
+    out = template
+    for p in plans:
+        if p.patch_type is strategies.PatchType.JSON and p.target and p.env_name:
+            out = mutating.remove_env(out, p.target.container or "", p.env_name)
+        elif p.patch is not None:
+            out = mutating.apply_strategic(out, p.patch)
+    return out
+
+
+async def _create_when_gone(
+    client: Client, res: Resource, body: dict[str, Any], field_manager: str
+) -> dict[str, Any]:
+    """The old Job is deleted in the background; its name frees up shortly after."""
+    deadline = asyncio.get_running_loop().time() + JOB_RECREATE_SECONDS
+    while True:
+        try:
+            return await client.create(res, body, field_manager=field_manager)
+        except errors.AlreadyExists:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)

@@ -1,0 +1,173 @@
+"""Fakes for the runtime rooms' unit tests: a clock whose time moves only when told, a writer
+that records what it was asked to write, an Event sink that records Events."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube_reloader.core import hashing, planning
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.planning import Change, Plan, workload_from_manifest
+from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.reporting import Reporter
+
+EPOCH = 1_780_000_000.0
+AUTO = {"reloader.stakater.com/auto": "true"}
+
+
+class FakeTimer:
+    def __init__(self, due: float, callback: Callable[[], None]) -> None:
+        self.due = due
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """Time stands still until `advance`; timers fire in due order as it passes them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[FakeTimer] = []
+
+    def wall(self) -> float:
+        return EPOCH + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(self.now + max(0.0, delay), callback)
+        self.timers.append(timer)
+        return timer
+
+    def pending(self) -> list[float]:
+        """Delays of the timers still to fire, from now."""
+        return sorted(t.due - self.now for t in self.timers if not t.cancelled)
+
+    def advance(self, seconds: float) -> None:
+        end = self.now + seconds
+        while True:
+            due = [t for t in self.timers if not t.cancelled and t.due <= end]
+            if not due:
+                break
+            timer = min(due, key=lambda t: t.due)
+            self.timers.remove(timer)
+            self.now = max(self.now, timer.due)
+            timer.callback()
+        self.now = end
+
+
+@dataclass
+class FakeWriter:
+    """Records every write; `fail` raises the given exceptions in turn on `reload`."""
+
+    objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    reloads: list[tuple[ObjectKey, list[str]]] = field(default_factory=list)
+    pauses: list[ObjectKey] = field(default_factory=list)
+    resumes: list[ObjectKey] = field(default_factory=list)
+    reads: list[ObjectKey] = field(default_factory=list)
+    fail: list[BaseException] = field(default_factory=list)
+    answer: dict[str, Any] | None = None
+
+    async def reload(
+        self, workload: planning.Workload, plans: list[Plan], *, now: dt.datetime,
+        committed: Callable[[], None] | None = None,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        if self.fail:
+            raise self.fail.pop(0)
+        self.reloads.append((workload.key, [p.change.name for p in plans]))
+        return self.answer
+
+    async def read(self, key: ObjectKey) -> dict[str, Any]:
+        self.reads.append(key)
+        return self.objects[key]
+
+    async def pause(self, key: ObjectKey, paused_at_key: str, now: dt.datetime) -> None:
+        self.pauses.append(key)
+
+    async def resume(self, key: ObjectKey, paused_at_key: str) -> None:
+        self.resumes.append(key)
+
+
+@dataclass
+class FakeEvents:
+    sent: list[tuple[ObjectKey, str, str]] = field(default_factory=list)
+
+    async def send(
+        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        component: str,
+    ) -> None:  # fmt: skip
+        self.sent.append((workload.key, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [reason for _key, reason, _message in self.sent]
+
+
+class Spawned:
+    """A spawn function that keeps the coroutines; `run()` awaits them all."""
+
+    def __init__(self) -> None:
+        self.coros: list[tuple[str, Coroutine[Any, Any, None]]] = []
+
+    def __call__(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        self.coros.append((name, coro))
+
+    async def run(self) -> list[str]:
+        names = []
+        while self.coros:
+            name, coro = self.coros.pop(0)
+            names.append(name)
+            await coro
+        return names
+
+    def close(self) -> None:
+        for _name, coro in self.coros:
+            coro.close()
+
+
+@dataclass
+class Room:
+    """What every room is built from: fake clock, fence, reporter with fake Events."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    fence: Fence = field(default_factory=Fence)
+    events: FakeEvents = field(default_factory=FakeEvents)
+    spawned: Spawned = field(default_factory=Spawned)
+    metrics: Recorder = field(default_factory=lambda: Recorder(by_namespace=False))
+    reporter: Reporter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reporter = Reporter(self.metrics, self.events, self.fence, self.spawned)
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels or None)
+        return value or 0.0
+
+
+def workload(
+    name: str = "web", *, kind: str = "Deployment", annotations: dict[str, str] | None = None,
+    configmap: str = "cm", status: Any = None,
+) -> planning.Workload:  # fmt: skip
+    w = workload_from_manifest({
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ns", "annotations": annotations or AUTO},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "app", "envFrom": [{"configMapRef": {"name": configmap}}]}]}}},
+    })  # fmt: skip
+    return w if status is None else dataclasses.replace(w, status=status)
+
+
+def change(name: str = "cm", content: str = "v1") -> Change:
+    return Change(ResourceType.CONFIGMAP, "ns", name, hashing.configmap_hash({"k": content}))
+
+
+KEYS = Keys()

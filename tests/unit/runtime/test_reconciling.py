@@ -1,0 +1,167 @@
+"""Reconciling one work item: re-plan on the latest state, limits, write, retry rules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kube_reloader.core.objects import ObjectKey
+from kube_reloader.kube import errors
+from kube_reloader.runtime.coalescing import Coalescer, WorkItem
+from kube_reloader.runtime.kinds import BUILTIN
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.pauses import Pauses
+from kube_reloader.runtime.reconciling import Reconciler
+from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.supervisor import Supervisor
+from kube_reloader.runtime.throttling import Throttle
+from kube_reloader.runtime.tracking import RolloutTracker
+
+from .fakes import KEYS, FakeWriter, Room, change, workload
+
+
+@dataclasses.dataclass
+class Rig:
+    room: Room
+    writer: FakeWriter
+    stores: Stores
+    coalescer: Coalescer
+    reconciler: Reconciler
+
+
+def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
+    room = Room()
+    writer = writer or FakeWriter()
+    opts = Options(min_interval=min_interval)
+    stores = Stores(KEYS)
+    co = Coalescer(room.clock)
+    throttle = Throttle(room.clock, min_interval=min_interval, rate=0, burst=0)
+    pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
+    tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
+    rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
+                     room.fence, room.reporter, Supervisor())  # fmt: skip
+    return Rig(room, writer, stores, co, rec)
+
+
+def item(key: ObjectKey, *names: str) -> WorkItem:
+    it = WorkItem(key)
+    for n in names:
+        c = change(n)
+        it.changes[(c.rtype, c.name)] = c
+        it.observed[(c.rtype, c.name)] = 0.0
+    return it
+
+
+async def test_a_workload_is_written_once_for_all_its_changes_and_each_is_reported() -> None:
+    r = rig()
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    r.room.clock.advance(2.0)
+    await r.reconciler.handle(item(w.key, "a"))
+    await r.room.spawned.run()
+    assert r.writer.reloads == [(w.key, ["a"])]
+    assert r.room.events.reasons() == ["Reloaded"]
+    assert r.room.sample("reloader_reload_executed_total", success="true") == 1
+    assert r.room.sample("kube_reloader_reload_latency_seconds_sum",
+                         workload_kind="Deployment") == 2.0  # fmt: skip
+
+
+async def test_a_change_the_workload_already_carries_writes_nothing() -> None:
+    r = rig()
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "other"))  # not referenced: nothing to reload
+    assert r.writer.reloads == [] and len(r.coalescer) == 0
+
+
+async def test_a_gone_workload_drops_its_changes() -> None:
+    r = rig()
+    await r.reconciler.handle(item(ObjectKey("Deployment", "ns", "gone"), "a"))
+    assert r.writer.reloads == [] and len(r.coalescer) == 0
+
+
+@pytest.mark.parametrize("failures", [1, 2, 3, 10])
+async def test_a_transient_failure_keeps_the_changes_and_backs_off_exponentially(
+    failures: int,
+) -> None:
+    r = rig(writer=FakeWriter(fail=[errors.ConnectionFailed("down")] * failures))
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    for _ in range(failures):
+        await r.reconciler.handle(item(w.key, "a"))
+    assert w.key in r.coalescer, "the changes wait"
+    assert r.room.clock.pending() == [min(60.0, 0.2 * 2 ** 0)], "the first timer is kept"
+    assert r.reconciler.failures[w.key] == failures
+    assert r.room.sample("reloader_retries_total") == failures
+
+
+async def test_the_backoff_doubles_per_consecutive_failure_up_to_a_minute() -> None:
+    r = rig(writer=FakeWriter(fail=[errors.ConnectionFailed("down")] * 12))
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    delays = []
+    for _ in range(12):
+        await r.reconciler.handle(item(w.key, "a"))
+        delays.append(r.room.clock.pending()[0])
+        r.room.clock.advance(delays[-1])
+        await r.coalescer.get()
+    assert delays == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 60, 60, 60])
+
+
+async def test_a_conflict_re_reads_the_workload_and_queues_it_again_at_once() -> None:
+    w = workload(configmap="a")
+    writer = FakeWriter(fail=[errors.Conflict(409, "changed")])
+    writer.objects[w.key] = {
+        "kind": "Deployment", "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+    }  # fmt: skip
+    r = rig(writer=writer)
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    assert writer.reads == [w.key]
+    assert r.coalescer.depth == 1 and w.key in r.coalescer
+    assert r.stores.index.workloads[w.key].template.containers[0].env_from_configmaps == ()
+
+
+async def test_a_permanent_failure_is_reported_once_and_not_retried() -> None:
+    r = rig(writer=FakeWriter(fail=[errors.Forbidden(403, "no")]))
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    await r.room.spawned.run()
+    assert r.room.events.reasons() == ["ReloadFail"]
+    assert w.key not in r.coalescer and r.room.clock.pending() == []
+
+
+async def test_a_second_reload_inside_the_minimum_interval_is_deferred_with_its_changes() -> None:
+    r = rig(min_interval=5.0)
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    r.room.clock.advance(1.0)
+    await r.reconciler.handle(item(w.key, "a"))
+    await r.room.spawned.run()
+    assert len(r.writer.reloads) == 1
+    assert w.key in r.coalescer and r.room.clock.pending() == [4.0]
+    assert r.room.events.reasons() == ["Reloaded", "ReloadDeferred"]
+
+
+async def test_a_standby_never_writes_and_keeps_the_changes() -> None:
+    r = rig()
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    r.room.fence.stop_leading()
+    await r.reconciler.handle(item(w.key, "a"))
+    assert r.writer.reloads == [] and w.key in r.coalescer
+
+
+async def test_a_bug_in_a_write_is_counted_warned_and_retried() -> None:
+    r = rig(writer=FakeWriter(fail=[ZeroDivisionError()]))
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    await r.room.spawned.run()
+    assert r.room.events.reasons() == ["ReloadError"]
+    assert w.key in r.coalescer and r.room.clock.pending() == [0.2]
+    assert r.room.sample("kube_reloader_object_errors_total", stage="reconcile") == 1
