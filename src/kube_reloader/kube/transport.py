@@ -26,6 +26,7 @@ import aiohttp
 import msgspec
 
 from kube_reloader import __version__
+from kube_reloader.core import limiting
 from kube_reloader.kube import errors, tls
 from kube_reloader.kube.config import ConnectionConfig
 from kube_reloader.kube.credentials import AuthState
@@ -46,8 +47,10 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
             return min(retry_after, 30.0)
-        cap = min(self.max_delay, self.base_delay * (2**attempt))
-        return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not crypto
+        return limiting.backoff(
+            attempt, base=self.base_delay, cap=self.max_delay,
+            jitter=random.random(),  # noqa: S311 - jitter, not crypto
+        )  # fmt: skip
 
 
 class Transport:

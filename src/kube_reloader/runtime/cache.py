@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kube_reloader.core import hashing, rollouts
+from kube_reloader.core import hashing, matching, rollouts
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Workload
@@ -218,8 +218,9 @@ class WorkloadIndex:
             self._refs[r].add(key)
         named: list[tuple[str, ResourceType]] = []
         for rtype in ResourceType:
-            k = self.keys.named(rtype)
-            if k in workload.annotations or k in workload.template.annotations:
+            if matching.carries_named_list(
+                self.keys, rtype, workload.annotations, workload.template.annotations
+            ):
                 named.append((workload.namespace, rtype))
                 self._named[(workload.namespace, rtype)].add(key)
         self._indexed[key] = (refs, named)

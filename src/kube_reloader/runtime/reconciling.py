@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from kube_reloader.core import pausing, planning
+from kube_reloader.core import limiting, pausing, planning
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Outcome
 from kube_reloader.kube import errors
@@ -102,7 +102,7 @@ class Reconciler:
         n = self.failures.get(key, 0) + 1
         self.failures[key] = n
         self.reporter.retrying()
-        self.coalescer.schedule(key, min(MAX_BACKOFF, BACKOFF_BASE * 2 ** (n - 1)))
+        self.coalescer.schedule(key, limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF))
 
     async def reconcile(self, item: WorkItem) -> None:
         if not item.changes:
@@ -147,9 +147,7 @@ class Reconciler:
                 await self.pauses.before_write(workload, when)
             if not self.fence.may_write():
                 raise asyncio.CancelledError
-            answer = await self.writer.reload(
-                workload, todo, now=when, committed=self.fence.commit
-            )
+            answer = await self.writer.reload(workload, todo, now=when, committed=self.fence.commit)
         except errors.Conflict as exc:
             # the object changed under us: re-read it, refresh the cache, re-plan at once
             self._put_back(item)

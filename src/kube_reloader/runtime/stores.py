@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kube_reloader.core import planning
+from kube_reloader.core import matching, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.kube import projections
@@ -85,8 +85,10 @@ class Stores:
             if r[0] is not ResourceType.SECRETPROVIDERCLASS
         }
         for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
-            key = self.keys.named(rtype)
-            if key in workload.annotations or key in workload.template.annotations:
+            named = matching.carries_named_list(
+                self.keys, rtype, workload.annotations, workload.template.annotations
+            )
+            if named:
                 for refl in self.of_type(rtype):
                     wanted.update((rtype, n) for ns, n in refl.store if ns == workload.namespace)
         return wanted

@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from kube_reloader.core import limiting
+
 log = logging.getLogger(__name__)
 
 
@@ -106,8 +108,10 @@ class Supervisor:
             state.last_error = error
             if self.on_crash is not None:
                 self.on_crash(state.name)
-            cap = min(self.max_delay, self.base_delay * 2 ** min(state.consecutive - 1, 16))
-            delay = random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not crypto
+            delay = limiting.backoff(
+                min(state.consecutive - 1, 16), base=self.base_delay, cap=self.max_delay,
+                jitter=random.random(),  # noqa: S311 - jitter, not crypto
+            )  # fmt: skip
             log.warning(
                 "restarting task",
                 extra={"task": state.name, "in_seconds": round(delay, 2),

@@ -41,7 +41,8 @@ async def test_a_zero_delay_queues_at_once_and_counts_the_add() -> None:
     depths: list[int] = []
     co = Coalescer(FakeClock(), on_queued=depths.append)
     co.add(KEY, change("a"), observed=None, delay=0)
-    assert co.depth == 1 and depths == [1]
+    assert co.depth == 1
+    assert depths == [1]
 
 
 async def test_a_put_back_item_keeps_its_changes_under_newer_ones() -> None:

@@ -53,7 +53,8 @@ async def test_a_standby_does_not_resume_and_looks_again_later() -> None:
     w = workload(annotations=PERIOD)
     room.fence.stop_leading()
     await p.resume(w.key)
-    assert writer.resumes == [] and writer.reads == []
+    assert writer.resumes == []
+    assert writer.reads == []
     assert room.clock.pending() == [RESUME_RETRY]
 
 
@@ -86,11 +87,10 @@ async def test_seeing_a_paused_deployment_arms_one_timer_and_an_unpaused_one_can
     room, writer = Room(), FakeWriter()
     p = pauses(room, writer)
     now = utc(room.clock).strftime("%Y-%m-%dT%H:%M:%SZ")
-    w = dataclasses.replace(
-        workload(annotations={**PERIOD, KEYS.paused_at: now}), paused=True
-    )
+    w = dataclasses.replace(workload(annotations={**PERIOD, KEYS.paused_at: now}), paused=True)
     p.observe(w)
     p.observe(w)
     assert room.clock.pending() == [30.0], "one timer however often it is seen"
     p.observe(dataclasses.replace(w, paused=False))
-    assert w.key not in p and room.clock.pending() == []
+    assert w.key not in p
+    assert room.clock.pending() == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from kube_reloader.runtime.queueing import WorkQueue
 
 

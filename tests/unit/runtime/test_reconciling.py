@@ -72,13 +72,15 @@ async def test_a_change_the_workload_already_carries_writes_nothing() -> None:
     w = workload(configmap="a")
     r.stores.index.put(w)
     await r.reconciler.handle(item(w.key, "other"))  # not referenced: nothing to reload
-    assert r.writer.reloads == [] and len(r.coalescer) == 0
+    assert r.writer.reloads == []
+    assert len(r.coalescer) == 0
 
 
 async def test_a_gone_workload_drops_its_changes() -> None:
     r = rig()
     await r.reconciler.handle(item(ObjectKey("Deployment", "ns", "gone"), "a"))
-    assert r.writer.reloads == [] and len(r.coalescer) == 0
+    assert r.writer.reloads == []
+    assert len(r.coalescer) == 0
 
 
 @pytest.mark.parametrize("failures", [1, 2, 3, 10])
@@ -91,7 +93,7 @@ async def test_a_transient_failure_keeps_the_changes_and_backs_off_exponentially
     for _ in range(failures):
         await r.reconciler.handle(item(w.key, "a"))
     assert w.key in r.coalescer, "the changes wait"
-    assert r.room.clock.pending() == [min(60.0, 0.2 * 2 ** 0)], "the first timer is kept"
+    assert r.room.clock.pending() == [min(60.0, 0.2 * 2**0)], "the first timer is kept"
     assert r.reconciler.failures[w.key] == failures
     assert r.room.sample("reloader_retries_total") == failures
 
@@ -120,7 +122,8 @@ async def test_a_conflict_re_reads_the_workload_and_queues_it_again_at_once() ->
     r.stores.index.put(w)
     await r.reconciler.handle(item(w.key, "a"))
     assert writer.reads == [w.key]
-    assert r.coalescer.depth == 1 and w.key in r.coalescer
+    assert r.coalescer.depth == 1
+    assert w.key in r.coalescer
     assert r.stores.index.workloads[w.key].template.containers[0].env_from_configmaps == ()
 
 
@@ -131,7 +134,8 @@ async def test_a_permanent_failure_is_reported_once_and_not_retried() -> None:
     await r.reconciler.handle(item(w.key, "a"))
     await r.room.spawned.run()
     assert r.room.events.reasons() == ["ReloadFail"]
-    assert w.key not in r.coalescer and r.room.clock.pending() == []
+    assert w.key not in r.coalescer
+    assert r.room.clock.pending() == []
 
 
 async def test_a_second_reload_inside_the_minimum_interval_is_deferred_with_its_changes() -> None:
@@ -143,7 +147,8 @@ async def test_a_second_reload_inside_the_minimum_interval_is_deferred_with_its_
     await r.reconciler.handle(item(w.key, "a"))
     await r.room.spawned.run()
     assert len(r.writer.reloads) == 1
-    assert w.key in r.coalescer and r.room.clock.pending() == [4.0]
+    assert w.key in r.coalescer
+    assert r.room.clock.pending() == [4.0]
     assert r.room.events.reasons() == ["Reloaded", "ReloadDeferred"]
 
 
@@ -153,7 +158,8 @@ async def test_a_standby_never_writes_and_keeps_the_changes() -> None:
     r.stores.index.put(w)
     r.room.fence.stop_leading()
     await r.reconciler.handle(item(w.key, "a"))
-    assert r.writer.reloads == [] and w.key in r.coalescer
+    assert r.writer.reloads == []
+    assert w.key in r.coalescer
 
 
 async def test_a_bug_in_a_write_is_counted_warned_and_retried() -> None:
@@ -163,5 +169,6 @@ async def test_a_bug_in_a_write_is_counted_warned_and_retried() -> None:
     await r.reconciler.handle(item(w.key, "a"))
     await r.room.spawned.run()
     assert r.room.events.reasons() == ["ReloadError"]
-    assert w.key in r.coalescer and r.room.clock.pending() == [0.2]
+    assert w.key in r.coalescer
+    assert r.room.clock.pending() == [0.2]
     assert r.room.sample("kube_reloader_object_errors_total", stage="reconcile") == 1

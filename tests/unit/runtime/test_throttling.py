@@ -34,7 +34,8 @@ def test_the_token_bucket_spaces_reloads_across_workloads_once_the_burst_is_spen
     throttle = Throttle(clock, min_interval=0, rate=2.0, burst=1.0)
     assert throttle.wait(A) == (0.0, "rate_limit")
     wait, why = throttle.wait(B)
-    assert why == "rate_limit" and wait == pytest.approx(0.5)
+    assert why == "rate_limit"
+    assert wait == pytest.approx(0.5)
 
 
 def test_a_forgotten_workload_has_no_interval_to_wait() -> None:

@@ -10,8 +10,7 @@ from kube_reloader.core import planning
 from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.core.planning import Outcome
 from kube_reloader.core.references import PodTemplate
-from kube_reloader.kube import errors
-from kube_reloader.kube import resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.runtime import strategies
 from kube_reloader.runtime.fencing import Fence
 
