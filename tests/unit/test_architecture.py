@@ -1,0 +1,129 @@
+"""The shape of the code, checked: module sizes, no import circle, time injected, one place
+that creates tasks is checked in test_supervisor. import-linter checks the layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "kube_reloader"
+MODULES = {
+    ".".join(("kube_reloader", *p.relative_to(SRC).with_suffix("").parts)).removesuffix(
+        ".__init__"
+    ): p
+    for p in sorted(SRC.rglob("*.py"))
+}
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """Modules of this package imported by `name` (type-only imports included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                out.add(full if full in MODULES else base)
+    return {m for m in out if m in MODULES and m != name}
+
+
+def cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    graph = {name: imports_of(name, path) for name, path in MODULES.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_through_a_circle() -> None:
+    assert cycles() == []
+
+
+def test_the_cycle_finder_sees_a_circle_when_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = imports_of
+
+    def with_circle(name: str, path: Path) -> set[str]:
+        found = real(name, path)
+        if name == "kube_reloader.core.objects":
+            found.add("kube_reloader.core.planning")
+        return found
+
+    monkeypatch.setitem(globals(), "imports_of", with_circle)
+    assert ["kube_reloader.core.objects", "kube_reloader.core.planning"] in [
+        [m for m in c if m in ("kube_reloader.core.objects", "kube_reloader.core.planning")]
+        for c in cycles()
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_stays_under_400_lines(name: str) -> None:
+    assert len(MODULES[name].read_text().splitlines()) <= 400
+
+
+def test_the_controller_is_wiring_of_at_most_250_lines() -> None:
+    assert len(MODULES["kube_reloader.runtime.controller"].read_text().splitlines()) <= 250
+
+
+CLOCK_CALLS = {("time", "time"), ("time", "monotonic"), ("datetime", "now"), ("dt", "now"),
+               ("datetime", "utcnow")}  # fmt: skip
+
+
+def clock_calls(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if (name, node.func.attr) in CLOCK_CALLS:
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n in MODULES if n.startswith(("kube_reloader.core.", "kube_reloader.runtime."))),
+)
+def test_core_and_runtime_read_time_only_through_the_injected_clock(name: str) -> None:
+    if name == "kube_reloader.runtime.clock":
+        return  # the real clock itself
+    assert clock_calls(MODULES[name]) == []
+
+
+def test_the_clock_check_finds_a_direct_call(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import time\nimport datetime as dt\nx = time.monotonic()\n"
+                      "y = dt.datetime.now(dt.UTC)\n")  # fmt: skip
+    assert clock_calls(module) == ["m.py:3", "m.py:4"]
