@@ -1,0 +1,72 @@
+"""The fan-out: one decision per candidate; reloads go to the coalescer, or a webhook."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_reloader.core import planning
+from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.fanout import FanOut
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.stores import Stores
+
+from .fakes import KEYS, Room, change, workload
+
+
+def fanout(room: Room, stores: Stores, co: Coalescer) -> FanOut:
+    return FanOut(Options(coalesce_window=0.3), room.clock, stores, co, room.fence, room.reporter)
+
+
+async def test_only_the_workloads_that_must_reload_are_queued_after_the_window() -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    uses, other = workload("uses", configmap="cm"), workload("other", configmap="x")
+    not_auto = workload("manual", configmap="cm", annotations={"unrelated": "1"})
+    for w in (uses, other, not_auto):
+        stores.index.put(w)
+    await fanout(room, stores, co).fan_out(change("cm"), observed=0.0)
+    assert uses.key in co
+    assert other.key not in co
+    assert not_auto.key not in co
+    room.clock.advance(0.3)
+    assert co.depth == 1
+    assert room.sample("reloader_workloads_matched_total", kind="Deployment") == 1
+
+
+async def test_a_decision_that_raises_costs_that_workload_a_warning_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    bad, good = workload("bad"), workload("good")
+    stores.index.put(bad)
+    stores.index.put(good)
+    real = planning.plan
+
+    def plan(**kw: object) -> planning.Plan:
+        if kw["workload"].name == "bad":  # type: ignore[attr-defined]
+            raise RuntimeError("boom")
+        return real(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(planning, "plan", plan)
+    await fanout(room, stores, co).fan_out(change("cm"), observed=0.0)
+    await room.spawned.run()
+    assert good.key in co
+    assert bad.key not in co
+    assert room.events.reasons() == ["ReloadError"]
+    assert room.sample("kube_reloader_object_errors_total", stage="decision") == 1
+
+
+async def test_two_changes_for_one_workload_are_coalesced_into_one_item() -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    w = workload(configmap="a")
+    stores.index.put(w)
+    f = fanout(room, stores, co)
+    await f.fan_out(change("a", "1"), observed=0.0)
+    await f.fan_out(change("a", "2"), observed=0.1)
+    room.clock.advance(0.3)
+    item = await co.get()
+    assert item.key == w.key
+    assert len(item.changes) == 1
+    assert room.sample("kube_reloader_coalesced_total") == 1

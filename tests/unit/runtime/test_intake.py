@@ -1,0 +1,94 @@
+"""Intake: which watch events become changes, and what happens before the initial sync."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.planning import Change, Event
+from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.kube.watching import EventType, ReflectorEvent
+from kube_reloader.runtime.cache import ConfigEntry
+from kube_reloader.runtime.intake import Intake
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.supervisor import Supervisor
+
+from .fakes import KEYS, Room
+
+
+def entry(content: str, namespace: str = "ns") -> ConfigEntry:
+    return ConfigEntry(ObjectMeta(name="cm", namespace=namespace), ResourceType.CONFIGMAP, content)
+
+
+def event(kind: EventType, new: str | None, old: str | None = None, *,
+          synthesized: bool = False, namespace: str = "ns") -> ReflectorEvent[ConfigEntry]:  # fmt: skip
+    return ReflectorEvent(
+        kind, (namespace, "cm"),
+        None if new is None else entry(new, namespace),
+        None if old is None else entry(old, namespace),
+        synthesized,
+    )  # fmt: skip
+
+
+def intake(room: Room, **options: object) -> Intake:
+    opts = dataclasses.replace(Options(), **options)  # type: ignore[arg-type]
+    return Intake(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event())
+
+
+CASES = [
+    # (what, event, options, initial, expected event or None)
+    ("a content change", event(EventType.MODIFIED, "h2", "h1"), {}, False, Event.UPDATED),
+    ("a metadata-only update", event(EventType.MODIFIED, "h1", "h1"), {}, False, None),
+    ("a creation without --reload-on-create", event(EventType.ADDED, "h1"), {}, False, None),
+    ("a creation with --reload-on-create", event(EventType.ADDED, "h1"),
+     {"reload_on_create": True}, False, Event.CREATED),
+    ("an object listed at start", event(EventType.ADDED, "h1"),
+     {"reload_on_create": True}, True, None),
+    ("an object listed at start with --sync-after-restart", event(EventType.ADDED, "h1"),
+     {"reload_on_create": True, "sync_after_restart": True}, True, Event.CREATED),
+    ("a creation missed while not watching", event(EventType.ADDED, "h1", synthesized=True),
+     {"reload_on_create": True}, True, Event.CREATED),
+    ("a deletion without --reload-on-delete", event(EventType.DELETED, "h1"), {}, False, None),
+    ("a deletion with --reload-on-delete", event(EventType.DELETED, "h1"),
+     {"reload_on_delete": True}, False, Event.DELETED),
+    ("a change in an ignored namespace", event(EventType.MODIFIED, "h2", "h1", namespace="kube-system"),
+     {"namespaces_to_ignore": frozenset({"kube-system"})}, False, None),
+    ("a change outside the watched namespaces", event(EventType.MODIFIED, "h2", "h1", namespace="b"),
+     {"namespaces": ("a",)}, False, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "ev", "options", "initial", "expected"), CASES,
+                         ids=[c[0] for c in CASES])  # fmt: skip
+def test_a_watch_event_becomes_a_change_only_when_it_should(
+    what: str, ev: ReflectorEvent[ConfigEntry], options: dict[str, object], initial: bool,
+    expected: Event | None,
+) -> None:  # fmt: skip
+    change = intake(Room(), **options).change_for(ev, initial=initial)
+    assert (change.event if change else None) == expected, what
+    if change is not None and expected is not Event.DELETED:
+        assert change.hash == ev.object.hash  # type: ignore[union-attr]
+
+
+async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out() -> None:
+    room = Room()
+    i = intake(room)
+    delivered: list[Change] = []
+
+    async def fan_out(change: Change, observed: float) -> None:
+        delivered.append(change)
+
+    i.fan_out = fan_out
+    await i.on_config(event(EventType.MODIFIED, "h2", "h1"), "configmaps", initial=False)
+    await i.on_config(event(EventType.MODIFIED, "h3", "h2"), "configmaps", initial=False)
+    assert delivered == []
+    await i.synced()  # no required reflectors in this test: synced at once
+    assert [c.hash for c in delivered] == ["h3"]
+    assert i.ready.is_set()
+    await i.on_config(event(EventType.MODIFIED, "h4", "h3"), "configmaps", initial=False)
+    assert [c.hash for c in delivered] == ["h3", "h4"]
+    assert room.reporter.stats.changes == 3
