@@ -6,6 +6,7 @@ optional LIST must not stop every other reload)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from kube_reloader.kube import discovery, errors, resources
 from kube_reloader.kube.client import Client
@@ -19,16 +20,13 @@ from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
 
+@dataclass
 class Discovery:
-    def __init__(
-        self, client: Client, options: Options, stores: Stores, intake: Intake,
-        supervisor: Supervisor,
-    ) -> None:  # fmt: skip
-        self.client = client
-        self.options = options
-        self.stores = stores
-        self.intake = intake
-        self.supervisor = supervisor
+    client: Client
+    options: Options
+    stores: Stores
+    intake: Intake
+    supervisor: Supervisor
 
     async def served(self, res: Resource) -> bool:
         try:

@@ -5,6 +5,7 @@ one notification goes out instead."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 from kube_reloader.alerts import WebhookNotifier
 from kube_reloader.core import matching, planning
@@ -26,20 +27,19 @@ MAX_REPLAY = 10_000
 Webhook = WebhookNotifier[tuple[Change, tuple[ObjectKey, ...]]]
 
 
+@dataclass
 class FanOut:
-    def __init__(
-        self, options: Options, clock: Clock, stores: Stores, coalescer: Coalescer,
-        fence: Fence, reporter: Reporter,
-    ) -> None:  # fmt: skip
-        self.options = options
-        self.clock = clock
-        self.stores = stores
-        self.coalescer = coalescer
-        self.fence = fence
-        self.reporter = reporter
-        self.webhook: Webhook | None = None
-        #: changes fanned out while an optional kind was still listing (see `replay`)
-        self._replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = {}
+    options: Options
+    clock: Clock
+    stores: Stores
+    coalescer: Coalescer
+    fence: Fence
+    reporter: Reporter
+    webhook: Webhook | None = None
+    #: changes fanned out while an optional kind was still listing (see `replay`)
+    _replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
+        default_factory=dict, init=False
+    )
 
     async def fan_out(self, change: Change, observed: float) -> None:
         """Decide for every candidate workload; queue the reloads. The loop yields to the

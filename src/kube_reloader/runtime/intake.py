@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from kube_reloader.core import planning
@@ -28,24 +29,23 @@ EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.D
 FanOutFn = Callable[[Change, float], Awaitable[None]]
 
 
+@dataclass
 class Intake:
-    def __init__(
-        self, options: Options, clock: Clock, stores: Stores, reporter: Reporter,
-        supervisor: Supervisor, ready: asyncio.Event,
-    ) -> None:  # fmt: skip
-        self.options = options
-        self.clock = clock
-        self.stores = stores
-        self.reporter = reporter
-        self.supervisor = supervisor
-        self.ready = ready
-        self._selected_namespaces: set[str] = set()
-        self._stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = {}
-        # wired by the controller
-        self.fan_out: FanOutFn | None = None
-        self.workload_seen: Callable[[planning.Workload], None] = lambda _w: None
-        self.workload_gone: Callable[[ObjectKey], None] = lambda _k: None
-        self.optional_synced: Callable[[], Awaitable[None]] | None = None
+    options: Options
+    clock: Clock
+    stores: Stores
+    reporter: Reporter
+    supervisor: Supervisor
+    ready: asyncio.Event
+    # wired by the controller
+    fan_out: FanOutFn | None = None
+    workload_seen: Callable[[planning.Workload], None] = lambda _w: None
+    workload_gone: Callable[[ObjectKey], None] = lambda _k: None
+    optional_synced: Callable[[], Awaitable[None]] | None = None
+    _selected_namespaces: set[str] = field(default_factory=set, init=False)
+    _stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
+        default_factory=dict, init=False
+    )
 
     def watch(
         self, refl: Reflector[Any], consume: Callable[[Any], Coroutine[Any, Any, None]]

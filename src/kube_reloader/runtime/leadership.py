@@ -66,6 +66,16 @@ class Timing:
         return out
 
 
+@dataclass(frozen=True)
+class HASettings:
+    """`--enable-ha`: who this replica is (`POD_NAME`), where the lock lives (`POD_NAMESPACE`),
+    and the election's timing."""
+
+    identity: str
+    namespace: str
+    timing: Timing
+
+
 class LeaseStore(Protocol):
     """Where the record lives (`kube.leases.LeaseLock` against the API server)."""
 

@@ -5,6 +5,7 @@ a change of leader; this room only keeps one resume timer per paused Deployment.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 
 from kube_reloader.core import pausing, planning
 from kube_reloader.core.annotations import Keys
@@ -19,18 +20,15 @@ from kube_reloader.runtime.writing import Writer
 RESUME_RETRY = 5.0
 
 
+@dataclass
 class Pauses:
-    def __init__(
-        self, clock: Clock, keys: Keys, writer: Writer, fence: Fence, reporter: Reporter,
-        spawn: Spawn,
-    ) -> None:  # fmt: skip
-        self.clock = clock
-        self.keys = keys
-        self.writer = writer
-        self.fence = fence
-        self.reporter = reporter
-        self.spawn = spawn
-        self._resumes: dict[ObjectKey, Timer] = {}
+    clock: Clock
+    keys: Keys
+    writer: Writer
+    fence: Fence
+    reporter: Reporter
+    spawn: Spawn
+    _resumes: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._resumes
@@ -76,9 +74,7 @@ class Pauses:
     def _schedule(self, key: ObjectKey, when: dt.datetime) -> None:
         self.forget(key)
         delay = max(0.0, (when - utc(self.clock)).total_seconds())
-        self._resumes[key] = self.clock.call_later(
-            delay, lambda: self._fire(key)
-        )
+        self._resumes[key] = self.clock.call_later(delay, lambda: self._fire(key))
 
     def _fire(self, key: ObjectKey) -> None:
         self.spawn(f"resume/{key}", self.resume(key))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -34,26 +35,22 @@ BACKOFF_BASE = 0.2
 MAX_BACKOFF = 60.0
 
 
+@dataclass
 class Reconciler:
-    def __init__(
-        self, options: Options, kinds: Kinds, clock: Clock, stores: Stores,
-        coalescer: Coalescer, throttle: Throttle, pauses: Pauses, tracker: RolloutTracker,
-        writer: Writer, fence: Fence, reporter: Reporter, supervisor: Supervisor,
-    ) -> None:  # fmt: skip
-        self.options = options
-        self.kinds = kinds
-        self.clock = clock
-        self.stores = stores
-        self.coalescer = coalescer
-        self.throttle = throttle
-        self.pauses = pauses
-        self.tracker = tracker
-        self.writer = writer
-        self.fence = fence
-        self.reporter = reporter
-        self.supervisor = supervisor
-        #: consecutive failures per workload, for the backoff
-        self.failures: dict[ObjectKey, int] = {}
+    options: Options
+    kinds: Kinds
+    clock: Clock
+    stores: Stores
+    coalescer: Coalescer
+    throttle: Throttle
+    pauses: Pauses
+    tracker: RolloutTracker
+    writer: Writer
+    fence: Fence
+    reporter: Reporter
+    supervisor: Supervisor
+    #: consecutive failures per workload, for the backoff
+    failures: dict[ObjectKey, int] = field(default_factory=dict, init=False)
 
     async def worker(self) -> None:
         while True:

@@ -4,6 +4,7 @@ election), reload what changed while no kube-reloader was writing."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from kube_reloader.core import planning
 from kube_reloader.core.planning import Change, Event
@@ -16,19 +17,16 @@ from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.stores import Stores
 
 
+@dataclass
 class Resync:
-    def __init__(
-        self, options: Options, kinds: Kinds, clock: Clock, stores: Stores,
-        coalescer: Coalescer, fence: Fence, reporter: Reporter, ready: asyncio.Event,
-    ) -> None:  # fmt: skip
-        self.options = options
-        self.kinds = kinds
-        self.clock = clock
-        self.stores = stores
-        self.coalescer = coalescer
-        self.fence = fence
-        self.reporter = reporter
-        self.ready = ready
+    options: Options
+    kinds: Kinds
+    clock: Clock
+    stores: Stores
+    coalescer: Coalescer
+    fence: Fence
+    reporter: Reporter
+    ready: asyncio.Event
 
     async def loop(self) -> None:
         """Catch up each time this replica starts writing (startup, or a won election)."""

@@ -52,11 +52,14 @@ def configs(client: Client, options: Options, ns: str | None) -> list[Reflector[
         res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
         out.append(
             Reflector(
-                client, res, type=CONTENT_TYPES[rtype], namespace=ns,
+                client,
+                res,
+                type=CONTENT_TYPES[rtype],
+                namespace=ns,
                 label_selector=options.resource_label_selector or None,
                 transform=config_transform(rtype, keys, options.hash_key),
                 poll_interval=options.poll_interval,
-            )  # fmt: skip
+            )
         )
     return out
 
