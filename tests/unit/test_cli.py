@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from kube_reloader import __version__, cli
+from kube_reloader.cli import run as cli_run
+from kube_reloader.cli.flags import parse
+from kube_reloader.kube import config
+from kube_reloader.kube.client import Client
+from kube_reloader.runtime.controller import Controller
+from kube_reloader.runtime.manager import ManagerSettings
 
 
 def test_no_command_runs_the_controller_which_needs_credentials(
@@ -92,3 +101,85 @@ def test_the_controller_starts_without_the_dev_cluster_extra_installed() -> None
     )
     assert done.returncode == 0, done.stderr
     assert "--auto-reload-all" in done.stdout
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+class FakeManager:
+    """Stands in for `runtime.manager.Manager`: records what the command line gave it."""
+
+    made: ClassVar[list[FakeManager]] = []
+    code = 7
+
+    def __init__(self, settings: ManagerSettings, **factories: Any) -> None:
+        self.settings = settings
+        self.factories = factories
+        self.conn: config.ConnectionConfig | None = None
+        self.stopped_by_sigterm = False
+        FakeManager.made.append(self)
+
+    async def run(self, conn: config.ConnectionConfig, stop: asyncio.Event) -> int:
+        self.conn = conn
+        # the SIGTERM the kubelet sends must set `stop` (raise it only once handled)
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            signal.raise_signal(signal.SIGTERM)
+            await asyncio.wait_for(stop.wait(), 5)
+            self.stopped_by_sigterm = True
+        return self.code
+
+
+@pytest.fixture
+def fake_manager(monkeypatch: pytest.MonkeyPatch) -> type[FakeManager]:
+    monkeypatch.setattr(cli_run, "Manager", FakeManager)
+    FakeManager.made.clear()
+    return FakeManager
+
+
+def test_the_command_line_hands_its_settings_to_the_manager_and_exits_with_its_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_manager: type[FakeManager]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    for var in ("KUBERNETES_NAMESPACE", "ALERT_ON_RELOAD"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("POD_NAME", "reloader-0")
+    monkeypatch.setenv("POD_NAMESPACE", "tools")
+    argv = [
+        f"--kubeconfig={kubeconfig}", "--enable-ha", "--metrics-addr=127.0.0.1:9999",
+        "--enable-pprof", "--hash-algorithm=hmac-sha256", "--namespaces=team-a",
+    ]  # fmt: skip
+    assert cli.main(argv) == FakeManager.code
+    [manager] = fake_manager.made
+    s = manager.settings
+    assert manager.conn is not None
+    assert manager.conn.server == "https://127.0.0.1:6443"
+    assert s.options.namespaces == ("team-a",)
+    assert (s.metrics_addr, s.pprof_addr) == ("127.0.0.1:9999", "127.0.0.1:6060")
+    assert s.ha is not None
+    assert (s.ha.identity, s.ha.namespace) == ("reloader-0", "tools")
+    assert s.hash_key is not None
+    assert s.hash_key.namespace == "tools"
+    assert manager.factories == {"new_client": Client, "new_controller": Controller}
+    assert manager.stopped_by_sigterm, "SIGTERM stops the manager"
+
+
+def test_manager_settings_carry_every_field_the_manager_runs_with() -> None:
+    settings = parse(
+        ["--metrics-addr=:9191", "--enable-ha"], env={"POD_NAME": "p", "POD_NAMESPACE": "n"}
+    )
+    got = cli_run.manager_settings(settings)
+    assert got == ManagerSettings(
+        options=settings.options,
+        metrics_addr=":9191",
+        pprof_addr=None,
+        ha=settings.ha,
+        hash_key=None,
+    )

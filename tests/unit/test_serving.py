@@ -3,21 +3,33 @@
 Half-sent requests are closed at the header timeout, oversized ones at once; a client at
 its own cap loses its oldest connection; over the global cap the oldest connection still
 sending its headers makes way, else the oldest idle one, else the heaviest client's oldest;
-and complete requests get exactly the bytes plain aiohttp gives them.
+and complete requests get exactly the bytes plain aiohttp gives them. Then what the probes,
+`/metrics` and the diagnostics listener answer, and how listen addresses are read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 import time
-from collections.abc import AsyncIterator
+import tracemalloc
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from kube_reloader import limits
-from kube_reloader.serving import Health, Limits, Server, build_app
+from kube_reloader.metrics import CONTENT_TYPE, Recorder
+from kube_reloader.serving import (
+    Health,
+    Limits,
+    Server,
+    build_app,
+    build_debug_app,
+    split_addr,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -236,3 +248,133 @@ def test_the_open_files_soft_limit_is_raised_to_the_hard_limit() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# ---------------------------------------------------------------------- what the probes say
+
+
+@contextlib.asynccontextmanager
+async def probing(health: Health) -> AsyncIterator[Callable[[str], Awaitable[tuple[int, str]]]]:
+    """A listener for `health`; yields GET path -> (status, body)."""
+    server = Server(build_app(FixedRecorder(), health), "127.0.0.1:0")  # type: ignore[arg-type]
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def get(path: str) -> tuple[int, str]:
+                async with session.get(f"http://127.0.0.1:{server.port}{path}") as resp:
+                    return resp.status, await resp.text()
+
+            yield get
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize(
+    ("ha", "leader", "role"),
+    [(False, False, "single"), (True, False, "standby"), (True, True, "leader")],
+)
+async def test_readyz_waits_for_the_sync_and_names_the_replicas_role(
+    ha: bool, leader: bool, role: str
+) -> None:
+    health = Health(ha=ha, leader=leader)
+    async with probing(health) as get:
+        assert await get("/readyz") == (503, f"caches not synced ({role})")
+        health.synced = True
+        assert await get("/readyz") == (200, f"ok ({role})")
+
+
+async def test_tasks_that_keep_crashing_turn_readyz_red_and_live_red_only_when_dead() -> None:
+    failing: list[str] = []
+    dead: list[str] = []
+    health = Health(synced=True, failing=lambda: failing, dead=lambda: dead)
+    async with probing(health) as get:
+        failing[:] = ["worker@0", "watch/configmaps"]
+        assert await get("/readyz") == (503, "tasks failing: worker@0, watch/configmaps (single)")
+        assert await get("/live") == (200, "alive")
+        dead[:] = ["worker@0"]
+        assert await get("/live") == (500, "tasks keep crashing: worker@0")
+        assert await get("/healthz") == (500, "tasks keep crashing: worker@0")
+
+
+async def test_a_lost_lease_turns_live_red_as_reloader_v1_does() -> None:
+    health = Health(synced=True, ha=True, leader=True)
+    async with probing(health) as get:
+        assert await get("/live") == (200, "alive")
+        health.leader, health.lost_lease = False, True
+        assert (await get("/live"))[0] == 500
+        assert (await get("/healthz"))[0] == 500
+
+
+async def test_metrics_are_the_recorders_exposition_in_prometheus_text_format() -> None:
+    recorder = Recorder()
+    recorder.leader.set(1)
+    server = Server(build_app(recorder, Health()), "127.0.0.1:0")
+    await server.start()
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{server.port}/metrics") as resp,
+        ):
+            assert resp.status == 200
+            assert resp.headers["Content-Type"] == CONTENT_TYPE
+            assert "kube_reloader_leader 1.0" in (await resp.text()).splitlines()
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize(
+    ("addr", "expected"),
+    [
+        (":9090", ("0.0.0.0", 9090)),  # noqa: S104
+        ("127.0.0.1:6060", ("127.0.0.1", 6060)),
+        ("[::1]:9090", ("::1", 9090)),
+        ("localhost:0", ("localhost", 0)),
+    ],
+)
+def test_listen_addresses_are_host_and_port_with_all_interfaces_by_default(
+    addr: str, expected: tuple[str, int]
+) -> None:
+    assert split_addr(addr) == expected
+
+
+def test_the_default_host_of_an_address_without_one_can_be_loopback() -> None:
+    assert split_addr(":6060", default_host="127.0.0.1") == ("127.0.0.1", 6060)
+
+
+@pytest.mark.parametrize("addr", ["9090", "host:", "host:http", ""])
+def test_an_address_without_a_numeric_port_is_refused(addr: str) -> None:
+    with pytest.raises(ValueError, match="is not host:port"):
+        split_addr(addr)
+
+
+@pytest.fixture
+def untraced() -> Iterator[None]:
+    """The diagnostics app starts tracemalloc, which slows every later test: stop it after."""
+    tracing = tracemalloc.is_tracing()
+    yield
+    if not tracing:
+        tracemalloc.stop()
+
+
+@pytest.mark.usefixtures("untraced")
+async def test_the_diagnostics_listener_lists_tasks_and_top_allocations() -> None:
+    server = Server(build_debug_app(FixedRecorder()), "127.0.0.1:0")  # type: ignore[arg-type]
+    await server.start()
+    marker = asyncio.create_task(asyncio.Event().wait(), name="diagnostics-marker")
+    try:
+        async with aiohttp.ClientSession() as session:
+            base = f"http://127.0.0.1:{server.port}"
+            async with session.get(f"{base}/debug/tasks") as resp:
+                tasks = await resp.text()
+            async with session.get(f"{base}/debug/memory?top=3") as resp:
+                memory = (await resp.text()).splitlines()
+            async with session.get(f"{base}/metrics") as resp:
+                metrics = await resp.read()
+        assert "--- diagnostics-marker pending" in tasks
+        assert memory[0].startswith("traced: current ")
+        assert len(memory) <= 4
+        assert metrics == FixedRecorder().exposition()
+    finally:
+        marker.cancel()
+        await server.stop()

@@ -16,15 +16,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kube_reloader.core import planning
+from kube_reloader.core import matching, planning
 from kube_reloader.core.annotations import Keys, parse_bool
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
-from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.logs import LEVELS
-from kube_reloader.runtime.leadership import Timing
+from kube_reloader.runtime.leadership import HASettings, Timing
+from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import AlertSettings, Options
 
 BOOL_FLAGS = (
@@ -62,21 +63,6 @@ _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 class FlagError(ValueError):
     """One line, naming the flag."""
-
-
-@dataclass(frozen=True)
-class HASettings:
-    identity: str
-    namespace: str
-    timing: Timing
-
-
-@dataclass(frozen=True)
-class HashKeySettings:
-    """`--hash-algorithm=hmac-sha256`: where the key lives (created on first start)."""
-
-    namespace: str
-    secret: str
 
 
 @dataclass(frozen=True)
@@ -297,8 +283,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         for k in Options().workload_kinds
         if not (
             ignored_workload_types_valid(workload_types)
-            and {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}.get(k)
-            in workload_types
+            and matching.ignored_workload_type_token(k) in workload_types
         )
     )
 

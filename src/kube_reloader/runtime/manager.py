@@ -1,0 +1,322 @@
+"""The manager: everything that runs around the controller in one process (controller-runtime's
+"manager" idea).
+
+It owns the HTTP servers (`/metrics`, `/live`, `/readyz`, and the diagnostics listener), the
+API client, the controller, and leader election. Without HA the controller writes from the
+start. With HA it starts as a standby and may write only while this replica holds the lease:
+the elector's callbacks flip `controller.leading` in the very step the elector decides (no await
+in between), and once the lease is lost the process stops with exit code 1 so that the pod
+restarts as a warm standby. On shutdown the lease is released only after the elector stopped
+(no renew in flight).
+
+Time is injected: one `Clock` is a parameter of `Manager` (the real one by default, there and
+nowhere deeper); the elector and the controller read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kube_reloader import __version__
+from kube_reloader.kube import config, errors, hashkey, leases
+from kube_reloader.kube.client import Client
+from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.clock import Clock, SystemClock, utc
+from kube_reloader.runtime.controller import Controller
+from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.supervisor import Supervisor
+from kube_reloader.serving import Health, Server, build_app, build_debug_app
+
+log = logging.getLogger("kube_reloader")
+
+
+@dataclass(frozen=True)
+class HashKeySettings:
+    """`--hash-algorithm=hmac-sha256`: where the key lives (created on first start)."""
+
+    namespace: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class ManagerSettings:
+    """What the manager runs, and where it serves."""
+
+    options: Options
+    metrics_addr: str = ":9090"
+    #: diagnostics listener (`--enable-pprof`); None: not served
+    pprof_addr: str | None = None
+    #: None: a single replica, always writing
+    ha: HASettings | None = None
+    hash_key: HashKeySettings | None = None
+
+
+# ---------------------------------------------------------------------- what the manager runs
+
+
+class Counts(Protocol):
+    @property
+    def reloads(self) -> int: ...
+
+    @property
+    def changes(self) -> int: ...
+
+
+class Runnable(Protocol):
+    """What the manager needs of the controller (`runtime.controller.Controller`)."""
+
+    @property
+    def ready(self) -> asyncio.Event: ...
+
+    @property
+    def leading(self) -> asyncio.Event: ...
+
+    @property
+    def supervisor(self) -> Supervisor: ...
+
+    @property
+    def stats(self) -> Counts: ...
+
+    def start_leading(self) -> None: ...
+
+    def stop_leading(self) -> None: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+class Elector(Protocol):
+    """What the manager needs of the elector (`runtime.leadership.LeaderElector`)."""
+
+    @property
+    def leading(self) -> asyncio.Event: ...
+
+    @property
+    def lost(self) -> asyncio.Event: ...
+
+    async def run(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+class ClientFactory(Protocol):
+    def __call__(
+        self,
+        conn: config.ConnectionConfig,
+        /,
+        *,
+        user_agent: str,
+        observer: Callable[[str, str], None] | None,
+    ) -> Client: ...
+
+
+class ControllerFactory(Protocol):
+    def __call__(
+        self, client: Client, options: Options, /, *, clock: Clock, metrics: Recorder
+    ) -> Runnable: ...
+
+
+class ElectorFactory(Protocol):
+    def __call__(
+        self,
+        client: Client,
+        ha: HASettings,
+        /,
+        *,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+    ) -> Elector: ...
+
+
+def lease_elector(clock: Clock) -> ElectorFactory:
+    """Electors on Reloader's lock (`stakater-reloader-lock` in the HA namespace): expiry and
+    deadlines on `clock`'s monotonic time, the Lease's timestamps from its wall time."""
+
+    def wall_clock() -> dt.datetime:
+        return utc(clock)
+
+    def build(
+        client: Client,
+        ha: HASettings,
+        /,
+        *,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+    ) -> LeaderElector:
+        return LeaderElector(
+            leases.LeaseLock(client, ha.namespace, LOCK_NAME),
+            identity=ha.identity,
+            timing=ha.timing,
+            clock=clock.monotonic,
+            wall_clock=wall_clock,
+            on_started_leading=on_started_leading,
+            on_stopped_leading=on_stopped_leading,
+        )
+
+    return build
+
+
+# ---------------------------------------------------------------------- the manager
+
+
+class Manager:
+    """Serves, builds the controller, runs leader election and decides when the controller
+    may write. `run` returns the process's exit code.
+
+    The factories default to the real client, controller and elector, the clock to the
+    system's; `health` and `recorder` are what the probes and `/metrics` report.
+    """
+
+    def __init__(
+        self,
+        settings: ManagerSettings,
+        *,
+        new_client: ClientFactory = Client,
+        new_controller: ControllerFactory = Controller,
+        new_elector: ElectorFactory | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.new_client = new_client
+        self.new_controller = new_controller
+        self.new_elector = new_elector or lease_elector(self.clock)
+        self.recorder = Recorder()
+        self.health = Health()
+        self.servers: list[Server] = []
+
+    async def run(self, conn: config.ConnectionConfig, stop: asyncio.Event) -> int:
+        """Serve, then run the controller until `stop` is set (or the lease is lost)."""
+        settings = self.settings
+        self.servers = [Server(build_app(self.recorder, self.health), settings.metrics_addr)]
+        if settings.pprof_addr:
+            self.servers.append(Server(build_debug_app(self.recorder), settings.pprof_addr))
+        try:
+            for server in self.servers:
+                await server.start()
+        except OSError as exc:
+            log.error("cannot listen", extra={"error": str(exc)})
+            return 1
+        try:
+            async with self.new_client(
+                conn, user_agent=f"kube-reloader/{__version__}", observer=self._observe
+            ) as client:
+                options = await self._options(client)
+                if options is None:
+                    return 1
+                controller = self.new_controller(
+                    client, options, clock=self.clock, metrics=self.recorder
+                )
+                code = await self._run_controller(client, controller, stop)
+                if code:
+                    return code
+        finally:
+            for server in self.servers:
+                await server.stop()
+        log.info(
+            "stopped",
+            extra={"reloads": controller.stats.reloads, "changes": controller.stats.changes},
+        )
+        return 0
+
+    def _observe(self, verb: str, code: str) -> None:
+        self.recorder.api_requests.labels(verb=verb, code=code).inc()
+
+    async def _options(self, client: Client) -> Options | None:
+        """The controller's options, with the hash key read (or created) when one is used;
+        None when it cannot be."""
+        options, hash_key = self.settings.options, self.settings.hash_key
+        if hash_key is None:
+            return options
+        try:
+            key = await hashkey.ensure(client, hash_key.namespace, hash_key.secret)
+        except errors.KubeError as exc:
+            log.error("cannot read or create the hash key", extra={"error": str(exc)})
+            return None
+        return dataclasses.replace(options, hash_key=key)
+
+    async def _run_controller(
+        self, client: Client, controller: Runnable, stop: asyncio.Event
+    ) -> int:
+        health, recorder, ha = self.health, self.recorder, self.settings.ha
+        health.failing = controller.supervisor.unhealthy
+        health.dead = controller.supervisor.dead
+
+        async def mark_ready() -> None:
+            await controller.ready.wait()
+            health.synced = True
+
+        helpers = [controller.supervisor.task("ready", mark_ready())]
+        elector = None
+        if ha is not None:
+            controller.leading.clear()
+            elector = self.new_elector(
+                client,
+                ha,
+                on_started_leading=controller.start_leading,
+                on_stopped_leading=controller.stop_leading,
+            )
+            health.ha = True
+            helpers.append(
+                controller.supervisor.task(
+                    "follow-lease", follow_lease(elector, controller, health, recorder, stop)
+                )
+            )
+        await controller.run(stop)
+        for task in helpers:
+            task.cancel()
+        # the elector has stopped (no renew in flight) before the lease is released
+        await asyncio.gather(*helpers, return_exceptions=True)
+        if elector is not None:
+            await elector.release()
+            recorder.leader.set(0)
+            if elector.lost.is_set():
+                return 1
+        return 0
+
+
+async def follow_lease(
+    elector: Elector,
+    controller: Runnable,
+    health: Health,
+    recorder: Recorder,
+    stop: asyncio.Event,
+) -> None:
+    """Run the elector; report leadership when elected; when the lease is lost, stop (the pod
+    restarts as a warm standby). `controller.leading` itself is set and cleared by the
+    elector's callbacks (see `Manager`), never here after an await."""
+    supervisor = controller.supervisor
+    elector_task = supervisor.task("leader-election", elector.run())
+    won = supervisor.task("lease-won", elector.leading.wait())
+    lost = supervisor.task("lease-lost", elector.lost.wait())
+    try:
+        await asyncio.wait({won, elector_task}, return_when=asyncio.FIRST_COMPLETED)
+        if elector.leading.is_set():
+            health.leader = True
+            recorder.leader.set(1)
+            await asyncio.wait({lost, elector_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not elector.lost.is_set():
+            # the election loop itself failed: without renewals this replica must not write
+            log.error("leader election stopped unexpectedly", exc_info=_error_of(elector_task))
+        controller.stop_leading()  # already stopped if the elector decided it
+        health.leader = False
+        health.lost_lease = True
+        recorder.leader.set(0)
+        log.error("lost the lease; stopping so that this pod restarts as a standby")
+        stop.set()
+    finally:
+        for task in (won, lost, elector_task):
+            task.cancel()
+        await asyncio.gather(won, lost, elector_task, return_exceptions=True)
+
+
+def _error_of(task: asyncio.Task[None]) -> BaseException | None:
+    if not task.done() or task.cancelled():
+        return None
+    return task.exception()
