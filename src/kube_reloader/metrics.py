@@ -1,9 +1,10 @@
 """Prometheus metrics: every Reloader v1 name, type and label, plus kube-reloader's own.
 
-One private registry and one `Recorder` with domain-named methods: the controller never
-touches a metric object directly, and every name lives in this module (checked by a golden
-test). Reloader's names are kept exactly, so dashboards and alerts built for Reloader keep
-working; ours use the `kube_reloader_` prefix.
+One private registry and one `Recorder`; every name lives in this module (checked by a golden
+test). Outside it, only the controller's reporting point (`runtime.reporting`) touches metric
+objects; the manager uses `api_request` and `set_leader` (checked by
+tests/unit/test_architecture.py). Reloader's names are kept exactly, so dashboards and alerts
+built for Reloader keep working; ours use the `kube_reloader_` prefix.
 """
 
 from __future__ import annotations
@@ -151,6 +152,12 @@ class Recorder:
                 self._by_ns[(label, namespace)] += 1
         if success and seconds is not None:
             self.reload_latency.labels(workload_kind=kind).observe(seconds)
+
+    def api_request(self, verb: str, code: str) -> None:
+        self.api_requests.labels(verb=verb, code=code).inc()
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
 
     def task_crashed(self, name: str) -> None:
         """A supervised task crashed; its label drops the per-namespace part of its name."""

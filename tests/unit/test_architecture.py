@@ -127,3 +127,43 @@ def test_the_clock_check_finds_a_direct_call(tmp_path: Path) -> None:
     module.write_text("import time\nimport datetime as dt\nx = time.monotonic()\n"
                       "y = dt.datetime.now(dt.UTC)\n")  # fmt: skip
     assert clock_calls(module) == ["m.py:3", "m.py:4"]
+
+
+METRIC_CALLS = {"labels", "inc", "dec", "observe", "set"}
+METRIC_OWNERS = {"metrics", "recorder"}
+
+
+def metric_touches(path: Path) -> list[str]:
+    """Calls like `metrics.x.labels(...)` / `recorder.leader.set(...)`: a metric object used
+    directly."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in METRIC_CALLS:
+            continue
+        chain = node.func.value
+        names = []
+        while isinstance(chain, ast.Attribute | ast.Call):
+            chain = chain.value if isinstance(chain, ast.Attribute) else chain.func
+            if isinstance(chain, ast.Attribute):
+                names.append(chain.attr)
+            elif isinstance(chain, ast.Name):
+                names.append(chain.id)
+        if METRIC_OWNERS & set(names):
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_only_the_reporting_point_touches_metric_objects(name: str) -> None:
+    if name in ("kube_reloader.metrics", "kube_reloader.runtime.reporting"):
+        return
+    assert metric_touches(MODULES[name]) == []
+
+
+def test_the_metric_check_finds_a_direct_touch(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("self.metrics.retries.inc()\nrecorder.leader.set(1)\nx.set(1)\n"
+                      "self.metrics.skipped.labels(reason='r').inc()\n")  # fmt: skip
+    assert metric_touches(module) == ["m.py:1", "m.py:2", "m.py:4", "m.py:4"]

@@ -226,7 +226,7 @@ class Manager:
         return 0
 
     def _observe(self, verb: str, code: str) -> None:
-        self.recorder.api_requests.labels(verb=verb, code=code).inc()
+        self.recorder.api_request(verb, code)
 
     async def _options(self, client: Client) -> Options | None:
         """The controller's options, with the hash key read (or created) when one is used;
@@ -275,7 +275,7 @@ class Manager:
         await asyncio.gather(*helpers, return_exceptions=True)
         if elector is not None:
             await elector.release()
-            recorder.leader.set(0)
+            recorder.set_leader(False)
             if elector.lost.is_set():
                 return 1
         return 0
@@ -299,7 +299,7 @@ async def follow_lease(
         await asyncio.wait({won, elector_task}, return_when=asyncio.FIRST_COMPLETED)
         if elector.leading.is_set():
             health.leader = True
-            recorder.leader.set(1)
+            recorder.set_leader(True)
             await asyncio.wait({lost, elector_task}, return_when=asyncio.FIRST_COMPLETED)
         if not elector.lost.is_set():
             # the election loop itself failed: without renewals this replica must not write
@@ -307,7 +307,7 @@ async def follow_lease(
         controller.stop_leading()  # already stopped if the elector decided it
         health.leader = False
         health.lost_lease = True
-        recorder.leader.set(0)
+        recorder.set_leader(False)
         log.error("lost the lease; stopping so that this pod restarts as a standby")
         stop.set()
     finally:
