@@ -56,6 +56,11 @@ class Baseline:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _short(line: str, width: int = 90) -> str:
+    """A commit's "<hash> <subject>" for a report line (some subjects are paragraphs)."""
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
 def _git(*args: str, repo: Path = REPO) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
@@ -68,7 +73,7 @@ def export(ref: str, repo: Path = REPO) -> Baseline:
         commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", repo=repo)
     except subprocess.CalledProcessError as e:
         raise SystemExit(f"--baseline: {ref!r} is not a commit in {repo}") from e
-    subject = _git("log", "-1", "--format=%h %s", commit, repo=repo)
+    subject = _short(_git("log", "-1", "--format=%h %s", commit, repo=repo))
     root = Path(tempfile.mkdtemp(prefix="kube-reloader-baseline-"))
     base = Baseline(ref, commit, subject, root)
     try:
@@ -98,7 +103,7 @@ def export(ref: str, repo: Path = REPO) -> Baseline:
 def current_tree(repo: Path = REPO) -> str:
     """What the current column runs: HEAD, and whether src/ has uncommitted changes."""
     try:
-        head = _git("log", "-1", "--format=%h %s", repo=repo)
+        head = _short(_git("log", "-1", "--format=%h %s", repo=repo))
         dirty = _git("status", "--porcelain", "--", "src", repo=repo)
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
