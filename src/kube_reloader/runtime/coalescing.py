@@ -4,7 +4,10 @@ rate-limit deferral, retry backoff). The queue hands out the item itself.
 
 Semantics (client-go's workqueue, per workload): an item is queued at most once; changes that
 arrive while it waits join it; changes that arrive while a worker handles it form a new item,
-queued when that worker is done. A delayed add keeps the timer already running for the key.
+queued when that worker is done. All delays are timers of the injected clock, owned here:
+`schedule` (coalescing window, rate-limit deferral) keeps the timer already running for the
+key, so changes join the wait; `retry_after` (backoff) runs beside it and never holds back a
+newer change; `requeue` queues at once (after a conflict).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class WorkItem:
             self.key,
             {**self.changes, **newer.changes},
             {**newer.observed, **self.observed},
-            self.queued_at if self.queued_at is not None else newer.queued_at,
+            min((t for t in (self.queued_at, newer.queued_at) if t is not None), default=None),
         )
 
 
@@ -47,6 +50,7 @@ class Coalescer:
         self._on_queued = on_queued
         self._waiting: dict[ObjectKey, WorkItem] = {}
         self._timers: dict[ObjectKey, Timer] = {}
+        self._retries: dict[ObjectKey, Timer] = {}
         self._queue: WorkQueue[ObjectKey] = WorkQueue()
 
     def __len__(self) -> int:
@@ -95,7 +99,24 @@ class Coalescer:
 
         self._timers[key] = self.clock.call_later(delay, fire)
 
+    def retry_after(self, key: ObjectKey, delay: float) -> None:
+        """Queue `key` again after a backoff of `delay`, whatever other timer runs for it."""
+        old = self._retries.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            self._retries.pop(key, None)
+            self._queue.add(key)
+
+        self._retries[key] = self.clock.call_later(delay, fire)
+
+    def requeue(self, key: ObjectKey) -> None:
+        """Queue `key` at once (it is handed out again when its current worker is done)."""
+        self._queue.add(key)
+
     def _enqueue(self, key: ObjectKey) -> None:
+        """A new add (counted): the window or deferral ended, or no delay was asked."""
         item = self._waiting.get(key)
         if item is not None and item.queued_at is None:
             item.queued_at = self.clock.monotonic()
@@ -117,7 +138,8 @@ class Coalescer:
         self._waiting.pop(key, None)
 
     def close(self) -> None:
-        for timer in self._timers.values():
+        for timer in [*self._timers.values(), *self._retries.values()]:
             timer.cancel()
         self._timers.clear()
+        self._retries.clear()
         self._queue.close()

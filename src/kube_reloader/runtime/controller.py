@@ -143,7 +143,7 @@ class Controller:
     async def _optional_synced(self) -> None:
         """An optional kind finished its list after readiness: replay, then catch up."""
         await self.fanout.replay()
-        if self.options.reconcile_on_start:
+        if self.options.reconcile_on_start and self.fanout.webhook is None:
             self.reconcile_missed()
 
     def _build(self) -> None:

@@ -68,8 +68,7 @@ class Pauses:
 
     def close(self) -> None:
         for handle in self._resumes.values():
-            handle.cancel()
-        self._resumes.clear()
+            handle.cancel()  # kept in the map: a Deployment seen while draining arms none
 
     def _schedule(self, key: ObjectKey, when: dt.datetime) -> None:
         self.forget(key)

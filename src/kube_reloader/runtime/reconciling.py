@@ -76,6 +76,8 @@ class Reconciler:
                 write.cancel()
                 raise  # the worker itself is being stopped
             result = "cancelled"
+            if write.cancelled():  # perhaps before its first step: keep the changes here too
+                self._put_back(item)
             self._retry(key)  # cancelled on lost leadership: the changes wait, kept
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker: retry
             result = "error"
@@ -99,7 +101,7 @@ class Reconciler:
         n = self.failures.get(key, 0) + 1
         self.failures[key] = n
         self.reporter.retrying()
-        self.coalescer.schedule(key, limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF))
+        self.coalescer.retry_after(key, limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF))
 
     async def reconcile(self, item: WorkItem) -> None:
         if not item.changes:
@@ -157,7 +159,7 @@ class Reconciler:
             except errors.KubeError:
                 self._retry(key)
                 return
-            self.coalescer.schedule(key, 0)
+            self.coalescer.requeue(key)
             return
         except errors.Transient as exc:
             # put the changes back (newer ones that arrived meanwhile win) and back off
@@ -191,6 +193,7 @@ class Reconciler:
         wait, reason = self.throttle.wait(item.key)
         if wait <= 0:
             return False
+        item.queued_at = None  # queued again when the deferral ends
         self.coalescer.put_back(item)
         until = pausing.format_time(utc(self.clock) + dt.timedelta(seconds=wait))
         self.reporter.deferred(workload, reason, until, self.options.min_interval)

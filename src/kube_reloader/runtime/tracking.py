@@ -61,8 +61,7 @@ class RolloutTracker:
 
     def close(self) -> None:
         for tracked in self._tracking.values():
-            tracked[3].cancel()
-        self._tracking.clear()
+            tracked[3].cancel()  # kept: a rollout completing while draining is still reported
 
     def _timed_out(self, key: ObjectKey, generation: int) -> None:
         tracked = self._tracking.get(key)

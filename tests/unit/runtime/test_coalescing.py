@@ -82,3 +82,16 @@ async def test_dropped_changes_leave_an_empty_item_and_close_cancels_the_timers(
     co.close()
     clock.advance(2.0)
     assert co.depth == 0
+
+
+async def test_a_retry_runs_beside_the_window_and_a_requeue_is_immediate() -> None:
+    clock = FakeClock()
+    co = Coalescer(clock)
+    co.add(KEY, change("a"), observed=None, delay=5.0)
+    co.retry_after(KEY, 0.2)
+    assert clock.pending() == [0.2, 5.0]
+    clock.advance(0.2)
+    assert co.depth == 1
+    other = ObjectKey("Deployment", "ns", "other")
+    co.requeue(other)
+    assert co.depth == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -93,7 +94,7 @@ async def test_a_transient_failure_keeps_the_changes_and_backs_off_exponentially
     for _ in range(failures):
         await r.reconciler.handle(item(w.key, "a"))
     assert w.key in r.coalescer, "the changes wait"
-    assert r.room.clock.pending() == [min(60.0, 0.2 * 2**0)], "the first timer is kept"
+    assert r.room.clock.pending() == [pytest.approx(min(60.0, 0.2 * 2 ** (failures - 1)))]
     assert r.reconciler.failures[w.key] == failures
     assert r.room.sample("reloader_retries_total") == failures
 
@@ -172,3 +173,27 @@ async def test_a_bug_in_a_write_is_counted_warned_and_retried() -> None:
     assert w.key in r.coalescer
     assert r.room.clock.pending() == [0.2]
     assert r.room.sample("kube_reloader_object_errors_total", stage="reconcile") == 1
+
+
+async def test_a_write_cancelled_before_its_first_step_keeps_its_changes() -> None:
+    r = rig()
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    handled = asyncio.ensure_future(r.reconciler.handle(item(w.key, "a")))
+    await asyncio.sleep(0)  # the write task exists, and has not run yet
+    r.room.fence.stop_leading()
+    await handled
+    assert r.writer.reloads == []
+    assert w.key in r.coalescer, "the changes wait for the next leader"
+    assert r.room.sample("reloader_reconcile_total", result="cancelled") == 1
+
+
+async def test_a_new_change_during_a_retry_backoff_is_written_after_its_window() -> None:
+    r = rig(writer=FakeWriter(fail=[errors.ConnectionFailed("down")] * 8))
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    for _ in range(8):
+        await r.reconciler.handle(item(w.key, "a"))
+    r.coalescer.add(w.key, change("a", "2"), observed=None, delay=0.3)
+    r.room.clock.advance(0.3)
+    assert r.coalescer.depth == 1, "not held back by the 25.6 s backoff"
