@@ -96,18 +96,19 @@ class Kinds:
         return Kinds([*self._specs.values(), spec])
 
 
-fixed = strategies.fixed
+def _builtin(kind: WorkloadKind, strategy: Strategy, **kw: Any) -> KindSpec:
+    return KindSpec(kind, resources.WORKLOAD_RESOURCES[kind], strategies.fixed(strategy), **kw)
+
+
 BUILTIN = Kinds([
-    KindSpec(WorkloadKind.DEPLOYMENT, resources.DEPLOYMENTS, fixed(strategies.TEMPLATE_PATCH),
-             status=replica_status, pausable=True),
-    KindSpec(WorkloadKind.DAEMONSET, resources.DAEMONSETS, fixed(strategies.TEMPLATE_PATCH),
-             status=daemonset_status),
-    KindSpec(WorkloadKind.STATEFULSET, resources.STATEFULSETS, fixed(strategies.TEMPLATE_PATCH),
-             status=replica_status),
-    KindSpec(WorkloadKind.CRONJOB, resources.CRONJOBS, fixed(strategies.CRONJOB_TRIGGER),
-             projection=p.CronJob, catch_up=False),
-    KindSpec(WorkloadKind.JOB, resources.JOBS, fixed(strategies.JOB_RECREATE), catch_up=False),
-    KindSpec(WorkloadKind.ROLLOUT, resources.ROLLOUTS, strategies.rollout, discovered=True),
-    KindSpec(WorkloadKind.DEPLOYMENTCONFIG, resources.DEPLOYMENTCONFIGS,
-             fixed(strategies.CUSTOM_RESOURCE_PATCH), discovered=True),
+    _builtin(WorkloadKind.DEPLOYMENT, strategies.TEMPLATE_PATCH, status=replica_status,
+             pausable=True),
+    _builtin(WorkloadKind.DAEMONSET, strategies.TEMPLATE_PATCH, status=daemonset_status),
+    _builtin(WorkloadKind.STATEFULSET, strategies.TEMPLATE_PATCH, status=replica_status),
+    _builtin(WorkloadKind.CRONJOB, strategies.CRONJOB_TRIGGER, projection=p.CronJob,
+             catch_up=False),
+    _builtin(WorkloadKind.JOB, strategies.JOB_RECREATE, catch_up=False),
+    KindSpec(WorkloadKind.ROLLOUT, resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],
+             strategies.rollout, discovered=True),
+    _builtin(WorkloadKind.DEPLOYMENTCONFIG, strategies.CUSTOM_RESOURCE_PATCH, discovered=True),
 ])  # fmt: skip
