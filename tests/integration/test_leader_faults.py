@@ -21,8 +21,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from kube_reloader.cli import run
-from kube_reloader.cli.flags import HASettings
 from kube_reloader.core import hashing, planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.strategies import Strategy
@@ -30,8 +28,10 @@ from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.kube import config, leases, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.clock import SystemClock
 from kube_reloader.runtime.controller import Controller
-from kube_reloader.runtime.leadership import LOCK_NAME, LeaderElector, Timing
+from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector, Timing
+from kube_reloader.runtime.manager import follow_lease, lease_elector
 from kube_reloader.runtime.options import Options
 from kube_reloader.serving import Health
 from tests.harness import auto_deployment_on_configmap, env_of, update_cm
@@ -272,21 +272,24 @@ def audit_writes(path: Path, ns: str, agents: tuple[str, ...]) -> list[dict[str,
 @contextlib.asynccontextmanager
 async def replica(client: Client, ns: str, name: str, log: list[tuple[float, str, bool]]
                   ) -> AsyncIterator[tuple[Controller, LeaderElector]]:  # fmt: skip
-    """One kube-reloader replica in-process, wired to its elector as `run` wires them."""
+    """One kube-reloader replica in-process, wired to its elector as `Manager` wires them."""
     opts = Options(plan=planning.Config(match=MatchConfig(), strategy=Strategy.ENV_VARS),
                    namespaces=(ns,))  # fmt: skip
     recorder = Recorder()
     controller = Controller(client, opts, metrics=recorder)
-    controller.leading = Flag(name, log)
-    elected = run._elector(client, HASettings(identity=name, namespace=ns, timing=TIMING),
-                           controller)  # fmt: skip
+    # the fence's flag is the one every write checks: log it (a standby until elected)
+    controller.fence.leading = controller.leading = Flag(name, log)
+    elected = lease_elector(SystemClock())(
+        client, HASettings(identity=name, namespace=ns, timing=TIMING),
+        on_started_leading=controller.start_leading, on_stopped_leading=controller.stop_leading,
+    )  # fmt: skip
     stop = asyncio.Event()
     tasks = [asyncio.create_task(controller.run(stop)),
-             asyncio.create_task(run._follow(elected, controller, Health(), recorder, stop))]  # fmt: skip
+             asyncio.create_task(follow_lease(elected, controller, Health(), recorder, stop))]  # fmt: skip
     try:
         await asyncio.wait_for(controller.ready.wait(), 30)
         yield controller, elected
-    finally:  # as `run` ends: stop the controller, then the elector, then release the lease
+    finally:  # as the manager ends: stop the controller, then the elector, then release the lease
         stop.set()
         await asyncio.wait_for(tasks[0], 30)
         tasks[1].cancel()

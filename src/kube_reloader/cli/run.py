@@ -16,17 +16,8 @@ from kube_reloader import __version__, limits, logs
 from kube_reloader.cli.flags import FlagError, RunSettings, parse
 from kube_reloader.kube import config, errors
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.clock import SystemClock
 from kube_reloader.runtime.controller import Controller
-from kube_reloader.runtime.leadership import HASettings
-from kube_reloader.runtime.manager import (
-    Elector,
-    Manager,
-    ManagerSettings,
-    Runnable,
-    follow_lease,
-    lease_elector,
-)
+from kube_reloader.runtime.manager import Manager, ManagerSettings
 
 log = logging.getLogger("kube_reloader")
 
@@ -80,19 +71,3 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
     # `Client` and `Controller` are looked up here, at call time: tests/integration swaps them
     manager = Manager(manager_settings(settings), new_client=Client, new_controller=Controller)
     return await manager.run(conn, stop)
-
-
-# tests/integration/test_leader_faults.py wires in-process replicas with these two, exactly as
-# the manager wires them; they can go once it uses runtime.manager directly.
-
-
-def _elector(client: Client, ha: HASettings, controller: Runnable) -> Elector:
-    return lease_elector(SystemClock())(
-        client,
-        ha,
-        on_started_leading=controller.start_leading,
-        on_stopped_leading=controller.stop_leading,
-    )
-
-
-_follow = follow_lease

@@ -81,7 +81,10 @@ class Coalescer:
         return joined
 
     def put_back(self, item: WorkItem) -> None:
-        """Return an item not (fully) handled; changes that arrived meanwhile win."""
+        """Return an item not (fully) handled; changes that arrived meanwhile win. An item
+        with no changes left is not put back (it would count as pending work)."""
+        if not item.changes:
+            return
         newer = self._waiting.get(item.key)
         self._waiting[item.key] = item if newer is None else item.under(newer)
 

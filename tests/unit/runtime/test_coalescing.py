@@ -95,3 +95,13 @@ async def test_a_retry_runs_beside_the_window_and_a_requeue_is_immediate() -> No
     other = ObjectKey("Deployment", "ns", "other")
     co.requeue(other)
     assert co.depth == 2
+
+
+async def test_an_item_put_back_with_no_changes_left_is_not_pending_work() -> None:
+    co = Coalescer(FakeClock())
+    co.add(KEY, change("a"), observed=None, delay=0)
+    item = await co.get()
+    item.changes.clear()
+    co.put_back(item)
+    assert len(co) == 0
+    assert KEY not in co
