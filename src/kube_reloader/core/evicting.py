@@ -1,0 +1,205 @@
+"""Pod-level reloads (`kube-reloader.io/strategy: evict`), as values: the annotations' parsers,
+which pods a rotation replaces, and what it does next.
+
+A rotation replaces, through the Eviction API, the pods that were running when a config
+changed, instead of writing the workload's pod template. Its *targets* are fixed when it
+starts (the UIDs of the pods created before the change) and are meant to be stored before the
+first eviction, so that after a restart or a leader change the same decision follows from the
+cluster alone: each target is evicted once, and a pod started after the change never.
+
+`next_step` is the whole policy, one call per observation of the workload's pods:
+
+* a pod is *available* once Ready for `min_ready_seconds` and not terminating; the workload
+  is short of `replicas - available` pods;
+* a target that is not Ready (crash-looping on the old content, say) serves nothing, so
+  evicting it costs nothing: it is evicted at once;
+* other targets are evicted while the workload is short of fewer than `max_unavailable`
+  pods, the oldest first; ordered workloads (StatefulSets) evict one pod at a time, the
+  highest ordinal first, and only when none is short;
+* done when no target is left and nothing is short; failed when something is still short
+  `deadline` seconds after the last eviction (the replacement never became available).
+
+Pure: no I/O and no clock; times are epoch seconds passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kube_reloader.core.parsing import quote
+
+STRATEGY = "kube-reloader.io/strategy"
+MAX_UNAVAILABLE = "kube-reloader.io/max-unavailable"
+POD_SELECTOR = "kube-reloader.io/pod-selector"
+#: the StatefulSet controller's pod label carrying the ordinal (Kubernetes 1.28+)
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+#: digits accepted in a max-unavailable count (a count above any real workload's size)
+_MAX_DIGITS = 6
+
+
+class EvictError(ValueError):
+    """A one-line reason an annotation value is refused."""
+
+
+class PodStrategy(StrEnum):
+    """How a workload is reloaded: its pod template written, or its pods evicted."""
+
+    PATCH = "patch"
+    EVICT = "evict"
+
+
+def parse_strategy(text: str) -> PodStrategy:
+    """`patch` or `evict`, exactly (no case folding, no blanks: a typo must not pass)."""
+    try:
+        return PodStrategy(text)
+    except ValueError:
+        raise EvictError(f"invalid {STRATEGY} {quote(text)}: want 'patch' or 'evict'") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxUnavailable:
+    """A pod count (`2`) or a percentage of the replicas (`25%`)."""
+
+    value: int
+    percent: bool = False
+
+    def resolve(self, replicas: int) -> int:
+        """Pods that may be unavailable at once for `replicas`: a percentage rounds down, as
+        a Deployment's `maxUnavailable` does, but never below 1 (a rotation must progress)."""
+        if not self.percent:
+            return self.value
+        return max(1, replicas * self.value // 100)
+
+
+DEFAULT_MAX_UNAVAILABLE = MaxUnavailable(1)
+
+
+def parse_max_unavailable(text: str) -> MaxUnavailable:
+    """`N` (1 or more) or `P%` (1 to 100), digits only."""
+    digits, percent = (text[:-1], True) if text.endswith("%") else (text, False)
+    if not digits or len(digits) > _MAX_DIGITS or not digits.isascii() or not digits.isdigit():
+        raise EvictError(f"invalid {MAX_UNAVAILABLE} {quote(text)}: want a count or a percentage")
+    value = int(digits)
+    if value < 1 or (percent and value > 100):
+        raise EvictError(
+            f"invalid {MAX_UNAVAILABLE} {quote(text)}: "
+            + ("want 1% to 100%" if percent else "want at least 1")
+        )
+    return MaxUnavailable(value, percent)
+
+
+def ordinal_of(name: str, labels: dict[str, str] | None = None) -> int | None:
+    """A StatefulSet pod's ordinal: its `pod-index` label, else its name's `-N` suffix."""
+    text = (labels or {}).get(POD_INDEX_LABEL) or name.rpartition("-")[2]
+    if not text or len(text) > 9 or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """What a rotation needs of a pod."""
+
+    uid: str
+    name: str
+    #: creationTimestamp, epoch seconds (the API gives whole seconds)
+    created: float
+    ready: bool = False
+    #: when its Ready condition last turned True (epoch seconds), if known
+    ready_since: float | None = None
+    #: it has a deletionTimestamp (evicted, deleted, or being replaced)
+    terminating: bool = False
+    ordinal: int | None = None
+
+    def available(self, now: float, min_ready_seconds: float) -> bool:
+        if self.terminating or not self.ready:
+            return False
+        if min_ready_seconds <= 0:
+            return True
+        return self.ready_since is not None and now - self.ready_since >= min_ready_seconds
+
+
+def targets(pods: Iterable[Pod], changed_at: float) -> frozenset[str]:
+    """The UIDs a rotation for a change at `changed_at` replaces: the live pods created before
+    it. Creation times have whole seconds, so a pod created in the change's own second counts
+    as older: at worst one eviction too many, never a pod left on the old content."""
+    cutoff = math.floor(changed_at) + 1
+    return frozenset(p.uid for p in pods if not p.terminating and p.created < cutoff)
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    """How one workload's pods may be replaced."""
+
+    #: pods the workload should have (`spec.replicas`, a DaemonSet's desired number)
+    replicas: int
+    #: pods that may be short at once, already resolved (`MaxUnavailable.resolve`)
+    max_unavailable: int = 1
+    min_ready_seconds: float = 0.0
+    #: one pod at a time, the highest ordinal first (StatefulSets)
+    ordered: bool = False
+    #: seconds after the last eviction by which nothing may be short any more
+    deadline: float = 600.0
+
+
+class Phase(StrEnum):
+    EVICT = "evict"
+    WAIT = "wait"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    phase: Phase
+    #: pods to evict now, in this order
+    evict: tuple[Pod, ...] = ()
+    #: targets not evicted yet (these included)
+    remaining: int = 0
+    #: why it waits or failed, for an Event or a log line
+    reason: str = ""
+
+
+def next_step(
+    pods: Iterable[Pod],
+    target_uids: frozenset[str],
+    rotation: Rotation,
+    now: float,
+    *,
+    last_eviction: float | None = None,
+    evicting: frozenset[str] = frozenset(),
+) -> Step:
+    """What to do now. `evicting`: UIDs whose eviction was accepted but whose pod is not seen
+    terminating yet (they count as gone)."""
+    live = [p for p in pods if not p.terminating and p.uid not in evicting]
+    remaining = [p for p in live if p.uid in target_uids]
+    available = [p for p in live if p.available(now, rotation.min_ready_seconds)]
+    short = max(0, rotation.replicas - len(available))
+    if short and last_eviction is not None and now - last_eviction > rotation.deadline:
+        return Step(Phase.FAILED, remaining=len(remaining),
+                    reason=f"{short} of {rotation.replicas} pods not available "
+                           f"{rotation.deadline:g}s after the last eviction")  # fmt: skip
+    if not remaining:
+        if short:
+            return Step(Phase.WAIT, reason=_short(short, rotation.replicas))
+        return Step(Phase.DONE)
+    if rotation.ordered:
+        if short:
+            return Step(Phase.WAIT, remaining=len(remaining),
+                        reason=_short(short, rotation.replicas))  # fmt: skip
+        highest = max(remaining, key=lambda p: (-1 if p.ordinal is None else p.ordinal, p.name))
+        return Step(Phase.EVICT, (highest,), remaining=len(remaining))
+    free = [p for p in remaining if not p.ready]  # serves nothing: evicting it costs nothing
+    serving = sorted((p for p in remaining if p.ready), key=lambda p: (p.created, p.name))
+    budget = max(0, rotation.max_unavailable - short)
+    chosen = tuple(sorted(free, key=lambda p: p.name)) + tuple(serving[:budget])
+    if not chosen:
+        return Step(Phase.WAIT, remaining=len(remaining), reason=_short(short, rotation.replicas))
+    return Step(Phase.EVICT, chosen, remaining=len(remaining))
+
+
+def _short(short: int, replicas: int) -> str:
+    return f"waiting for {short} of {replicas} pods to be available"
