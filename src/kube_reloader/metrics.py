@@ -133,6 +133,10 @@ class Recorder:
             "kube_reloader_task_restarts", "Background tasks restarted after a crash, by task",
             ["task"], registry=r,
         )  # fmt: skip
+        self.evictions = Counter(
+            "kube_reloader_evictions", "Pod evictions of pod-level reloads, by result",
+            ["result"], registry=r,
+        )  # fmt: skip
         self.object_errors = Counter(
             "kube_reloader_object_errors",
             "Objects whose handling failed unexpectedly (that object skipped), by stage",

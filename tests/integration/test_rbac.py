@@ -476,3 +476,44 @@ async def test_hmac_hashing_needs_only_get_on_its_key_secret_and_create_in_its_n
 
             await eventually(done, what="the keyed reload under the chart's Role")
         check_calls(calls, rules, all_used=False)
+
+
+async def test_pod_reloads_need_only_pods_list_and_eviction_create_which_the_chart_grants_when_asked(
+    client: Client, namespace: str, kubeconfig_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pod_verbs = {("", "pods", "list"), ("", "pods/eviction", "create")}
+    assert not granted(render({}, release="plain", namespace=namespace)) & pod_verbs
+    assert pod_verbs <= granted(render({"reloader": {"podReloads": True}}, release="p",
+                                       namespace=namespace))  # fmt: skip
+    docs = render({"reloader": {"watchGlobally": False, "defaultStrategy": "evict"}},
+                  release=f"r{secrets.token_hex(3)}", namespace=namespace)  # fmt: skip
+    rules = granted(docs)
+    assert pod_verbs <= rules
+    await auto_deployment_on_configmap(client, namespace, name="evicted", replicas=1)
+
+    async def pod_uids() -> set[str] | None:
+        listed = await client.list(
+            resources.PODS, namespace=namespace, label_selector="app=evicted"
+        )
+        uids = {p["metadata"]["uid"] for p in listed.items
+                if not p["metadata"].get("deletionTimestamp")
+                and any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in p.get("status", {}).get("conditions", []))}  # fmt: skip
+        return uids or None
+
+    first = await eventually(pod_uids, what="the pod Ready", timeout=60)
+    conn = await as_service_account(client, kubeconfig_path, docs, namespace)
+    settings = chart_settings(docs, namespace)
+    assert settings.options.default_strategy.value == "evict"
+    calls: list[Call] = []
+    async with chart_controller(monkeypatch, conn, settings, calls):
+        await update_cm(client, namespace, "c", {"a": "2"})
+
+        async def replaced() -> bool:
+            now = await pod_uids()
+            return bool(now) and not (now or set()) & first
+
+        await eventually(replaced, what="the pod replaced under the Role", timeout=60)
+    used = check_calls(calls, rules, all_used=False)
+    assert pod_verbs <= used
+    assert not {v for g, r, v in used if r == "deployments" and v == "patch"}, "no template write"

@@ -128,3 +128,32 @@ def test_explain_names_a_workload_kind_as_kubectl_does(name: str, kind: str | No
     assert (resource.kind if resource else None) == kind
     if resource is not None:
         assert WORKLOAD_RESOURCES[resource.kind] is resource
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [([], "Reload by: patch: the pod template is written (Reloader's way)"),
+     (["--default-strategy=evict"], "Reload by: evict: its pods older than the change are evicted "
+                                    "(one pod at a time, highest ordinal first; disruption budgets "
+                                    "honoured); the template is never written")],
+)  # fmt: skip
+def test_explain_says_how_the_workload_is_reloaded_as_the_controller_would(
+    argv: list[str], want: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["explain", "sts/db", "-f", str(DATA), *argv]) == 0
+    assert want in capsys.readouterr().out.splitlines()
+
+
+def test_explain_names_an_unreadable_strategy_as_no_reload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = DATA.read_text().replace(
+        '    configmap.reloader.stakater.com/reload: "app-config"\n',
+        '    configmap.reloader.stakater.com/reload: "app-config"\n'
+        "    kube-reloader.io/strategy: restart\n",
+    )
+    path = tmp_path / "w.yaml"
+    path.write_text(doc)
+    assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Reload by: not reloaded: invalid kube-reloader.io/strategy 'restart'" in out

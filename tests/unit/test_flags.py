@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kube_reloader.cli.flags import FlagError, parse
+from kube_reloader.core.evicting import PodStrategy
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Strategy
 
@@ -254,3 +255,19 @@ def test_bad_hash_settings_stop_the_start_with_one_line(
 ) -> None:
     with pytest.raises(FlagError, match=message):
         parse(argv, env=env)
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [([], PodStrategy.PATCH), (["--default-strategy=evict"], PodStrategy.EVICT),
+     (["--default-strategy", "patch"], PodStrategy.PATCH)],
+)  # fmt: skip
+def test_the_default_strategy_is_the_template_patch_unless_evict_is_asked(
+    argv: list[str], want: PodStrategy
+) -> None:
+    assert parse(argv, env={}).options.default_strategy is want
+
+
+def test_an_unknown_default_strategy_stops_the_start_with_one_line() -> None:
+    with pytest.raises(FlagError, match="--default-strategy: 'delete' must be patch or evict"):
+        parse(["--default-strategy=delete"], env={})

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from kube_reloader.core import explaining, hashing, planning
+from kube_reloader.core.evicting import PodStrategy
 from kube_reloader.core.matching import MatchConfig, carries_named_list
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Strategy
@@ -42,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", default=None)
     p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
     p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
+    p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch",
+                   help="as the controller's flag")  # fmt: skip
     return p
 
 
@@ -157,7 +160,12 @@ def main(argv: Sequence[str]) -> int:
         strategy=Strategy(args.reload_strategy),
     )
     result = explaining.explain(
-        workload=workload, resources=found, config=cfg, now=time.time(), only=only
+        workload=workload,
+        resources=found,
+        config=cfg,
+        now=time.time(),
+        only=only,
+        default_strategy=PodStrategy(args.default_strategy),
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kube_reloader.core import matching, planning
+from kube_reloader.core import evicting, matching, planning
 from kube_reloader.core.annotations import Keys, parse_bool
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
 from kube_reloader.core.objects import ResourceType
@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     # SHA-1 of a short Secret must not be readable from env vars and annotations
     parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
     parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
+    # ours: pod-level reloads for workloads without kube-reloader.io/strategy
+    parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
     return parser
 
 
@@ -319,6 +321,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         min_interval=durations["reload-min-interval"],
         reload_rate=ns.reload_rate,
         reload_burst=ns.reload_burst,
+        default_strategy=_pod_strategy(ns.default_strategy),
     )
     for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
@@ -351,3 +354,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         warnings=tuple(warnings),
         hash_key=hash_key,
     )
+
+
+def _pod_strategy(text: str) -> evicting.PodStrategy:
+    try:
+        return evicting.parse_strategy(text)
+    except evicting.EvictError:
+        raise FlagError(f"--default-strategy: {text!r} must be patch or evict") from None

@@ -19,6 +19,10 @@ CRONJOB_INSTANTIATE = "cronjob.kubernetes.io/instantiate"
 #: ours (annotations strategy): every config's hash the pod template was last reloaded for,
 #: written with v1's last-reloaded-from, which only remembers the last one
 RELOADED_HASHES = "kube-reloader.io/reloaded-hashes"
+#: ours: pod-level reloads (core/evicting.py)
+POD_STRATEGY = "kube-reloader.io/strategy"
+MAX_UNAVAILABLE = "kube-reloader.io/max-unavailable"
+POD_SELECTOR = "kube-reloader.io/pod-selector"
 
 # Go's strconv.ParseBool
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -78,7 +82,7 @@ class Keys:
                 self.configmap_reload, self.secret_reload, self.spc_reload,
                 self.configmap_exclude, self.secret_exclude, self.spc_exclude,
                 self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
-                LAST_RELOADED_FROM, RELOADED_HASHES,
+                LAST_RELOADED_FROM, RELOADED_HASHES, POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
             }
         )  # fmt: skip
 

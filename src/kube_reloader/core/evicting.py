@@ -25,19 +25,23 @@ Pure: no I/O and no clock; times are epoch seconds passed in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kube_reloader.core.annotations import MAX_UNAVAILABLE, POD_SELECTOR, POD_STRATEGY
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.selectors import SelectorError, validate
 
-STRATEGY = "kube-reloader.io/strategy"
-MAX_UNAVAILABLE = "kube-reloader.io/max-unavailable"
-POD_SELECTOR = "kube-reloader.io/pod-selector"
+STRATEGY = POD_STRATEGY
 #: the StatefulSet controller's pod label carrying the ordinal (Kubernetes 1.28+)
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 #: digits accepted in a max-unavailable count (a count above any real workload's size)
 _MAX_DIGITS = 6
+#: characters accepted in a pod-selector annotation
+MAX_SELECTOR_TEXT = 1024
+#: the kinds whose pods a rotation can replace (their controllers re-create evicted pods)
+EVICTABLE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 
 
 class EvictError(ValueError):
@@ -73,6 +77,9 @@ class MaxUnavailable:
             return self.value
         return max(1, replicas * self.value // 100)
 
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
 
 DEFAULT_MAX_UNAVAILABLE = MaxUnavailable(1)
 
@@ -89,6 +96,54 @@ def parse_max_unavailable(text: str) -> MaxUnavailable:
             + ("want 1% to 100%" if percent else "want at least 1")
         )
     return MaxUnavailable(value, percent)
+
+
+@dataclass(frozen=True, slots=True)
+class PodPolicy:
+    """How a workload is reloaded, read from its annotations."""
+
+    strategy: PodStrategy = PodStrategy.PATCH
+    max_unavailable: MaxUnavailable = DEFAULT_MAX_UNAVAILABLE
+    #: `pod-selector`: the pods to replace, instead of the workload's own selector
+    pod_selector: str | None = None
+
+
+def policy_of(
+    kind: str, annotations: Mapping[str, str], default: PodStrategy = PodStrategy.PATCH
+) -> tuple[PodPolicy | None, tuple[str, ...]]:
+    """The workload's policy and the warnings its annotations earn. None: do not reload at
+    all — a value that cannot be read must not fall back to writing a template the user
+    asked us not to write. A cluster-wide `evict` default leaves kinds whose pods cannot be
+    replaced (Jobs, CronJobs, Argo Rollouts) on the template."""
+    text = annotations.get(STRATEGY)
+    if text is None:
+        evictable = default is PodStrategy.EVICT and kind in EVICTABLE_KINDS
+        strategy = PodStrategy.EVICT if evictable else PodStrategy.PATCH
+    else:
+        try:
+            strategy = parse_strategy(text)
+        except EvictError as err:
+            return None, (str(err),)
+    if strategy is PodStrategy.PATCH:
+        return PodPolicy(), ()
+    if kind not in EVICTABLE_KINDS:
+        return None, (f"{STRATEGY}: evict is not supported for {kind}; not reloaded",)
+    warnings: list[str] = []
+    limit = DEFAULT_MAX_UNAVAILABLE
+    if MAX_UNAVAILABLE in annotations:
+        try:
+            limit = parse_max_unavailable(annotations[MAX_UNAVAILABLE])
+        except EvictError as err:
+            warnings.append(f"{err}; using 1")
+    selector = annotations.get(POD_SELECTOR)
+    if selector is not None:
+        try:
+            if len(selector) > MAX_SELECTOR_TEXT or not selector.strip():
+                raise SelectorError(f"want 1 to {MAX_SELECTOR_TEXT} characters")
+            validate(selector)
+        except SelectorError as err:
+            return None, (f"invalid {POD_SELECTOR} {quote(selector)}: {err}",)
+    return PodPolicy(strategy, limit, selector), tuple(warnings)
 
 
 def ordinal_of(name: str, labels: dict[str, str] | None = None) -> int | None:

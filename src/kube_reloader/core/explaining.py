@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kube_reloader.core import pausing, planning
+from kube_reloader.core import evicting, pausing, planning
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType, WorkloadKind
@@ -62,6 +62,8 @@ class Explanation:
     references: tuple[Reference, ...]
     verdicts: tuple[ResourceVerdict, ...]
     pause: str
+    #: how a reload is done: the template written, or the pods replaced
+    reload_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +108,7 @@ def explain(
     config: planning.Config,
     now: float,
     only: tuple[ResourceType, str] | None = None,
+    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
 ) -> Explanation:
     """`resources` maps (type, name) to (current hash, annotations), or None if it does not
     exist; it should hold every referenced resource (and, for named lists, the namespace's)."""
@@ -168,7 +171,22 @@ def explain(
     return Explanation(
         kind=str(w.kind), namespace=w.namespace, name=w.name, annotations=tuple(sources),
         references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
+        reload_by=_reload_by(w, default_strategy),
     )  # fmt: skip
+
+
+def _reload_by(w: planning.Workload, default: evicting.PodStrategy) -> str:
+    policy, problems = evicting.policy_of(str(w.kind), w.annotations, default)
+    if policy is None:
+        return f"not reloaded: {'; '.join(problems)}"
+    if policy.strategy is evicting.PodStrategy.PATCH:
+        return "patch: the pod template is written (Reloader's way)"
+    pace = ("one pod at a time, highest ordinal first" if w.kind == WorkloadKind.STATEFULSET
+            else f"at most {policy.max_unavailable} unavailable")  # fmt: skip
+    pods = f"pods matching {policy.pod_selector!r}" if policy.pod_selector else "its pods"
+    return (f"evict: {pods} older than the change are evicted ({pace}; disruption budgets "
+            f"honoured); the template is never written"
+            + "".join(f"; warning: {p}" for p in problems))  # fmt: skip
 
 
 def secret_hash_prefix(digest: str) -> str:
@@ -226,7 +244,7 @@ def render_text(e: Explanation) -> str:
             lines.append(f"    warning: {warning}")
     if not e.verdicts:
         lines.append("  (no referenced resource and no named list)")
-    lines += ["", f"Pause: {e.pause}"]
+    lines += ["", f"Reload by: {e.reload_by}", f"Pause: {e.pause}"]
     lines.append(
         "Limits: a running controller merges changes arriving within --reload-coalesce-window "
         "(300ms) and reloads a workload at most once per --reload-min-interval (5s); deferrals "

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kube_reloader.core import evicting, regexes
 from kube_reloader.core import podtemplates as pt
-from kube_reloader.core import regexes
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
     LAST_RELOADED_FROM,
+    MAX_UNAVAILABLE,
+    POD_SELECTOR,
+    POD_STRATEGY,
     RELOADED_HASHES,
     ROLLOUT_STRATEGY,
     Keys,
@@ -274,7 +277,8 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         keys.secret_exclude,
         keys.spc_exclude,
         keys.pause_period,
-    }
+        POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
+    }  # fmt: skip
     for key in sorted(set(pa) & workload_only):
         out.append(_finding("KR014", d, (*pa_path, key),
             f"{ref}: {key} is read only from the workload's own metadata; on the pod template it is ignored",
@@ -284,6 +288,9 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         out.append(_finding("KR009", d, ("metadata", "annotations", keys.pause_period),
             f"{ref}: the pause period applies to Deployments only; on a {kind} it is ignored", "remove it", ref))  # fmt: skip
 
+    for text in evicting.policy_of(kind, wa)[1]:
+        out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
+                            "see kube-reloader.io/strategy in the README", ref))  # fmt: skip
     # values
     for src, path_base in ((wa, meta_ann_path), (pa, pa_path)):
         for key in (keys.auto, keys.configmap_auto, keys.secret_auto, keys.spc_auto):
@@ -373,6 +380,8 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
             out.append(_finding("KR013", d, ("metadata", "ownerReferences"),
                 f"{ref} is controlled by {owner.get('kind')} {owner.get('name')!r}; edits to it (including reload "
                 "annotations) may be reverted by that controller",
-                f"set the reload annotations through the {owner.get('kind')}'s own spec or patch mechanism", ref))  # fmt: skip
+                f"set the reload annotations through the {owner.get('kind')}'s own spec or patch mechanism"
+                + (", or reload its pods instead (kube-reloader.io/strategy: evict)"
+                   if kind in evicting.EVICTABLE_KINDS else ""), ref))  # fmt: skip
             break
     return out

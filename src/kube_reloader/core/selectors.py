@@ -69,3 +69,41 @@ def validate(selector: str) -> None:
     for req in split_requirements(selector):
         if not _REQUIREMENT.match(req):
             raise SelectorError(f"{req.strip()!r} is not a valid label selector requirement")
+
+
+_OPERATORS = {"In": "in", "NotIn": "notin"}
+
+
+def from_label_selector(selector: object) -> str:
+    """A workload's `spec.selector` (matchLabels and matchExpressions) as a selector string;
+    `SelectorError` for a shape the API server would not have accepted, or an empty one (it
+    selects every pod)."""
+    if not isinstance(selector, dict):
+        raise SelectorError("the selector is not an object")
+    out: list[str] = []
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, dict):
+        raise SelectorError("matchLabels is not an object")
+    out += [f"{k}={v}" for k, v in sorted(labels.items())]
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise SelectorError("matchExpressions is not a list")
+    for e in expressions:
+        if not isinstance(e, dict):
+            raise SelectorError("a matchExpressions entry is not an object")
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if not isinstance(key, str) or not isinstance(values, list):
+            raise SelectorError("a matchExpressions entry is not a key, an operator and values")
+        if op in _OPERATORS and values:
+            out.append(f"{key} {_OPERATORS[op]} ({','.join(str(v) for v in values)})")
+        elif op == "Exists":
+            out.append(key)
+        elif op == "DoesNotExist":
+            out.append(f"!{key}")
+        else:
+            raise SelectorError(f"operator {op!r} of {key!r} is not one the API server accepts")
+    if not out:
+        raise SelectorError("the selector is empty: it would select every pod")
+    text = ",".join(out)
+    validate(text)
+    return text

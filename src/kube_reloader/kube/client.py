@@ -159,6 +159,23 @@ class Client(Lister, Watcher):
         )
         return self._decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
 
+    async def evict(self, resource: Resource, name: str, *, namespace: str, uid: str) -> None:
+        """POST a `policy/v1` Eviction for pod `name`, only while it is still `uid` (never
+        its replacement of the same name). A PodDisruptionBudget's refusal raises
+        `TooManyRequests` at once, not retried here: the caller decides when to ask again."""
+        body = {
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }  # fmt: skip
+        await self.request(
+            "POST",
+            resource.path(namespace, name, "eviction"),
+            body=msgspec.json.encode(body),
+            content_type="application/json",
+            retry=False,
+        )
+
 
 def _write_params(field_manager: str | None, dry_run: bool) -> dict[str, str]:
     params: dict[str, str] = {}

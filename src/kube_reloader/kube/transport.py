@@ -246,10 +246,12 @@ class Transport:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
+        retry: bool = True,
     ) -> bytes:
-        """Any request; returns the raw response body."""
+        """Any request; returns the raw response body. `retry=False`: a 429 is the caller's
+        to retry (an eviction refused by a disruption budget)."""
         async with self._open(
-            method, path, params=params, body=body, content_type=content_type
+            method, path, params=params, body=body, content_type=content_type, retry=retry
         ) as resp:
             try:
                 return await resp.read()

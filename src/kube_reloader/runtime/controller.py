@@ -34,6 +34,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
 from kube_reloader.runtime.resyncing import Resync
+from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -86,9 +87,13 @@ class Controller:
             options, kinds, self.clock, self.stores, self.coalescer, self.fence, self.reporter,
             self.ready,
         )  # fmt: skip
+        self.rotations = Rotations(
+            self.clock, self.writer, self.fence, self.reporter, self.supervisor,
+            self.stores.workload,
+        )  # fmt: skip
         self.reconciler = Reconciler(
             options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
-            self.tracker, self.writer, self.fence, self.reporter, self.supervisor,
+            self.tracker, self.writer, self.fence, self.reporter, self.supervisor, self.rotations,
         )  # fmt: skip
         self.intake = Intake(
             options, self.clock, self.stores, self.reporter, self.supervisor, self.ready

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kube_reloader.core import planning
+from kube_reloader.core import evicting, planning
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.runtime.kinds import BUILTIN, Kinds
 
@@ -67,6 +67,8 @@ class Options:
     reload_on_delete: bool = False
     sync_after_restart: bool = False
     workers: int = 4
+    #: `--default-strategy`: how a workload without `kube-reloader.io/strategy` is reloaded
+    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH
     field_manager: str = "Reloader"
     #: `--hash-algorithm=hmac-sha256`: the key content hashes are keyed with (None: SHA-1,
     #: Reloader's values)

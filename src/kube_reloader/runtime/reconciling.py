@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from kube_reloader.core import limiting, pausing, planning
+from kube_reloader.core import evicting, limiting, pausing, planning
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Outcome
 from kube_reloader.kube import errors
@@ -24,6 +24,7 @@ from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -49,6 +50,8 @@ class Reconciler:
     fence: Fence
     reporter: Reporter
     supervisor: Supervisor
+    #: pod-level reloads (`kube-reloader.io/strategy: evict`)
+    rotations: Rotations
     #: consecutive failures per workload, for the backoff
     failures: dict[ObjectKey, int] = field(default_factory=dict, init=False)
 
@@ -134,7 +137,17 @@ class Reconciler:
         if not todo:
             self.failures.pop(key, None)
             return
+        policy, warnings = evicting.policy_of(
+            workload.kind, workload.annotations, self.options.default_strategy
+        )
+        self.reporter.warn_once(workload, warnings)
+        if policy is None:  # unreadable: never fall back to a write the user ruled out
+            self.failures.pop(key, None)
+            return
         if self._defer(item, workload):
+            return
+        if policy.strategy is evicting.PodStrategy.EVICT:
+            self._rotate(workload, policy, todo)
             return
         spec = self.kinds[workload.kind]
         when = utc(self.clock)
@@ -188,6 +201,25 @@ class Reconciler:
             seen = item.observed.get((p.change.rtype, p.change.name))
             self.reporter.reloaded(workload, p, None if seen is None else accepted - seen)
 
+    def _rotate(
+        self, workload: planning.Workload, policy: evicting.PodPolicy, todo: list[planning.Plan]
+    ) -> None:
+        """Hand the reload to a rotation (its pods replaced; the template is not written),
+        for the newest of its changes: the pods created before it are replaced."""
+        if not self.fence.may_write():
+            raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
+        now = self.clock.wall()
+        written = [self._changed_at(p.change) for p in todo]
+        changed_at = min(now, max((t for t in written if t is not None), default=now))
+        self.rotations.start(workload, policy, todo, changed_at)
+        self.failures.pop(workload.key, None)
+        self.throttle.reloaded(workload.key)
+
+    def _changed_at(self, change: planning.Change) -> float | None:
+        """When the config's content was last written (the API server's whole seconds)."""
+        entry = self.stores.config(change.rtype, change.namespace, change.name)
+        return None if entry is None else entry.changed_at
+
     def _defer(self, item: WorkItem, workload: planning.Workload) -> bool:
         """Apply the rate limits: True when the reload was deferred (its changes kept)."""
         wait, reason = self.throttle.wait(item.key)
@@ -212,3 +244,4 @@ class Reconciler:
     def forget(self, key: ObjectKey) -> None:
         self.failures.pop(key, None)
         self.throttle.forget(key)
+        self.rotations.forget(key)

@@ -299,6 +299,51 @@ class Reporter:
         if self.alerts is not None and self.fence.may_write():
             self.alerts.notify(f"{text} ({kind} in namespace {workload.namespace})")
 
+    # -- pod-level reloads (runtime/rotations.py) -------------------------------------------
+    def eviction(self, workload: planning.Workload, pod: str, result: str, error: str) -> None:
+        self.metrics.evictions.labels(result=result).inc()
+        extra = {"workload": str(workload.key), "pod": pod, "result": result}
+        if error:
+            extra["error"] = error
+        log.info("pod eviction", extra=extra)
+
+    def rotation_done(
+        self, workload: planning.Workload, plans: list[Plan], pods: int, seconds: float
+    ) -> None:
+        """Every pod older than the change was replaced: one reload (of each change)."""
+        key = workload.key
+        self.stats.reloads += 1
+        for p in plans:
+            c = p.change
+            self.metrics.reload_done(
+                kind=key.kind, namespace=key.namespace, success=True, seconds=None
+            )
+            self.log_change("reloaded workload", c, workload=str(key), pods=pods,
+                            seconds=round(seconds, 2), strategy="evict")  # fmt: skip
+            self.event(
+                workload, "Normal", "Reloaded",
+                f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
+                f"'{c.namespace}', replaced {pods} pods of '{key.name}' of type '{key.kind}' "
+                f"in namespace '{key.namespace}' by eviction in {seconds:.1f}s",
+                f"reloader-{c.rtype.plural}",
+            )  # fmt: skip
+            if self.alerts is not None:
+                self.alerts.reloaded(
+                    resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
+                    workload=key.name, kind=key.kind,
+                )  # fmt: skip
+
+    def rotation_failed(self, workload: planning.Workload, reason: str, pods: int) -> None:
+        """A replacement did not become available in time: no more evictions for it."""
+        key = workload.key
+        self.stats.failures += 1
+        self.metrics.rollouts.labels(workload_kind=key.kind, result="failed").inc()
+        text = f"Reload of '{key.name}' by eviction stopped after {pods} pods: {reason}"
+        log.warning("rotation failed", extra={"workload": str(key), "reason": reason})
+        self.event(workload, "Warning", "ReloadRolloutFailed", text, "reloader")
+        if self.alerts is not None and self.fence.may_write():
+            self.alerts.notify(f"{text} ({key.kind} in namespace {key.namespace})")
+
     # -- webhook mode -----------------------------------------------------------------------
     def webhook_sent(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:
         self.stats.webhooks += 1

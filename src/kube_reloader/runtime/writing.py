@@ -1,6 +1,7 @@
 """The writer: every write the controller makes to a workload goes through it — the reload
-itself (through the kind's `Strategy`), the Deployment pause and resume, and the re-read after
-a conflict — with the controller's field manager."""
+itself (through the kind's `Strategy`), the Deployment pause and resume, the re-read after a
+conflict, and a pod-level reload's evictions (with the pod reads they are decided on) — with
+the controller's field manager."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
+from kube_reloader.kube.pods import PodObject
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.strategies import Target
 
@@ -28,6 +30,10 @@ class Writer(Protocol):
     async def pause(self, key: ObjectKey, paused_at_key: str, now: dt.datetime) -> None: ...
 
     async def resume(self, key: ObjectKey, paused_at_key: str) -> None: ...
+
+    async def pods(self, namespace: str, selector: str) -> list[PodObject]: ...
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None: ...
 
 
 class KubeWriter:
@@ -62,3 +68,14 @@ class KubeWriter:
             resources.DEPLOYMENTS, key.name, pausing.resume_patch(paused_at_key),
             namespace=key.namespace, field_manager=self.field_manager,
         )  # fmt: skip
+
+    async def pods(self, namespace: str, selector: str) -> list[PodObject]:
+        """The pods a rotation looks at (a LIST by label selector, decoded small)."""
+        listed = await self.client.list(
+            resources.PODS, namespace=namespace, label_selector=selector, type=PodObject
+        )
+        return list(listed.items)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """Evict pod `name` while it is `uid` (a disruption budget's 429 is raised at once)."""
+        await self.client.evict(resources.PODS, name, namespace=namespace, uid=uid)

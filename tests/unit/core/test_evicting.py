@@ -17,14 +17,17 @@ from kube_reloader.core.evicting import (
     MaxUnavailable,
     Phase,
     Pod,
+    PodPolicy,
     PodStrategy,
     Rotation,
     next_step,
     ordinal_of,
     parse_max_unavailable,
     parse_strategy,
+    policy_of,
     targets,
 )
+from kube_reloader.core.selectors import SelectorError, from_label_selector
 
 
 @pytest.mark.parametrize(
@@ -259,3 +262,86 @@ def test_a_rotation_evicts_each_target_once_within_budget_and_ends(
     if ordered:
         ordinals = [p.ordinal for p in evicted]
         assert ordinals == sorted(ordinals, reverse=True), "the highest ordinal first"
+
+
+# ---------------------------------------------------------------------- a workload's policy
+
+S, M, P = (
+    "kube-reloader.io/strategy",
+    "kube-reloader.io/max-unavailable",
+    "kube-reloader.io/pod-selector",
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "annotations", "default", "strategy", "warned"),
+    [("Deployment", {}, PodStrategy.PATCH, PodStrategy.PATCH, False),
+     ("Deployment", {}, PodStrategy.EVICT, PodStrategy.EVICT, False),
+     ("Job", {}, PodStrategy.EVICT, PodStrategy.PATCH, False),
+     ("Rollout", {}, PodStrategy.EVICT, PodStrategy.PATCH, False),
+     ("StatefulSet", {S: "evict"}, PodStrategy.PATCH, PodStrategy.EVICT, False),
+     ("DaemonSet", {S: "patch"}, PodStrategy.EVICT, PodStrategy.PATCH, False),
+     ("Deployment", {S: "evict", M: "0"}, PodStrategy.PATCH, PodStrategy.EVICT, True)],
+)  # fmt: skip
+def test_the_policy_follows_the_annotation_then_the_default_for_kinds_whose_pods_can_be_replaced(
+    kind: str, annotations: dict[str, str], default: PodStrategy, strategy: PodStrategy,
+    warned: bool,
+) -> None:  # fmt: skip
+    policy, warnings = policy_of(kind, annotations, default)
+    assert policy is not None
+    assert policy.strategy is strategy
+    assert bool(warnings) is warned
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{S: "evcit"}, {S: "evict", P: "app in (a"}, {S: "evict", P: " "}, {S: "evict", P: "a" * 2000}],
+)
+def test_an_unreadable_policy_means_no_reload_rather_than_a_template_write(
+    annotations: dict[str, str],
+) -> None:
+    policy, warnings = policy_of("Deployment", annotations)
+    assert policy is None
+    assert len(warnings) == 1
+    assert "\n" not in warnings[0]
+
+
+def test_evict_on_a_kind_whose_pods_cannot_be_replaced_is_refused_with_a_warning() -> None:
+    policy, warnings = policy_of("CronJob", {S: "evict"})
+    assert policy is None
+    assert warnings == (
+        "kube-reloader.io/strategy: evict is not supported for CronJob; not reloaded",
+    )
+
+
+def test_max_unavailable_and_the_pod_selector_are_read_with_evict() -> None:
+    policy, _ = policy_of("Deployment", {S: "evict", M: "25%", P: "app=web,tier in (a,b)"})
+    assert policy == PodPolicy(PodStrategy.EVICT, MaxUnavailable(25, percent=True),
+                               "app=web,tier in (a,b)")  # fmt: skip
+    assert str(policy.max_unavailable) == "25%"
+
+
+@pytest.mark.parametrize(
+    ("selector", "want"),
+    [({"matchLabels": {"b": "2", "a": "1"}}, "a=1,b=2"),
+     ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["x", "y"]},
+                            {"key": "canary", "operator": "DoesNotExist"},
+                            {"key": "app", "operator": "Exists"}]}, "tier in (x,y),!canary,app"),
+     ({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "b", "operator": "NotIn",
+                                                        "values": ["2"]}]}, "a=1,b notin (2)")],
+)  # fmt: skip
+def test_a_workloads_selector_becomes_the_selector_its_pods_are_listed_with(
+    selector: dict[str, object], want: str
+) -> None:
+    assert from_label_selector(selector) == want
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [None, {}, {"matchLabels": []}, {"matchExpressions": [{"key": "a", "operator": "Near"}]},
+     {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
+     {"matchExpressions": ["a"]}, {"matchLabels": {"bad key!": "1"}}],
+)  # fmt: skip
+def test_a_selector_that_selects_every_pod_or_cannot_be_read_is_refused(selector: object) -> None:
+    with pytest.raises(SelectorError):
+        from_label_selector(selector)

@@ -14,6 +14,7 @@ from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
+from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -40,8 +41,10 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
     throttle = Throttle(room.clock, min_interval=min_interval, rate=0, burst=0)
     pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
     tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
+    sup = Supervisor()
+    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
     rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
-                     room.fence, room.reporter, Supervisor())  # fmt: skip
+                     room.fence, room.reporter, sup, rotations)  # fmt: skip
     return Rig(room, writer, stores, co, rec)
 
 

@@ -115,6 +115,15 @@ period's resume, the Job about to be recreated); Events are only created. */}}
   resources: [secretproviderclasspodstatuses, secretproviderclasses]
   verbs: [list, watch]
 {{- end }}
+{{- if or .Values.reloader.podReloads (eq .Values.reloader.defaultStrategy "evict") }}
+# pod-level reloads (kube-reloader.io/strategy: evict): the pods are read, then evicted
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]
+{{- end }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

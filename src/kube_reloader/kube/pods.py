@@ -1,0 +1,76 @@
+"""Pods as a pod-level reload sees them: a projection that keeps only what a rotation reads
+(identity, owners, creation and deletion, readiness, the StatefulSet ordinal), and its
+conversion to `core.evicting.Pod`.
+
+A pod object is a few kilobytes; this projection decodes none of its spec, so 20,000 pods
+cost the controller little more than their names and UIDs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+
+from kube_reloader.core import evicting
+from kube_reloader.kube.projections import OwnerReference
+
+
+class PodMeta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    ownerReferences: tuple[OwnerReference, ...] = ()
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+
+
+class PodCondition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+    lastTransitionTime: str | None = None
+
+
+class PodStatus(msgspec.Struct, frozen=True):
+    conditions: tuple[PodCondition, ...] = ()
+
+
+class PodObject(msgspec.Struct, frozen=True):
+    metadata: PodMeta = msgspec.field(default_factory=PodMeta)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text or len(text) > 64:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def view(pod: PodObject) -> evicting.Pod:
+    """The rotation's view of `pod`. A creation time that does not parse counts as the
+    oldest (the pod is replaced rather than left on old content)."""
+    meta = pod.metadata
+    ready = next((c for c in pod.status.conditions if c.type == "Ready"), None)
+    is_ready = ready is not None and ready.status == "True"
+    return evicting.Pod(
+        uid=meta.uid,
+        name=meta.name,
+        created=_epoch(meta.creationTimestamp) or 0.0,
+        ready=is_ready,
+        ready_since=_epoch(ready.lastTransitionTime) if ready is not None and is_ready else None,
+        terminating=meta.deletionTimestamp is not None,
+        ordinal=evicting.ordinal_of(meta.name, meta.labels),
+    )
+
+
+def controlled_by(pod: PodObject, uid: str) -> bool:
+    """Whether `pod`'s controller (its managing owner reference) is the object `uid`."""
+    return any(o.uid == uid and o.controller for o in pod.metadata.ownerReferences)

@@ -1,0 +1,276 @@
+"""Pod-level reloads: one rotation per workload whose policy is `evict` (core/evicting.py).
+
+A rotation never writes the workload. It reads the workload once (its pod selector and
+`minReadySeconds`), then, about once a second, lists the workload's pods and does what
+`evicting.next_step` says: evict pods through the Eviction API (a disruption budget's 429
+is retried later with backoff, never forced), wait for replacements, end done or failed.
+
+It keeps no state that matters beyond the change time it serves. Its targets follow from the
+cluster alone — the pods created before the change (whole seconds: the first look waits until
+the change's second has passed, with a margin for clock skew, so no replacement can look
+older than the change) — so a restarted or newly elected controller that re-plans the change
+(the start-up catch-up) carries on where the last one stopped: the pods already replaced are
+newer than the change and are never evicted again. Within one run the targets are fixed at
+the first look.
+
+Only the leader evicts: each eviction is a write checked against the fence, and a standby's
+rotations wait for the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube_reloader.core import evicting, limiting, planning, rollouts, selectors
+from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.planning import Plan
+from kube_reloader.kube import errors
+from kube_reloader.kube.pods import PodObject, controlled_by, view
+from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.supervisor import Supervisor
+from kube_reloader.runtime.writing import Writer
+
+#: seconds between looks at a rotation's pods
+POLL_SECONDS = 1.0
+#: seconds past the change's whole second before the first look: the targets are fixed
+#: then, and a replacement created after it cannot share the change's second even if this
+#: clock runs a little ahead of the API server's
+CLOCK_MARGIN = 1.0
+#: a refused eviction (disruption budget) is asked again after this backoff
+REFUSED_BASE, REFUSED_CAP = 1.0, 30.0
+
+
+@dataclass
+class Rotation:
+    workload: planning.Workload
+    policy: evicting.PodPolicy
+    #: epoch seconds of the newest change it serves
+    changed_at: float
+    plans: list[Plan]
+    started: float
+    evicted: int = 0
+    refusals: int = 0
+    last_eviction: float | None = None
+    evicting: set[str] = field(default_factory=set)
+    #: the pods to replace, fixed at the first look after `changed_at` (for `targets_for`)
+    targets: frozenset[str] = frozenset()
+    targets_for: float | None = None
+    gone: bool = False
+
+
+@dataclass
+class Rotations:
+    clock: Clock
+    writer: Writer
+    fence: Fence
+    reporter: Reporter
+    supervisor: Supervisor
+    #: the cached workload (its rollout status: how many pods it should have); None: gone
+    lookup: Callable[[ObjectKey], planning.Workload | None]
+    _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._running
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def start(
+        self, workload: planning.Workload, policy: evicting.PodPolicy, plans: list[Plan],
+        changed_at: float,
+    ) -> None:  # fmt: skip
+        """Replace `workload`'s pods older than `changed_at`. A rotation already running for
+        it takes the newer change over (its pods older than that one are replaced too)."""
+        running = self._running.get(workload.key)
+        if running is not None:
+            running.changed_at = max(running.changed_at, changed_at)
+            running.plans = _merge(running.plans, plans)
+            running.policy = policy
+            return
+        rotation = Rotation(workload, policy, changed_at, plans, self.clock.monotonic())
+        self._running[workload.key] = rotation
+        self.supervisor.oneshot(f"rotate/{workload.key}", self._run(rotation))
+
+    def forget(self, key: ObjectKey) -> None:
+        """The workload is gone: its rotation ends at its next look."""
+        rotation = self._running.get(key)
+        if rotation is not None:
+            rotation.gone = True
+
+    async def _run(self, rotation: Rotation) -> None:
+        key = rotation.workload.key
+        try:
+            await self._rotate(rotation)
+        except errors.NotFound:
+            log.info("workload gone, rotation ended", extra={"workload": str(key)})
+        except errors.KubeError as exc:
+            self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted)
+        except Exception as exc:  # noqa: BLE001 - one workload's bug never stops the others
+            self.reporter.object_failed("rotation", key, exc)
+            self.reporter.warn_once(
+                rotation.workload,
+                (f"kube-reloader could not replace this workload's pods: {type(exc).__name__}",),
+                "ReloadError",
+            )  # fmt: skip
+        finally:
+            self._running.pop(key, None)
+
+    async def _rotate(self, rotation: Rotation) -> None:
+        w = rotation.workload
+        obj = await self._read(w.key)
+        spec = obj.get("spec") or {}
+        selector = rotation.policy.pod_selector
+        if selector is None:
+            try:
+                selector = selectors.from_label_selector(spec.get("selector"))
+            except selectors.SelectorError as err:
+                self.reporter.warn_once(w, (f"cannot find the pods to replace: {err}",),
+                                        "ReloadError")  # fmt: skip
+                return
+        min_ready = _number(spec.get("minReadySeconds"))
+        uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
+        while not rotation.gone:
+            await self.fence.leading.wait()  # a standby never evicts
+            w = self.lookup(w.key) or w
+            cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
+            if self.clock.wall() < cutoff:  # a replacement must be newer than the change
+                await self._sleep(cutoff - self.clock.wall())
+                continue
+            listed = await self._pods(w.namespace, selector)
+            mine = [view(p) for p in listed if rotation.policy.pod_selector or _owned(p, w, uid)]
+            if rotation.targets_for != rotation.changed_at:  # fixed at the first look
+                rotation.targets = evicting.targets(mine, rotation.changed_at)
+                rotation.targets_for = rotation.changed_at
+            plan = evicting.Rotation(
+                replicas=_replicas(w, obj, len(mine)),
+                max_unavailable=rotation.policy.max_unavailable.resolve(_replicas(w, obj, 1)),
+                min_ready_seconds=min_ready, ordered=w.kind == "StatefulSet",
+                deadline=_deadline(w),
+            )  # fmt: skip
+            now = self.clock.wall()
+            step = evicting.next_step(
+                mine, rotation.targets, plan, now,
+                last_eviction=rotation.last_eviction, evicting=frozenset(rotation.evicting),
+            )  # fmt: skip
+            rotation.evicting &= {p.uid for p in mine if not p.terminating}
+            if step.phase is evicting.Phase.DONE:
+                if rotation.evicted:
+                    self.reporter.rotation_done(
+                        w, rotation.plans, rotation.evicted,
+                        self.clock.monotonic() - rotation.started,
+                    )  # fmt: skip
+                return
+            if step.phase is evicting.Phase.FAILED:
+                self.reporter.rotation_failed(w, step.reason, rotation.evicted)
+                return
+            refused = await self._evict(rotation, step.evict) if step.evict else False
+            if refused:
+                delay = limiting.backoff(
+                    min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP
+                )
+            else:
+                delay = POLL_SECONDS
+            await self._sleep(delay)
+
+    async def _evict(self, rotation: Rotation, pods: tuple[evicting.Pod, ...]) -> bool:
+        """Evict `pods` in order; True when one was refused (the rest wait for the retry)."""
+        w = rotation.workload
+        for pod in pods:
+            if not self.fence.may_write():
+                return False
+            write = self.supervisor.task(
+                f"evict/{w.namespace}/{pod.name}",
+                self.writer.evict(w.namespace, pod.name, pod.uid),
+            )
+            self.fence.writing.add(write)
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if not write.cancelled() or (me is not None and me.cancelling()):
+                    write.cancel()
+                    raise  # the rotation itself is being stopped
+                return False  # leadership lost: the new leader carries on
+            except errors.TooManyRequests as exc:
+                rotation.refusals += 1
+                self.reporter.eviction(w, pod.name, "refused", str(exc))
+                return True
+            except (errors.NotFound, errors.Conflict):
+                self.reporter.eviction(w, pod.name, "gone", "")  # already replaced
+                continue
+            finally:
+                self.fence.writing.discard(write)
+            rotation.refusals = 0
+            rotation.evicted += 1
+            rotation.evicting.add(pod.uid)
+            rotation.last_eviction = self.clock.wall()
+            self.reporter.eviction(w, pod.name, "evicted", "")
+        return False
+
+    async def _read(self, key: ObjectKey) -> dict[str, Any]:
+        while True:
+            try:
+                return await self.writer.read(key)
+            except errors.Transient as exc:
+                log.warning("rotation: read failed, will retry",
+                            extra={"workload": str(key), "error": str(exc)})  # fmt: skip
+                await self._sleep(POLL_SECONDS)
+
+    async def _pods(self, namespace: str, selector: str) -> list[PodObject]:
+        while True:
+            try:
+                return await self.writer.pods(namespace, selector)
+            except errors.Transient as exc:
+                log.warning("rotation: listing pods failed, will retry",
+                            extra={"namespace": namespace, "error": str(exc)})  # fmt: skip
+                await self._sleep(POLL_SECONDS)
+
+    async def _sleep(self, seconds: float) -> None:
+        woken = asyncio.Event()
+        timer = self.clock.call_later(seconds, woken.set)
+        try:
+            await woken.wait()
+        finally:
+            timer.cancel()
+
+
+def _owned(pod: PodObject, w: planning.Workload, uid: str) -> bool:
+    """A Deployment's pods belong to its ReplicaSets (`<name>-<hash>`); a StatefulSet's and a
+    DaemonSet's to the workload itself."""
+    if w.kind == "Deployment":
+        return any(o.controller and o.kind == "ReplicaSet" and o.name.startswith(f"{w.name}-")
+                   for o in pod.metadata.ownerReferences)  # fmt: skip
+    return controlled_by(pod, uid)
+
+
+def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:
+    """Pods the workload should have: its cached rollout status (spec.replicas, or a
+    DaemonSet's desired number), else the object read at start."""
+    if w.status is not None and (w.kind != "DaemonSet" or w.status.replicas):
+        return w.status.replicas
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("replicas"), int):
+        return int(spec["replicas"])
+    return fallback
+
+
+def _deadline(w: planning.Workload) -> float:
+    if w.status is not None:
+        return rollouts.deadline(w.status)
+    return rollouts.DEFAULT_DEADLINE_SECONDS
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
+def _merge(old: list[Plan], new: list[Plan]) -> list[Plan]:
+    by_config = {(p.change.rtype, p.change.name): p for p in old}
+    by_config.update({(p.change.rtype, p.change.name): p for p in new})
+    return list(by_config.values())

@@ -1,0 +1,266 @@
+"""Pod-level reloads (`kube-reloader.io/strategy: evict`) on the real control plane: the
+ReplicaSet, StatefulSet and disruption controllers of kube-controller-manager re-create and
+account for the pods, kwok makes them Ready. The template is never written; each pod older
+than the change is evicted once; a disruption budget is honoured; an OnDelete StatefulSet is
+replaced from its highest ordinal, one pod at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kube_reloader.core import evicting
+from kube_reloader.kube import errors, pods, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.resources import Resource
+from kube_reloader.runtime.controller import Controller
+from tests import builders
+from tests.adversarial.tenant import controller
+from tests.harness import find_event, running, update_cm
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(240)]
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+EVICT = {"reloader.stakater.com/auto": "true", "kube-reloader.io/strategy": "evict"}
+
+
+def app_template(name: str, configmap: str) -> dict[str, Any]:
+    return builders.pod_template(
+        {"app": name},
+        containers=[builders.container(env_from_configmaps=(configmap,))],
+    )
+
+
+async def live_pods(client: Client, namespace: str, app: str) -> list[evicting.Pod]:
+    listed = await client.list(resources.PODS, namespace=namespace, label_selector=f"app={app}",
+                               type=pods.PodObject)  # fmt: skip
+    return [v for v in map(pods.view, listed.items) if not v.terminating]
+
+
+async def ready(client: Client, namespace: str, app: str, n: int) -> list[evicting.Pod]:
+    async def probe() -> list[evicting.Pod] | None:
+        live = await live_pods(client, namespace, app)
+        return live if len(live) == n and all(p.ready for p in live) else None
+
+    return await eventually(probe, what=f"{n} Ready pods of {app}", timeout=90)
+
+
+async def event_of(client: Client, namespace: str, name: str, reason: str) -> dict[str, Any] | None:
+    return await find_event(client, namespace, lambda e: e.get("reason") == reason
+                            and e["involvedObject"]["name"] == name)  # fmt: skip
+
+
+def evicted(controller: Controller) -> float:
+    value = controller.metrics.registry.get_sample_value(
+        "kube_reloader_evictions_total", {"result": "evicted"}
+    )
+    return value or 0.0
+
+
+@contextlib.asynccontextmanager
+async def sampling(
+    client: Client, namespace: str, app: str, every: float = 0.1
+) -> AsyncIterator[list[int]]:
+    """Ready pods of `app`, sampled every `every` seconds while the block runs."""
+    samples: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            samples.append(sum(p.ready for p in await live_pods(client, namespace, app)))
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(sample())
+    try:
+        yield samples
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def reverting_operator(client: Client, namespace: str, name: str) -> AsyncIterator[list[int]]:
+    """A fake operator that owns the Deployment's template: any change to it is reverted
+    within a second. Yields the generations it reverted."""
+    original = (await client.get(resources.DEPLOYMENTS, name, namespace=namespace))["spec"]
+    reverted: list[int] = []
+
+    async def reconcile() -> None:
+        while True:
+            d = await client.get(resources.DEPLOYMENTS, name, namespace=namespace)
+            if d["spec"]["template"] != original["template"]:
+                d["spec"]["template"] = original["template"]
+                with contextlib.suppress(errors.Conflict):
+                    await client.update(resources.DEPLOYMENTS, d, namespace=namespace)
+                    reverted.append(d["metadata"]["generation"])
+            await asyncio.sleep(0.2)
+
+    task = asyncio.create_task(reconcile())
+    try:
+        yield reverted
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_an_operator_owned_deployment_has_each_pod_replaced_once_and_its_template_untouched(
+    client: Client, namespace: str
+) -> None:
+    await client.create(resources.CONFIGMAPS, builders.configmap("settings", namespace, {"v": "0"}))
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "op", namespace, replicas=3, template=app_template("op", "settings"), annotations=EVICT))  # fmt: skip
+    before = {p.uid for p in await ready(client, namespace, "op", 3)}
+    async with (
+        reverting_operator(client, namespace, "op") as reverted,
+        running(client, namespace, min_interval=0.0) as controller,
+    ):
+        changed = time.time()
+        await update_cm(client, namespace, "settings", {"v": "1"})
+        after = await eventually(
+            lambda: _replaced(client, namespace, "op", 3, before), what="every pod replaced",
+            timeout=90,
+        )  # fmt: skip
+        took = time.time() - changed
+        await asyncio.sleep(3)  # a second round would show by now
+        assert evicted(controller) == 3, "each old pod evicted once"
+        event = await eventually(lambda: event_of(client, namespace, "op", "Reloaded"),
+                                 what="the Reloaded Event")  # fmt: skip
+    d = await client.get(resources.DEPLOYMENTS, "op", namespace=namespace)
+    print(f"evict: 3 pods replaced {took:.1f}s after the change")
+    assert d["metadata"]["generation"] == 1, "the template was never written"
+    assert reverted == [], "nothing for the operator to revert"
+    assert not before & {p.uid for p in after}
+    assert "replaced 3 pods of 'op'" in event["message"]
+
+
+async def _replaced(
+    client: Client, namespace: str, app: str, n: int, old: set[str]
+) -> list[evicting.Pod] | None:
+    live = await live_pods(client, namespace, app)
+    fresh = [p for p in live if p.uid not in old and p.ready]
+    return fresh if len(fresh) == n and len(live) == n else None
+
+
+async def test_a_disruption_budget_of_one_is_never_exceeded_and_refusals_are_retried(
+    client: Client, namespace: str
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("db-config", namespace, {"v": "0"})
+    )
+    annotations = {**EVICT, "kube-reloader.io/max-unavailable": "100%"}  # the budget is the cap
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "db", namespace, replicas=5, template=app_template("db", "db-config"),
+        annotations=annotations))  # fmt: skip
+    await client.create(PDBS, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": namespace},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+    })  # fmt: skip
+    before = {p.uid for p in await ready(client, namespace, "db", 5)}
+
+    async def budget_seen() -> bool:
+        pdb = await client.get(PDBS, "db", namespace=namespace)
+        return pdb.get("status", {}).get("disruptionsAllowed") == 1
+
+    await eventually(budget_seen, what="the disruption controller's status")
+    async with (
+        running(client, namespace, min_interval=0.0) as controller,
+        sampling(client, namespace, "db") as samples,
+    ):
+        await update_cm(client, namespace, "db-config", {"v": "1"})
+        await eventually(lambda: _replaced(client, namespace, "db", 5, before),
+                         what="every pod replaced", timeout=120)  # fmt: skip
+        refused = controller.metrics.registry.get_sample_value(
+            "kube_reloader_evictions_total", {"result": "refused"}
+        )
+        assert evicted(controller) == 5
+    print(f"PDB maxUnavailable 1: fewest Ready of 5 while rotating {min(samples)}, "
+          f"{len(samples)} samples, {refused or 0:.0f} evictions refused and retried")  # fmt: skip
+    assert min(samples) >= 4, "never more than 1 pod unavailable"
+    assert refused, "the budget refused evictions, and they were retried, not forced"
+
+
+async def test_an_ondelete_statefulset_is_replaced_from_its_highest_ordinal_one_at_a_time(
+    client: Client, namespace: str
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("sts-config", namespace, {"v": "0"})
+    )
+    sts = builders.statefulset("sts", namespace, replicas=3,
+                               template=app_template("sts", "sts-config"), annotations=EVICT)  # fmt: skip
+    sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    await client.create(resources.STATEFULSETS, sts)
+    before = await ready(client, namespace, "sts", 3)
+    old = {p.uid for p in before}
+    order: list[str] = []
+    async with (
+        running(client, namespace, min_interval=0.0),
+        sampling(client, namespace, "sts") as samples,
+    ):
+        await update_cm(client, namespace, "sts-config", {"v": "1"})
+
+        async def progress() -> bool:
+            for p in await live_pods(client, namespace, "sts"):
+                if p.uid not in old and p.name not in order:
+                    order.append(p.name)
+            return len(order) == 3
+
+        await eventually(progress, what="3 replacements", timeout=120, interval=0.05)
+        await ready(client, namespace, "sts", 3)
+        await eventually(lambda: event_of(client, namespace, "sts", "Reloaded"),
+                         what="the Reloaded Event")  # fmt: skip
+    s = await client.get(resources.STATEFULSETS, "sts", namespace=namespace)
+    print(f"OnDelete StatefulSet: replaced in order {order}; fewest Ready {min(samples)} of 3")
+    assert order == ["sts-2", "sts-1", "sts-0"]
+    assert min(samples) >= 2, "one pod at a time"
+    assert s["metadata"]["generation"] == 1, "the template was never written"
+    assert await event_of(client, namespace, "sts", "ReloadRolloutStuck") is None
+
+
+async def test_a_controller_killed_mid_rotation_is_followed_by_one_that_evicts_only_the_rest(
+    client: Client, namespace: str, kubeconfig_path: Path
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("kill-config", namespace, {"v": "0"})
+    )
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "kill", namespace, replicas=5, template=app_template("kill", "kill-config"),
+        annotations=EVICT))  # fmt: skip
+    old = {p.uid for p in await ready(client, namespace, "kill", 5)}
+    seen: dict[str, evicting.Pod] = {}
+
+    async def look() -> tuple[set[str], set[str]]:
+        """(old pods gone, new pods gone) so far."""
+        live = {p.uid: p for p in await live_pods(client, namespace, "kill")}
+        seen.update(live)
+        gone = set(seen) - set(live)
+        return gone & old, gone - old
+
+    flags = ("--reload-min-interval=0", "--reload-coalesce-window=0")
+    async with controller(kubeconfig_path, [namespace], *flags) as first:
+        await update_cm(client, namespace, "kill-config", {"v": "1"})
+        while len((await look())[0]) < 2:
+            assert first.alive()
+            await asyncio.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.proc.wait, 10)
+    old_gone, new_gone = await look()
+    killed_after = len(old_gone)
+    async with controller(kubeconfig_path, [namespace], *flags):
+        await eventually(lambda: _replaced(client, namespace, "kill", 5, old),
+                         what="the rest replaced by the next controller", timeout=90)  # fmt: skip
+        await asyncio.sleep(3)  # an eviction of a replacement would show by now
+        old_gone, new_gone = await look()
+    print(f"SIGKILL after {killed_after} of 5 evictions: the next controller evicted the other "
+          f"{5 - killed_after}; replacements evicted: {len(new_gone)}")  # fmt: skip
+    assert 2 <= killed_after < 5
+    assert old_gone == old, "every old pod replaced"
+    assert new_gone == set(), "no pod started after the change was ever evicted"

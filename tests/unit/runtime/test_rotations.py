@@ -1,0 +1,192 @@
+"""Rotations (pod-level reloads) on a fake clock against a fake workload controller: each pod
+older than the change evicted once, the next only after its replacement is Ready, refusals
+retried later, a standby never evicting, a replacement that never becomes Ready stopping the
+rotation — and the template never written."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import itertools
+from typing import Any
+
+import msgspec
+
+from kube_reloader.core import planning, rollouts
+from kube_reloader.core.evicting import PodPolicy, PodStrategy
+from kube_reloader.core.objects import ObjectKey
+from kube_reloader.kube import errors
+from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
+from kube_reloader.kube.projections import OwnerReference
+from kube_reloader.runtime.rotations import Rotations
+from kube_reloader.runtime.supervisor import Supervisor
+
+from .fakes import EPOCH, FakeWriter, Room, change, workload
+
+KEY = ObjectKey("Deployment", "ns", "web")
+EVICT = PodPolicy(PodStrategy.EVICT)
+
+
+def stamp(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass
+class PodWriter(FakeWriter):
+    """A writer over a Deployment's pods: an eviction marks the pod terminating; `replace`
+    plays the ReplicaSet controller and the kubelet."""
+
+    pod_list: list[PodObject] = dataclasses.field(default_factory=list)
+    evictions: list[str] = dataclasses.field(default_factory=list)
+    refuse: int = 0
+    uids: Any = dataclasses.field(default_factory=itertools.count)
+
+    def add(self, created: float, *, ready_at: float | None) -> None:
+        n = next(self.uids)
+        cond = () if ready_at is None else (PodCondition("Ready", "True", stamp(ready_at)),)
+        owner = OwnerReference(apiVersion="apps/v1", kind="ReplicaSet", name="web-5d8f",
+                               uid="rs-1", controller=True)  # fmt: skip
+        meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
+                       ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
+        self.pod_list.append(PodObject(meta, PodStatus(cond)))
+
+    async def pods(self, namespace: str, selector: str) -> list[PodObject]:
+        assert selector == "app=web"
+        return list(self.pod_list)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise errors.TooManyRequests(
+                429, "Cannot evict pod as it would violate the pod's disruption budget."
+            )
+        self.evictions.append(uid)
+        for i, p in enumerate(self.pod_list):
+            if p.metadata.uid == uid:
+                meta = msgspec.structs.replace(p.metadata, deletionTimestamp="now")
+                self.pod_list[i] = msgspec.structs.replace(p, metadata=meta)
+
+    def replace(self, now: float, *, ready: bool = True) -> None:
+        """Terminating pods are gone; each gets a replacement, Ready at once if `ready`."""
+        gone = [p for p in self.pod_list if p.metadata.deletionTimestamp]
+        self.pod_list = [p for p in self.pod_list if not p.metadata.deletionTimestamp]
+        for _ in gone:
+            self.add(now, ready_at=now if ready else None)
+
+
+@dataclasses.dataclass
+class Rig:
+    room: Room
+    writer: PodWriter
+    rotations: Rotations
+
+    async def settle(self) -> None:
+        for _ in range(30):
+            await asyncio.sleep(0)
+
+    async def tick(self, seconds: float = 1.0, *, ready: bool = True) -> None:
+        """Time passes; the workload's controller replaces what was evicted."""
+        self.room.clock.advance(seconds)
+        self.writer.replace(self.room.clock.wall(), ready=ready)
+        await self.settle()
+
+
+def rig(replicas: int = 3) -> Rig:
+    room = Room()
+    writer = PodWriter()
+    writer.objects[KEY] = {"metadata": {"uid": "dep-1"},
+                           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}}}  # fmt: skip
+    for _ in range(replicas):
+        writer.add(EPOCH - 100, ready_at=EPOCH - 90)
+    status = rollouts.Status(generation=1, observed_generation=1, replicas=replicas,
+                             updated=replicas, available=replicas)  # fmt: skip
+    w = workload(status=status)
+    rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
+                          lambda key: w if key == KEY else None)  # fmt: skip
+    return Rig(room, writer, rotations)
+
+
+async def test_each_old_pod_is_evicted_once_after_the_previous_replacement_is_ready() -> None:
+    r = rig(replicas=3)
+    old = [p.metadata.uid for p in r.writer.pod_list]
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH + 0.5)
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH + 0.5)  # once, not twice
+    await r.settle()
+    assert r.writer.evictions == [], "nothing before the change's second has passed"
+    for _ in range(8):
+        await r.tick()
+    assert r.writer.evictions == old, "each old pod once, one at a time"
+    assert r.writer.reloads == [], "the template is never written"
+    assert KEY not in r.rotations
+
+
+async def test_one_reloaded_event_names_the_pods_replaced() -> None:
+    r = rig(replicas=2)
+    plan = planning.plan(change=change("cm"), workload=workload(), config=planning.Config(), now=0)
+    r.rotations.start(workload(), EVICT, [plan], changed_at=EPOCH)
+    for _ in range(8):
+        await r.tick()
+    await r.room.spawned.run()
+    assert r.room.events.reasons() == ["Reloaded"]
+    ((_, _, message),) = r.room.events.sent
+    assert "replaced 2 pods of 'web' of type 'Deployment'" in message
+    assert r.room.sample("kube_reloader_evictions_total", result="evicted") == 2
+
+
+async def test_a_refused_eviction_is_asked_again_later_and_never_forced() -> None:
+    r = rig(replicas=2)
+    r.writer.refuse = 2
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    for _ in range(4):
+        await r.tick()
+    assert r.writer.evictions == [], "refused twice: backing off (1 s, then 2 s)"
+    for _ in range(12):
+        await r.tick()
+    assert len(r.writer.evictions) == 2
+    assert r.room.sample("kube_reloader_evictions_total", result="refused") == 2
+
+
+async def test_a_standby_never_evicts_and_starts_once_it_leads() -> None:
+    r = rig(replicas=1)
+    r.room.fence.stop_leading()
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    for _ in range(5):
+        await r.tick()
+    assert r.writer.evictions == []
+    r.room.fence.start_leading()
+    for _ in range(3):
+        await r.tick()
+    assert len(r.writer.evictions) == 1
+
+
+async def test_a_replacement_never_ready_stops_the_rotation_with_a_warning() -> None:
+    r = rig(replicas=3)
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    for _ in range(3):
+        await r.tick(ready=False)
+    assert len(r.writer.evictions) == 1
+    await r.tick(rollouts.DEFAULT_DEADLINE_SECONDS + rollouts.GRACE_SECONDS, ready=False)
+    await r.tick(ready=False)
+    await r.room.spawned.run()
+    assert r.room.events.reasons() == ["ReloadRolloutFailed"]
+    assert len(r.writer.evictions) == 1, "no further evictions"
+    assert KEY not in r.rotations
+
+
+async def test_a_newer_change_during_a_rotation_replaces_the_replacements_made_before_it() -> None:
+    r = rig(replicas=2)
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    while not r.writer.evictions:
+        await r.tick()
+    await r.tick()  # a replacement exists before change 2
+    second = r.room.clock.wall() + 0.5
+    r.room.clock.advance(0.5)
+    r.rotations.start(workload(), EVICT, [], changed_at=second)
+    for _ in range(12):
+        await r.tick()
+    assert len(r.writer.evictions) == len(set(r.writer.evictions)), "no pod twice"
+    assert len(r.writer.evictions) > 2, "replacements older than change 2 were replaced too"
+    created = [p.metadata.creationTimestamp or "" for p in r.writer.pod_list]
+    assert all(c > stamp(second) for c in created), "no pod older than change 2 is left"
+    assert KEY not in r.rotations
