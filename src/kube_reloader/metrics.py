@@ -137,6 +137,10 @@ class Recorder:
             "kube_reloader_evictions", "Pod evictions of pod-level reloads, by result",
             ["result"], registry=r,
         )  # fmt: skip
+        self.reverted = Counter(
+            "kube_reloader_reverted", "Template reloads undone within a minute, by workload kind",
+            ["workload_kind"], registry=r,
+        )  # fmt: skip
         self.object_errors = Counter(
             "kube_reloader_object_errors",
             "Objects whose handling failed unexpectedly (that object skipped), by stage",

@@ -18,12 +18,13 @@ import pytest
 
 from kube_reloader.core import evicting
 from kube_reloader.kube import errors, pods, resources
-from kube_reloader.kube.client import Client
+from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from kube_reloader.runtime.controller import Controller
 from tests import builders
 from tests.adversarial.tenant import controller
 from tests.harness import find_event, running, update_cm
+from tests.integration.test_custom_kind import APPS, GROUP, install
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(240)]
@@ -222,7 +223,8 @@ async def test_an_ondelete_statefulset_is_replaced_from_its_highest_ordinal_one_
     assert order == ["sts-2", "sts-1", "sts-0"]
     assert min(samples) >= 2, "one pod at a time"
     assert s["metadata"]["generation"] == 1, "the template was never written"
-    assert await event_of(client, namespace, "sts", "ReloadRolloutStuck") is None
+    for reason in ("ReloadRolloutStuck", "ReloadRolloutFailed"):
+        assert await event_of(client, namespace, "sts", reason) is None, "not called stuck"
 
 
 async def test_a_controller_killed_mid_rotation_is_followed_by_one_that_evicts_only_the_rest(
@@ -264,3 +266,64 @@ async def test_a_controller_killed_mid_rotation_is_followed_by_one_that_evicts_o
     assert 2 <= killed_after < 5
     assert old_gone == old, "every old pod replaced"
     assert new_gone == set(), "no pod started after the change was ever evicted"
+
+
+async def test_a_template_reload_that_an_operator_reverts_is_reported_as_reverted(
+    client: Client, namespace: str
+) -> None:
+    await client.create(
+        resources.CONFIGMAPS, builders.configmap("owned-config", namespace, {"v": "0"})
+    )
+    await client.create(resources.DEPLOYMENTS, builders.deployment(
+        "owned", namespace, replicas=1, template=app_template("owned", "owned-config"),
+        annotations={"reloader.stakater.com/auto": "true"}))  # fmt: skip
+    async with (
+        reverting_operator(client, namespace, "owned") as reverted,
+        running(client, namespace, min_interval=0.0) as controller,
+    ):
+        await update_cm(client, namespace, "owned-config", {"v": "1"})
+        event = await eventually(lambda: event_of(client, namespace, "owned", "ReloadReverted"),
+                                 what="the ReloadReverted Event")  # fmt: skip
+        count = controller.metrics.registry.get_sample_value(
+            "kube_reloader_reverted_total", {"workload_kind": "Deployment"}
+        )
+    assert reverted, "the operator did revert our template write"
+    assert count == 1
+    assert "kube-reloader.io/strategy: evict" in event["message"]
+
+
+async def test_a_daemonset_owned_by_a_custom_resource_has_each_pod_replaced_on_a_certificate_change(
+    client: Client, namespace: str
+) -> None:
+    """The Piraeus case: the DaemonSet belongs to an operator's custom resource; the reload
+    annotation reaches it through the operator, and its pods are replaced, template untouched."""
+    await install(client)
+    owner = await client.create(APPS, {
+        "apiVersion": f"{GROUP}/v1", "kind": "ReloadTestApp",
+        "metadata": {"name": "satellite-operator", "namespace": namespace}, "spec": {},
+    }, namespace=namespace)  # fmt: skip
+    await client.create(resources.SECRETS, builders.secret(
+        "node-tls", namespace, {"tls.crt": "cert-1", "tls.key": "key-1"}, type="kubernetes.io/tls"))  # fmt: skip
+    template = builders.pod_template(
+        {"app": "satellite"}, containers=[builders.container(volume_mounts=("tls",))],
+        volumes=[{"name": "tls", "secret": {"secretName": "node-tls"}}],
+    )  # fmt: skip
+    ds = builders.daemonset("satellite", namespace, template=template, annotations={
+        "secret.reloader.stakater.com/reload": "node-tls", "kube-reloader.io/strategy": "evict"})  # fmt: skip
+    ds["metadata"]["ownerReferences"] = [{
+        "apiVersion": f"{GROUP}/v1", "kind": "ReloadTestApp", "name": "satellite-operator",
+        "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": False}]  # fmt: skip
+    await client.create(resources.DAEMONSETS, ds)
+    before = {p.uid for p in await ready(client, namespace, "satellite", 1)}
+    async with running(client, namespace, min_interval=0.0) as controller:
+        await client.patch(resources.SECRETS, "node-tls", {"stringData": {"tls.crt": "cert-2"}},
+                           namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
+        after = await eventually(lambda: _replaced(client, namespace, "satellite", 1, before),
+                                 what="the node's pod replaced", timeout=90)  # fmt: skip
+        await eventually(lambda: event_of(client, namespace, "satellite", "Reloaded"),
+                         what="the Reloaded Event")  # fmt: skip
+        assert evicted(controller) == 1
+    d = await client.get(resources.DAEMONSETS, "satellite", namespace=namespace)
+    assert d["metadata"]["generation"] == 1, "the template was never written"
+    assert d["metadata"]["ownerReferences"][0]["kind"] == "ReloadTestApp"
+    assert not before & {p.uid for p in after}

@@ -15,9 +15,12 @@ cluster alone: each target is evicted once, and a pod started after the change n
   evicting it costs nothing: it is evicted at once;
 * other targets are evicted while the workload is short of fewer than `max_unavailable`
   pods, the oldest first; ordered workloads (StatefulSets) evict one pod at a time, the
-  highest ordinal first, and only when none is short;
-* done when no target is left and nothing is short; failed when something is still short
-  `deadline` seconds after the last eviction (the replacement never became available).
+  highest ordinal first (a not-Ready one before any other), a Ready one only when none is
+  short;
+* done when no target is left and nothing this rotation evicted is still missing; failed
+  when something is still short `deadline` seconds after the last eviction (a replacement
+  never became available) or after the start (what is short never comes back, so nothing
+  may be evicted).
 
 Pure: no I/O and no clock; times are epoch seconds passed in.
 """
@@ -225,35 +228,46 @@ def next_step(
     now: float,
     *,
     last_eviction: float | None = None,
+    started: float | None = None,
     evicting: frozenset[str] = frozenset(),
 ) -> Step:
-    """What to do now. `evicting`: UIDs whose eviction was accepted but whose pod is not seen
-    terminating yet (they count as gone)."""
+    """What to do now. `last_eviction`: when this rotation last evicted (None: not yet);
+    `started`: when it began — the deadline runs from the later of the two; `evicting`: UIDs
+    whose eviction was accepted but whose pod is not seen terminating yet (they count as
+    gone)."""
     live = [p for p in pods if not p.terminating and p.uid not in evicting]
     remaining = [p for p in live if p.uid in target_uids]
     available = [p for p in live if p.available(now, rotation.min_ready_seconds)]
     short = max(0, rotation.replicas - len(available))
-    if short and last_eviction is not None and now - last_eviction > rotation.deadline:
+    marks = [t for t in (last_eviction, started) if t is not None]
+    if short and marks and now - max(marks) > rotation.deadline:
+        since = "the last eviction" if last_eviction is not None else "the rotation began"
         return Step(Phase.FAILED, remaining=len(remaining),
                     reason=f"{short} of {rotation.replicas} pods not available "
-                           f"{rotation.deadline:g}s after the last eviction")  # fmt: skip
+                           f"{rotation.deadline:g}s after {since}")  # fmt: skip
     if not remaining:
-        if short:
+        if short and last_eviction is not None:  # our replacements are not all there yet
             return Step(Phase.WAIT, reason=_short(short, rotation.replicas))
-        return Step(Phase.DONE)
+        return Step(Phase.DONE)  # nothing of ours is short: what is short is not our doing
+    free = sorted((p for p in remaining if not p.ready), key=_by_ordinal)  # serves nothing
     if rotation.ordered:
+        if free:  # a pod that is down anyway goes first, still one at a time
+            return Step(Phase.EVICT, (free[0],), remaining=len(remaining))
         if short:
             return Step(Phase.WAIT, remaining=len(remaining),
                         reason=_short(short, rotation.replicas))  # fmt: skip
-        highest = max(remaining, key=lambda p: (-1 if p.ordinal is None else p.ordinal, p.name))
-        return Step(Phase.EVICT, (highest,), remaining=len(remaining))
-    free = [p for p in remaining if not p.ready]  # serves nothing: evicting it costs nothing
+        return Step(Phase.EVICT, (min(remaining, key=_by_ordinal),), remaining=len(remaining))
     serving = sorted((p for p in remaining if p.ready), key=lambda p: (p.created, p.name))
     budget = max(0, rotation.max_unavailable - short)
     chosen = tuple(sorted(free, key=lambda p: p.name)) + tuple(serving[:budget])
     if not chosen:
         return Step(Phase.WAIT, remaining=len(remaining), reason=_short(short, rotation.replicas))
     return Step(Phase.EVICT, chosen, remaining=len(remaining))
+
+
+def _by_ordinal(p: Pod) -> tuple[int, str]:
+    """The highest ordinal first (pods without one last), then by name."""
+    return (1 if p.ordinal is None else -p.ordinal, p.name)
 
 
 def _short(short: int, replicas: int) -> str:

@@ -34,6 +34,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
 from kube_reloader.runtime.resyncing import Resync
+from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
@@ -91,9 +92,11 @@ class Controller:
             self.clock, self.writer, self.fence, self.reporter, self.supervisor,
             self.stores.workload,
         )  # fmt: skip
+        self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
         self.reconciler = Reconciler(
             options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
             self.tracker, self.writer, self.fence, self.reporter, self.supervisor, self.rotations,
+            self.reverts,
         )  # fmt: skip
         self.intake = Intake(
             options, self.clock, self.stores, self.reporter, self.supervisor, self.ready
@@ -133,6 +136,7 @@ class Controller:
     # -- wiring between rooms ---------------------------------------------------------------
     def _workload_seen(self, workload: planning.Workload) -> None:
         self.fanout.warn_shadowed(workload)
+        self.reverts.observe(workload)
         if workload.key in self.tracker:
             self.tracker.observe(workload)
         spec = self.kinds.get(workload.kind)

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from kube_reloader.core import evicting, limiting, pausing, planning
-from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Outcome
 from kube_reloader.kube import errors
 from kube_reloader.runtime.cache import workload_entry
@@ -24,6 +24,7 @@ from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
@@ -52,6 +53,8 @@ class Reconciler:
     supervisor: Supervisor
     #: pod-level reloads (`kube-reloader.io/strategy: evict`)
     rotations: Rotations
+    #: template writes watched for a minute, in case they are undone
+    reverts: Reverts
     #: consecutive failures per workload, for the backoff
     failures: dict[ObjectKey, int] = field(default_factory=dict, init=False)
 
@@ -149,6 +152,7 @@ class Reconciler:
         if policy.strategy is evicting.PodStrategy.EVICT:
             self._rotate(workload, policy, todo)
             return
+        self.rotations.forget(key)  # switched back to patch: a rotation still running ends
         spec = self.kinds[workload.kind]
         when = utc(self.clock)
         write_started = self.clock.monotonic()
@@ -191,6 +195,9 @@ class Reconciler:
             return
         self.failures.pop(key, None)
         self.throttle.reloaded(key)
+        if answer is not None:
+            generation = (answer.get("metadata") or {}).get("generation")
+            self.reverts.written(workload, todo, generation if isinstance(generation, int) else 0)
         if answer is not None and answer.get("kind") == workload.kind:
             self.refresh(workload.kind, answer)
             if spec.status is not None:
@@ -206,11 +213,20 @@ class Reconciler:
     ) -> None:
         """Hand the reload to a rotation (its pods replaced; the template is not written),
         for the newest of its changes: the pods created before it are replaced."""
+        csi = [p for p in todo if p.change.rtype is ResourceType.SECRETPROVIDERCLASS]
+        if csi:  # per-pod statuses, no content time: a rotation could not tell old from new
+            self.reporter.warn_once(workload, (
+                "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
+                "not reloaded for them",))  # fmt: skip
+            todo = [p for p in todo if p not in csi]
+            if not todo:
+                return
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
-        now = self.clock.wall()
         written = [self._changed_at(p.change) for p in todo]
-        changed_at = min(now, max((t for t in written if t is not None), default=now))
+        # the API server's time of the newest content write (not capped by this clock: one
+        # that lags would leave pods created in between on the old content); else now
+        changed_at = max((t for t in written if t is not None), default=self.clock.wall())
         self.rotations.start(workload, policy, todo, changed_at)
         self.failures.pop(workload.key, None)
         self.throttle.reloaded(workload.key)
@@ -245,3 +261,4 @@ class Reconciler:
         self.failures.pop(key, None)
         self.throttle.forget(key)
         self.rotations.forget(key)
+        self.reverts.forget(key)

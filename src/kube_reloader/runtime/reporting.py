@@ -327,7 +327,7 @@ class Reporter:
                 f"in namespace '{key.namespace}' by eviction in {seconds:.1f}s",
                 f"reloader-{c.rtype.plural}",
             )  # fmt: skip
-            if self.alerts is not None:
+            if self.alerts is not None and self.fence.may_write():
                 self.alerts.reloaded(
                     resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
                     workload=key.name, kind=key.kind,
@@ -343,6 +343,20 @@ class Reporter:
         self.event(workload, "Warning", "ReloadRolloutFailed", text, "reloader")
         if self.alerts is not None and self.fence.may_write():
             self.alerts.notify(f"{text} ({key.kind} in namespace {key.namespace})")
+
+    def reverted(self, workload: planning.Workload, p: Plan) -> None:
+        """A reload's template write was undone: the pods keep the old content."""
+        key, c = workload.key, p.change
+        self.metrics.reverted.labels(workload_kind=key.kind).inc()
+        log.warning("reload reverted", extra={"workload": str(key), "resource": str(c)})
+        self.event(
+            workload, "Warning", "ReloadReverted",
+            f"The reload of '{key.name}' for {c.rtype.kind} '{c.name}' was undone: its pod "
+            "template no longer carries it, so its pods keep the old content (does another "
+            "controller own this template?). Set kube-reloader.io/strategy: evict to replace "
+            "its pods instead of writing the template.",
+            "reloader",
+        )  # fmt: skip
 
     # -- webhook mode -----------------------------------------------------------------------
     def webhook_sent(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:

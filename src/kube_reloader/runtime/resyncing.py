@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from kube_reloader.core import planning
+from kube_reloader.core import evicting, planning
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.coalescing import Coalescer
@@ -63,6 +63,10 @@ class Resync:
     def _catch_up(self, candidate: planning.Workload, now: int) -> int:
         """Queue what one workload missed; 1 when it was queued, else 0."""
         workload = self.stores.resolve(candidate)
+        policy, _ = evicting.policy_of(
+            workload.kind, workload.annotations, self.options.default_strategy
+        )
+        evicts = policy is not None and policy.strategy is evicting.PodStrategy.EVICT
         queued = 0
         for rtype, name in sorted(self.stores.wanted(workload)):
             entry = self.stores.config(rtype, workload.namespace, name)
@@ -73,12 +77,16 @@ class Resync:
                 entry.metadata.annotations,
             )  # fmt: skip
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-            missed, why = planning.missed_while_away(
-                plan=p,
-                carried_hash=planning.carried(p, workload, self.options.plan.strategy),
-                config_changed_at=entry.changed_at,
-                template_changed_at=workload.template_changed_at,
-            )
+            if evicts and p.outcome is planning.Outcome.RELOAD and entry.changed_at is not None:
+                # its template carries nothing: the rotation compares its pods with the change
+                missed, why = True, f"{change}: pods older than its last write are replaced"
+            else:
+                missed, why = planning.missed_while_away(
+                    plan=p,
+                    carried_hash=planning.carried(p, workload, self.options.plan.strategy),
+                    config_changed_at=entry.changed_at,
+                    template_changed_at=workload.template_changed_at,
+                )
             if not missed:
                 continue
             self.reporter.log_change(

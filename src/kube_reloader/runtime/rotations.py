@@ -29,7 +29,7 @@ from kube_reloader.core import evicting, limiting, planning, rollouts, selectors
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import PodObject, controlled_by, view
+from kube_reloader.kube.pods import PodObject, view
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter, log
@@ -42,6 +42,9 @@ POLL_SECONDS = 1.0
 #: then, and a replacement created after it cannot share the change's second even if this
 #: clock runs a little ahead of the API server's
 CLOCK_MARGIN = 1.0
+#: rotations looking at their pods at once (each lists its pods about once a second); the
+#: others wait their turn, their changes kept
+MAX_ACTIVE = 32
 #: a refused eviction (disruption budget) is asked again after this backoff
 REFUSED_BASE, REFUSED_CAP = 1.0, 30.0
 
@@ -61,6 +64,16 @@ class Rotation:
     #: the pods to replace, fixed at the first look after `changed_at` (for `targets_for`)
     targets: frozenset[str] = frozenset()
     targets_for: float | None = None
+    #: the most pods seen at a first look: how many it should have when nothing says
+    seen: int = 0
+    #: when it began (epoch seconds), and when it last made progress (began or evicted)
+    progress_at: float = 0.0
+    last_error: str = ""
+
+    @property
+    def started_wall(self) -> float | None:
+        return self.progress_at if self.last_eviction is None else None
+
     gone: bool = False
 
 
@@ -74,6 +87,7 @@ class Rotations:
     #: the cached workload (its rollout status: how many pods it should have); None: gone
     lookup: Callable[[ObjectKey], planning.Workload | None]
     _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
+    _active: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_ACTIVE))
 
     def __contains__(self, key: object) -> bool:
         return key in self._running
@@ -94,6 +108,7 @@ class Rotations:
             running.policy = policy
             return
         rotation = Rotation(workload, policy, changed_at, plans, self.clock.monotonic())
+        rotation.progress_at = self.clock.wall()
         self._running[workload.key] = rotation
         self.supervisor.oneshot(f"rotate/{workload.key}", self._run(rotation))
 
@@ -106,7 +121,8 @@ class Rotations:
     async def _run(self, rotation: Rotation) -> None:
         key = rotation.workload.key
         try:
-            await self._rotate(rotation)
+            async with self._active:  # at most MAX_ACTIVE rotations look at their pods at once
+                await self._rotate(rotation)
         except errors.NotFound:
             log.info("workload gone, rotation ended", extra={"workload": str(key)})
         except errors.KubeError as exc:
@@ -136,27 +152,31 @@ class Rotations:
         min_ready = _number(spec.get("minReadySeconds"))
         uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
         while not rotation.gone:
-            await self.fence.leading.wait()  # a standby never evicts
+            if not self.fence.may_write():
+                return  # leadership lost: the next leader's catch-up carries on from the pods
             w = self.lookup(w.key) or w
             cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
             if self.clock.wall() < cutoff:  # a replacement must be newer than the change
                 await self._sleep(cutoff - self.clock.wall())
                 continue
             listed = await self._pods(w.namespace, selector)
-            mine = [view(p) for p in listed if rotation.policy.pod_selector or _owned(p, w, uid)]
+            mine = [view(p) for p in listed if _owned(p, w, uid, rotation.policy.pod_selector)]
             if rotation.targets_for != rotation.changed_at:  # fixed at the first look
                 rotation.targets = evicting.targets(mine, rotation.changed_at)
                 rotation.targets_for = rotation.changed_at
+                rotation.seen = max(rotation.seen, len(mine))
+            replicas = _replicas(w, obj, rotation.seen)
             plan = evicting.Rotation(
-                replicas=_replicas(w, obj, len(mine)),
-                max_unavailable=rotation.policy.max_unavailable.resolve(_replicas(w, obj, 1)),
+                replicas=replicas,
+                max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
                 min_ready_seconds=min_ready, ordered=w.kind == "StatefulSet",
                 deadline=_deadline(w),
             )  # fmt: skip
             now = self.clock.wall()
             step = evicting.next_step(
                 mine, rotation.targets, plan, now,
-                last_eviction=rotation.last_eviction, evicting=frozenset(rotation.evicting),
+                last_eviction=rotation.last_eviction, started=rotation.started_wall,
+                evicting=frozenset(rotation.evicting),
             )  # fmt: skip
             rotation.evicting &= {p.uid for p in mine if not p.terminating}
             if step.phase is evicting.Phase.DONE:
@@ -170,13 +190,18 @@ class Rotations:
                 self.reporter.rotation_failed(w, step.reason, rotation.evicted)
                 return
             refused = await self._evict(rotation, step.evict) if step.evict else False
-            if refused:
-                delay = limiting.backoff(
-                    min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP
-                )
-            else:
-                delay = POLL_SECONDS
-            await self._sleep(delay)
+            if not refused:
+                await self._sleep(POLL_SECONDS)
+                continue
+            if now - rotation.progress_at > plan.deadline:  # refused for too long
+                self.reporter.rotation_failed(
+                    w, f"evictions refused for {plan.deadline:g}s: {rotation.last_error}",
+                    rotation.evicted,
+                )  # fmt: skip
+                return
+            await self._sleep(
+                limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
+            )
 
     async def _evict(self, rotation: Rotation, pods: tuple[evicting.Pod, ...]) -> bool:
         """Evict `pods` in order; True when one was refused (the rest wait for the retry)."""
@@ -197,9 +222,11 @@ class Rotations:
                     write.cancel()
                     raise  # the rotation itself is being stopped
                 return False  # leadership lost: the new leader carries on
-            except errors.TooManyRequests as exc:
+            except errors.Transient as exc:  # a disruption budget's 429, or the API failing
                 rotation.refusals += 1
-                self.reporter.eviction(w, pod.name, "refused", str(exc))
+                rotation.last_error = str(exc)[:300]
+                result = "refused" if isinstance(exc, errors.TooManyRequests) else "error"
+                self.reporter.eviction(w, pod.name, result, str(exc))
                 return True
             except (errors.NotFound, errors.Conflict):
                 self.reporter.eviction(w, pod.name, "gone", "")  # already replaced
@@ -209,7 +236,7 @@ class Rotations:
             rotation.refusals = 0
             rotation.evicted += 1
             rotation.evicting.add(pod.uid)
-            rotation.last_eviction = self.clock.wall()
+            rotation.last_eviction = rotation.progress_at = self.clock.wall()
             self.reporter.eviction(w, pod.name, "evicted", "")
         return False
 
@@ -240,18 +267,30 @@ class Rotations:
             timer.cancel()
 
 
-def _owned(pod: PodObject, w: planning.Workload, uid: str) -> bool:
-    """A Deployment's pods belong to its ReplicaSets (`<name>-<hash>`); a StatefulSet's and a
-    DaemonSet's to the workload itself."""
+def _owned(pod: PodObject, w: planning.Workload, uid: str, selector: str | None) -> bool:
+    """Whether a listed pod is one the rotation may replace. With `pod-selector`, any pod it
+    selects that a controller re-creates (never a bare pod, never a Job's); otherwise a
+    Deployment's pods belong to its ReplicaSets (`<name>-<pod-template-hash>`), a
+    StatefulSet's and a DaemonSet's to the workload itself."""
+    controller = next((o for o in pod.metadata.ownerReferences if o.controller), None)
+    if controller is None:
+        return False
+    if selector is not None:
+        return controller.kind not in ("Job", "")
     if w.kind == "Deployment":
-        return any(o.controller and o.kind == "ReplicaSet" and o.name.startswith(f"{w.name}-")
-                   for o in pod.metadata.ownerReferences)  # fmt: skip
-    return controlled_by(pod, uid)
+        template_hash = pod.metadata.labels.get("pod-template-hash", "")
+        return (
+            controller.kind == "ReplicaSet"
+            and bool(template_hash)
+            and (controller.name == f"{w.name}-{template_hash}")
+        )
+    return controller.uid == uid
 
 
 def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:
     """Pods the workload should have: its cached rollout status (spec.replicas, or a
-    DaemonSet's desired number), else the object read at start."""
+    DaemonSet's desired number), else the object read at start, else `fallback` (the pods
+    seen at the first look — never the live count, which drops as pods are evicted)."""
     if w.status is not None and (w.kind != "DaemonSet" or w.status.replicas):
         return w.status.replicas
     spec = obj.get("spec")

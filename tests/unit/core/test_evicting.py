@@ -345,3 +345,26 @@ def test_a_workloads_selector_becomes_the_selector_its_pods_are_listed_with(
 def test_a_selector_that_selects_every_pod_or_cannot_be_read_is_refused(selector: object) -> None:
     with pytest.raises(SelectorError):
         from_label_selector(selector)
+
+
+def test_an_ordered_workload_evicts_a_target_that_is_not_ready_before_any_other() -> None:
+    pods = [pod("db-0", 1, ordinal=0), pod("db-1", 1, ready=False, ordinal=1),
+            pod("db-2", 1, ordinal=2)]  # fmt: skip
+    rotation = Rotation(replicas=3, ordered=True)
+    step = next_step(pods, targets(pods, 10), rotation, now=20)
+    assert [p.name for p in step.evict] == ["db-1"], "down anyway, even though one is short"
+
+
+def test_nothing_to_replace_is_done_even_if_the_workload_is_short_for_other_reasons() -> None:
+    pods = [pod("new", 30)]  # one of two replicas cannot be created (a quota, say)
+    assert next_step(pods, frozenset(), Rotation(replicas=2), now=40).phase is Phase.DONE
+
+
+def test_failed_when_short_from_the_start_and_no_target_may_be_evicted_by_the_deadline() -> None:
+    pods = [pod("a", 1), pod("b", 1)]  # a third replica never comes
+    rotation = Rotation(replicas=3, deadline=60)
+    tgt = targets(pods, 10)
+    assert next_step(pods, tgt, rotation, now=50, started=0).phase is Phase.WAIT
+    failed = next_step(pods, tgt, rotation, now=61, started=0)
+    assert failed.phase is Phase.FAILED
+    assert failed.reason == "1 of 3 pods not available 60s after the rotation began"

@@ -14,6 +14,7 @@ from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
+from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
@@ -44,7 +45,8 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
     sup = Supervisor()
     rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
     rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
-                     room.fence, room.reporter, sup, rotations)  # fmt: skip
+                     room.fence, room.reporter, sup, rotations,
+                     Reverts(room.clock, room.reporter, opts.plan.strategy))  # fmt: skip
     return Rig(room, writer, stores, co, rec)
 
 

@@ -48,6 +48,7 @@ class PodWriter(FakeWriter):
         owner = OwnerReference(apiVersion="apps/v1", kind="ReplicaSet", name="web-5d8f",
                                uid="rs-1", controller=True)  # fmt: skip
         meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
+                       labels={"app": "web", "pod-template-hash": "5d8f"},
                        ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
         self.pod_list.append(PodObject(meta, PodStatus(cond)))
 
@@ -147,17 +148,28 @@ async def test_a_refused_eviction_is_asked_again_later_and_never_forced() -> Non
     assert r.room.sample("kube_reloader_evictions_total", result="refused") == 2
 
 
-async def test_a_standby_never_evicts_and_starts_once_it_leads() -> None:
-    r = rig(replicas=1)
-    r.room.fence.stop_leading()
+async def test_a_replica_that_lost_the_lease_evicts_nothing_and_leaves_the_rotation() -> None:
+    r = rig(replicas=2)
     r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    while not r.writer.evictions:
+        await r.tick()
+    r.room.fence.stop_leading()  # the next leader's catch-up carries on from the pods
     for _ in range(5):
         await r.tick()
-    assert r.writer.evictions == []
-    r.room.fence.start_leading()
-    for _ in range(3):
-        await r.tick()
     assert len(r.writer.evictions) == 1
+    assert KEY not in r.rotations
+
+
+async def test_evictions_refused_for_longer_than_the_deadline_end_the_rotation() -> None:
+    r = rig(replicas=2)
+    r.writer.refuse = 10_000
+    r.rotations.start(workload(), EVICT, [], changed_at=EPOCH)
+    for _ in range(30):
+        await r.tick(60)
+    await r.room.spawned.run()
+    assert KEY not in r.rotations
+    assert r.room.events.reasons() == ["ReloadRolloutFailed"]
+    assert "evictions refused for" in r.room.events.sent[0][2]
 
 
 async def test_a_replacement_never_ready_stops_the_rotation_with_a_warning() -> None:
