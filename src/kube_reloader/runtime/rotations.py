@@ -13,8 +13,8 @@ older than the change) — so a restarted or newly elected controller that re-pl
 newer than the change and are never evicted again. Within one run the targets are fixed at
 the first look.
 
-Only the leader evicts: each eviction is a write checked against the fence, and a standby's
-rotations wait for the lease.
+Only the leader evicts: each eviction is a write checked against the fence, and a replica
+that loses the lease drops its rotations (the next leader's catch-up carries on).
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ MAX_ACTIVE = 32
 REFUSED_BASE, REFUSED_CAP = 1.0, 30.0
 
 
+class _Dropped(Exception):
+    """Leadership was lost while a rotation waited on the API."""
+
+
 @dataclass
 class Rotation:
     workload: planning.Workload
@@ -69,12 +73,12 @@ class Rotation:
     #: when it began (epoch seconds), and when it last made progress (began or evicted)
     progress_at: float = 0.0
     last_error: str = ""
+    #: the workload was deleted (or switched back to patch): end at the next look
+    gone: bool = False
 
     @property
     def started_wall(self) -> float | None:
         return self.progress_at if self.last_eviction is None else None
-
-    gone: bool = False
 
 
 @dataclass
@@ -102,7 +106,7 @@ class Rotations:
         """Replace `workload`'s pods older than `changed_at`. A rotation already running for
         it takes the newer change over (its pods older than that one are replaced too)."""
         running = self._running.get(workload.key)
-        if running is not None:
+        if running is not None and not running.gone:
             running.changed_at = max(running.changed_at, changed_at)
             running.plans = _merge(running.plans, plans)
             running.policy = policy
@@ -113,7 +117,8 @@ class Rotations:
         self.supervisor.oneshot(f"rotate/{workload.key}", self._run(rotation))
 
     def forget(self, key: ObjectKey) -> None:
-        """The workload is gone: its rotation ends at its next look."""
+        """The workload is gone, or reloads by patch again: its rotation ends at its next
+        look."""
         rotation = self._running.get(key)
         if rotation is not None:
             rotation.gone = True
@@ -125,6 +130,8 @@ class Rotations:
                 await self._rotate(rotation)
         except errors.NotFound:
             log.info("workload gone, rotation ended", extra={"workload": str(key)})
+        except _Dropped:
+            log.info("no longer leading, rotation dropped", extra={"workload": str(key)})
         except errors.KubeError as exc:
             self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted)
         except Exception as exc:  # noqa: BLE001 - one workload's bug never stops the others
@@ -135,7 +142,8 @@ class Rotations:
                 "ReloadError",
             )  # fmt: skip
         finally:
-            self._running.pop(key, None)
+            if self._running.get(key) is rotation:  # not a newer one started after `forget`
+                del self._running[key]
 
     async def _rotate(self, rotation: Rotation) -> None:
         w = rotation.workload
@@ -242,6 +250,8 @@ class Rotations:
 
     async def _read(self, key: ObjectKey) -> dict[str, Any]:
         while True:
+            if not self.fence.may_write():
+                raise _Dropped
             try:
                 return await self.writer.read(key)
             except errors.Transient as exc:
@@ -251,6 +261,8 @@ class Rotations:
 
     async def _pods(self, namespace: str, selector: str) -> list[PodObject]:
         while True:
+            if not self.fence.may_write():
+                raise _Dropped
             try:
                 return await self.writer.pods(namespace, selector)
             except errors.Transient as exc:
