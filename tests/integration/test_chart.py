@@ -75,6 +75,8 @@ MATRIX: dict[str, dict[str, Any]] = {
     "single namespace": {"reloader": {"watchGlobally": False}},
     "scoped namespaces": {"reloader": {"watchGlobally": False, "namespaces": "team-a, team-b"}},
     "ha": {"reloader": {"enableHA": True, "deployment": {"replicas": 2}}},
+    "pod reloads": {"reloader": {"defaultStrategy": "evict", "workloadKinds": [
+        "serving.knative.dev/v1/services:spec.template", "core.example.io/v1beta2/podsets:spec.pod.template"]}},
     "everything": {
         "reloader": {
             "autoReloadAll": True, "isArgoRollouts": True, "isOpenshift": True, "ignoreJobs": True,
@@ -454,3 +456,17 @@ async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_stil
     finally:
         await client.delete(KINDS["ClusterRoleBinding"], name)
         await client.delete(KINDS["ClusterRole"], name)
+
+
+def test_pod_reloads_and_workload_kinds_render_their_flags_and_exactly_their_rbac() -> None:
+    docs = render(MATRIX["pod reloads"])
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["args"]  # fmt: skip
+    assert "--default-strategy=evict" in args
+    assert "--workload-kind=serving.knative.dev/v1/services:spec.template" in args
+    rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert {"apiGroups": ["serving.knative.dev"], "resources": ["services"],
+            "verbs": ["get", "list", "watch", "patch"]} in rules  # fmt: skip
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in rules
+    plain = [r for d in render({}) if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert not any("pods" in r["resources"] or "pods/eviction" in r["resources"] for r in plain)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import signal
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,17 @@ async def ready(client: Client, namespace: str, app: str, n: int) -> list[evicti
 async def event_of(client: Client, namespace: str, name: str, reason: str) -> dict[str, Any] | None:
     return await find_event(client, namespace, lambda e: e.get("reason") == reason
                             and e["involvedObject"]["name"] == name)  # fmt: skip
+
+
+async def evicted_total(port: int, want: int) -> bool:
+    """Whether the process on `port` counted `want` evictions (its own /metrics)."""
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
+    text = await asyncio.to_thread(scrape)
+    return f'kube_reloader_evictions_total{{result="evicted"}} {float(want)}' in text
 
 
 def evicted(controller: Controller) -> float:

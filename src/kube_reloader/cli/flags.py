@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from kube_reloader.core import evicting, matching, planning
 from kube_reloader.core.annotations import Keys, parse_bool
+from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.pausing import DurationError, parse_duration
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
     # ours: pod-level reloads for workloads without kube-reloader.io/strategy
     parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
+    parser.add_argument("--workload-kind", action="append", default=[],
+                        metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
     return parser
 
 
@@ -322,6 +325,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         reload_rate=ns.reload_rate,
         reload_burst=ns.reload_burst,
         default_strategy=_pod_strategy(ns.default_strategy),
+        custom_kinds=_custom_kinds(ns.workload_kind),
     )
     for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
@@ -361,3 +365,13 @@ def _pod_strategy(text: str) -> evicting.PodStrategy:
         return evicting.parse_strategy(text)
     except evicting.EvictError:
         raise FlagError(f"--default-strategy: {text!r} must be patch or evict") from None
+
+
+def _custom_kinds(values: list[str]) -> tuple[CustomKind, ...]:
+    try:
+        kinds = tuple(parse_workload_kind(v) for v in values)
+    except CustomKindError as exc:
+        raise FlagError(str(exc)) from None
+    if len({(k.group, k.plural) for k in kinds}) != len(kinds):
+        raise FlagError("--workload-kind: a resource is named twice")
+    return kinds

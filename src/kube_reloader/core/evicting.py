@@ -112,16 +112,25 @@ class PodPolicy:
 
 
 def policy_of(
-    kind: str, annotations: Mapping[str, str], default: PodStrategy = PodStrategy.PATCH
+    kind: str,
+    annotations: Mapping[str, str],
+    default: PodStrategy = PodStrategy.PATCH,
+    *,
+    evictable: bool | None = None,
 ) -> tuple[PodPolicy | None, tuple[str, ...]]:
     """The workload's policy and the warnings its annotations earn. None: do not reload at
     all — a value that cannot be read must not fall back to writing a template the user
     asked us not to write. A cluster-wide `evict` default leaves kinds whose pods cannot be
-    replaced (Jobs, CronJobs, Argo Rollouts) on the template."""
+    replaced (Jobs, CronJobs, Argo Rollouts) on the template. `evictable`: whether the
+    kind's pods can be replaced (default: the built-in kinds that can; the registry says so
+    for `--workload-kind` ones)."""
+    if evictable is None:
+        evictable = kind in EVICTABLE_KINDS
     text = annotations.get(STRATEGY)
     if text is None:
-        evictable = default is PodStrategy.EVICT and kind in EVICTABLE_KINDS
-        strategy = PodStrategy.EVICT if evictable else PodStrategy.PATCH
+        strategy = (
+            PodStrategy.EVICT if default is PodStrategy.EVICT and evictable else (PodStrategy.PATCH)
+        )
     else:
         try:
             strategy = parse_strategy(text)
@@ -129,7 +138,7 @@ def policy_of(
             return None, (str(err),)
     if strategy is PodStrategy.PATCH:
         return PodPolicy(), ()
-    if kind not in EVICTABLE_KINDS:
+    if not evictable:
         return None, (f"{STRATEGY}: evict is not supported for {kind}; not reloaded",)
     warnings: list[str] = []
     limit = DEFAULT_MAX_UNAVAILABLE

@@ -16,6 +16,7 @@ from kube_reloader.kube.transport import Transport
 
 class _APIResource(msgspec.Struct):
     name: str = ""
+    kind: str = ""
 
 
 class _APIResourceList(msgspec.Struct):
@@ -33,17 +34,28 @@ def group_version_path(resource: Resource) -> str:
     return f"/api/{resource.version}"
 
 
-async def served(client: Transport, resource: Resource) -> bool:
-    """True when the resource's group version lists its plural; False when the group version
-    is not served (404). Any other failure raises its `kube.errors` class (an answer that is
-    not a discovery document raises `KubeError`)."""
-    path = group_version_path(resource)
+async def _listed(client: Transport, path: str) -> list[_APIResource] | None:
+    """The resources a group version lists; None when it is not served (404)."""
     try:
         data = await client.request("GET", path)
     except errors.NotFound:
-        return False
+        return None
     try:
         doc = _decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise errors.KubeError(f"GET {path}: not an APIResourceList: {exc}") from exc
-    return any(r.name == resource.plural for r in doc.resources or ())
+    return doc.resources or []
+
+
+async def kind_of(client: Transport, group: str, version: str, plural: str) -> str | None:
+    """The kind served as `plural` in `group/version`; None when it is not served."""
+    listed = await _listed(client, f"/apis/{group}/{version}")
+    return next((r.kind for r in listed or () if r.name == plural and r.kind), None)
+
+
+async def served(client: Transport, resource: Resource) -> bool:
+    """True when the resource's group version lists its plural; False when the group version
+    is not served (404). Any other failure raises its `kube.errors` class (an answer that is
+    not a discovery document raises `KubeError`)."""
+    listed = await _listed(client, group_version_path(resource))
+    return any(r.name == resource.plural for r in listed or ())

@@ -257,6 +257,24 @@ class Workload(msgspec.Struct, frozen=True, dict=True):
         return lenient(self.status_json, WorkloadStatus, WorkloadStatus())
 
 
+class SpecObject(msgspec.Struct, frozen=True):
+    """A custom resource whose pod template is somewhere under `spec` (`--workload-kind`):
+    its spec kept as plain JSON until the template is taken out of it."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: Any = None
+
+
+def workload_at(obj: SpecObject, path: tuple[str, ...]) -> Workload:
+    """`obj` as a `Workload` whose template is the one at `path` (`("spec", ...)`); a path
+    that leads nowhere, or to something that is not a pod template, gives no template."""
+    node: Any = obj.spec
+    for segment in path[1:]:
+        node = node.get(segment) if isinstance(node, dict) else None
+    template = lenient(node, PodTemplateSpec | None, None) if isinstance(node, dict) else None
+    return Workload(metadata=obj.metadata, spec=WorkloadSpec(template=template))
+
+
 # --------------------------------------------------------------------------- lenient decoding
 
 

@@ -101,6 +101,7 @@ class Controller:
         self.intake = Intake(
             options, self.clock, self.stores, self.reporter, self.supervisor, self.ready
         )
+        self.resync.namespace_wanted = self.intake.namespace_wanted
         self.intake.fan_out = self.fanout.fan_out
         self.intake.workload_seen = self._workload_seen
         self.intake.workload_gone = self._workload_gone

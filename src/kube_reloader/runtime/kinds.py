@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube_reloader.core import planning, rollouts
+from kube_reloader.core.customkinds import CustomKind
 from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.kube import projections as p
 from kube_reloader.kube import resources
@@ -38,6 +39,15 @@ class KindSpec:
     pausable: bool = False
     #: watched only once API discovery finds it served; never holds up readiness
     discovered: bool = False
+    #: its pods can be replaced (`kube-reloader.io/strategy: evict`)
+    evictable: bool = False
+    #: turns the decoded object into a `p.Workload` (a template found elsewhere than at
+    #: spec.template); None: the projection is one already
+    adapt: Callable[[Any], p.Workload] | None = None
+
+    def workload(self, obj: Any) -> Any:
+        """The decoded object as the cache reads it."""
+        return obj if self.adapt is None else self.adapt(obj)
 
 
 def _exceeded(obj: p.Workload) -> bool:
@@ -100,11 +110,27 @@ def _builtin(kind: WorkloadKind, strategy: Strategy, **kw: Any) -> KindSpec:
     return KindSpec(kind, resources.WORKLOAD_RESOURCES[kind], strategies.fixed(strategy), **kw)
 
 
+def custom(kind: str, ck: CustomKind) -> KindSpec:
+    """A `--workload-kind` custom resource named `kind` by API discovery: written by JSON
+    (merge) patches at its template's path, its pods replaceable."""
+    resource = Resource(ck.group, ck.version, ck.plural, kind)
+    path = ck.path
+    if path == ("spec", "template"):
+        return KindSpec(kind, resource, strategies.fixed(strategies.CUSTOM_RESOURCE_PATCH),
+                        evictable=True)  # fmt: skip
+    return KindSpec(
+        kind, resource, strategies.fixed(strategies.CustomResourcePatch(path)),
+        projection=p.SpecObject, evictable=True, adapt=lambda obj: p.workload_at(obj, path),
+    )  # fmt: skip
+
+
 BUILTIN = Kinds([
     _builtin(WorkloadKind.DEPLOYMENT, strategies.TEMPLATE_PATCH, status=replica_status,
-             pausable=True),
-    _builtin(WorkloadKind.DAEMONSET, strategies.TEMPLATE_PATCH, status=daemonset_status),
-    _builtin(WorkloadKind.STATEFULSET, strategies.TEMPLATE_PATCH, status=replica_status),
+             pausable=True, evictable=True),
+    _builtin(WorkloadKind.DAEMONSET, strategies.TEMPLATE_PATCH, status=daemonset_status,
+             evictable=True),
+    _builtin(WorkloadKind.STATEFULSET, strategies.TEMPLATE_PATCH, status=replica_status,
+             evictable=True),
     _builtin(WorkloadKind.CRONJOB, strategies.CRONJOB_TRIGGER, projection=p.CronJob,
              catch_up=False),
     _builtin(WorkloadKind.JOB, strategies.JOB_RECREATE, catch_up=False),

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kube_reloader import __version__
-from kube_reloader.kube import config, errors, hashkey, leases
+from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
+from kube_reloader.runtime.kinds import custom
 from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
@@ -231,8 +232,9 @@ class Manager:
     async def _options(self, client: Client) -> Options | None:
         """The controller's options, with the hash key read (or created) when one is used;
         None when it cannot be."""
-        options, hash_key = self.settings.options, self.settings.hash_key
-        if hash_key is None:
+        hash_key = self.settings.hash_key
+        options = await self._custom_kinds(client, self.settings.options)
+        if options is None or hash_key is None:
             return options
         try:
             key = await hashkey.ensure(client, hash_key.namespace, hash_key.secret)
@@ -240,6 +242,32 @@ class Manager:
             log.error("cannot read or create the hash key", extra={"error": str(exc)})
             return None
         return dataclasses.replace(options, hash_key=key)
+
+    async def _custom_kinds(self, client: Client, options: Options) -> Options | None:
+        """Register each `--workload-kind` under the kind name discovery gives it; None (the
+        process exits) when one is not served, as with `--is-Argo-Rollouts=true`."""
+        kinds, watched = options.kinds, options.workload_kinds
+        for ck in options.custom_kinds:
+            try:
+                kind = await discovery.kind_of(client, ck.group, ck.version, ck.plural)
+            except errors.KubeError as exc:
+                log.error("cannot look up a --workload-kind",
+                          extra={"kind": str(ck), "error": str(exc)})  # fmt: skip
+                return None
+            if kind is None:
+                log.error("--workload-kind is not served by the API server",
+                          extra={"kind": str(ck)})  # fmt: skip
+                return None
+            if kind in kinds:
+                log.error("--workload-kind names a kind already registered",
+                          extra={"kind": str(ck), "name": kind})  # fmt: skip
+                return None
+            kinds = kinds.with_kind(custom(kind, ck))
+            watched = (*watched, kind)
+            log.info("custom workload kind", extra={"kind": kind, "resource": str(ck)})
+        if kinds is options.kinds:
+            return options
+        return dataclasses.replace(options, kinds=kinds, workload_kinds=watched)
 
     async def _run_controller(
         self, client: Client, controller: Runnable, stop: asyncio.Event

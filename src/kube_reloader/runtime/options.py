@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning
+from kube_reloader.core.customkinds import CustomKind
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.runtime.kinds import BUILTIN, Kinds
 
@@ -67,6 +68,9 @@ class Options:
     reload_on_delete: bool = False
     sync_after_restart: bool = False
     workers: int = 4
+    #: `--workload-kind`: custom resources with a pod template, registered at start (their
+    #: kind names come from API discovery)
+    custom_kinds: tuple[CustomKind, ...] = ()
     #: `--default-strategy`: how a workload without `kube-reloader.io/strategy` is reloaded
     default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH
     field_manager: str = "Reloader"

@@ -140,9 +140,11 @@ class Reconciler:
         if not todo:
             self.failures.pop(key, None)
             return
+        kind = self.kinds.get(workload.kind)
         policy, warnings = evicting.policy_of(
-            workload.kind, workload.annotations, self.options.default_strategy
-        )
+            workload.kind, workload.annotations, self.options.default_strategy,
+            evictable=kind is not None and kind.evictable,
+        )  # fmt: skip
         self.reporter.warn_once(workload, warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
             self.failures.pop(key, None)
@@ -255,7 +257,8 @@ class Reconciler:
             obj = msgspec.convert(answer, spec.projection)
         except (msgspec.ValidationError, TypeError):
             return
-        self.stores.index.put(workload_entry(kind, obj, self.stores.keys, spec.status).workload)
+        entry = workload_entry(kind, spec.workload(obj), self.stores.keys, spec.status)
+        self.stores.index.put(entry.workload)
 
     def forget(self, key: ObjectKey) -> None:
         self.failures.pop(key, None)

@@ -4,7 +4,8 @@ election), reload what changed while no kube-reloader was writing."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning
 from kube_reloader.core.planning import Change, Event
@@ -27,6 +28,9 @@ class Resync:
     fence: Fence
     reporter: Reporter
     ready: asyncio.Event
+    #: the namespace filter (`--namespace-selector`, `--namespaces-to-ignore`): the index of a
+    #: cluster-wide watch holds every namespace's workloads
+    namespace_wanted: Callable[[str], bool] = field(default=lambda _ns: True)
 
     async def loop(self) -> None:
         """Catch up each time this replica starts writing (startup, or a won election)."""
@@ -44,6 +48,8 @@ class Resync:
         now = int(self.clock.wall())
         queued = 0
         for candidate in list(self.stores.index.workloads.values()):
+            if not self.namespace_wanted(candidate.namespace):
+                continue
             spec = self.kinds.get(candidate.kind)
             if spec is None or not spec.catch_up:
                 continue
@@ -63,9 +69,11 @@ class Resync:
     def _catch_up(self, candidate: planning.Workload, now: int) -> int:
         """Queue what one workload missed; 1 when it was queued, else 0."""
         workload = self.stores.resolve(candidate)
+        kind = self.kinds.get(workload.kind)
         policy, _ = evicting.policy_of(
-            workload.kind, workload.annotations, self.options.default_strategy
-        )
+            workload.kind, workload.annotations, self.options.default_strategy,
+            evictable=kind is not None and kind.evictable,
+        )  # fmt: skip
         evicts = policy is not None and policy.strategy is evicting.PodStrategy.EVICT
         queued = 0
         for rtype, name in sorted(self.stores.wanted(workload)):

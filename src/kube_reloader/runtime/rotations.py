@@ -148,9 +148,12 @@ class Rotations:
     async def _rotate(self, rotation: Rotation) -> None:
         w = rotation.workload
         obj = await self._read(w.key)
-        spec = obj.get("spec") or {}
+        raw_spec = obj.get("spec")
+        spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
         selector = rotation.policy.pod_selector
-        if selector is None:
+        if selector is None and "selector" not in spec:
+            selector = ""  # a custom kind without one: its namespace's pods, by owner
+        elif selector is None:
             try:
                 selector = selectors.from_label_selector(spec.get("selector"))
             except selectors.SelectorError as err:

@@ -70,7 +70,7 @@ def workloads(
     keys = options.plan.match.keys
 
     def transform(obj: Any) -> WorkloadEntry:
-        return workload_entry(spec.kind, obj, keys, spec.status)
+        return workload_entry(spec.kind, spec.workload(obj), keys, spec.status)
 
     return Reflector(
         client, spec.resource, type=spec.projection, namespace=ns, transform=transform,

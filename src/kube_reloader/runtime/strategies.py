@@ -83,7 +83,20 @@ class TemplatePatch:
 
 
 class CustomResourcePatch:
+    """A custom resource's template at `path` (`spec.template` by default): env vars by JSON
+    patch guarded with `test` ops (a merge patch would replace the whole containers list),
+    annotations by JSON merge patch."""
+
     name = "custom-resource-patch"
+
+    def __init__(self, path: tuple[str, ...] = ("spec", "template")) -> None:
+        self.path = path
+        self.base = "/" + "/".join(path)
+
+    def _nested(self, value: dict[str, Any]) -> dict[str, Any]:
+        for segment in reversed(self.path):
+            value = {segment: value}
+        return value
 
     async def apply(
         self, client: Client, target: Target, plans: list[Plan]
@@ -93,18 +106,21 @@ class CustomResourcePatch:
         json_ops: list[dict[str, Any]] = []
         for p in reloading(plans):
             if p.patch_type is strategies.PatchType.JSON:  # env removal on delete
-                json_ops += p.patch
+                json_ops += [{**op, "path": self.base + op["path"].removeprefix("/spec/template")}
+                             for op in p.patch]  # fmt: skip
                 continue
             tmpl_anns = p.patch["spec"]["template"].get("metadata", {}).get("annotations")
             if tmpl_anns:
                 answer = await client.patch(
-                    res, w.name, {"spec": {"template": {"metadata": {"annotations": tmpl_anns}}}},
+                    res, w.name, self._nested({"metadata": {"annotations": tmpl_anns}}),
                     namespace=w.namespace, patch_type=PatchType.MERGE,
                     field_manager=target.field_manager,
                 )  # fmt: skip
             for c in p.patch["spec"]["template"].get("spec", {}).get("containers", ()):
                 for var in c["env"]:
-                    ops = mutating.env_json_patch(w.template, c["name"], var["name"], var["value"])
+                    ops = mutating.env_json_patch(
+                        w.template, c["name"], var["name"], var["value"], base=self.base
+                    )
                     json_ops += ops or []
         if json_ops:
             answer = await client.patch(

@@ -72,7 +72,7 @@ class KubeWriter:
     async def pods(self, namespace: str, selector: str) -> list[PodObject]:
         """The pods a rotation looks at (a LIST by label selector, decoded small)."""
         listed = await self.client.list(
-            resources.PODS, namespace=namespace, label_selector=selector, type=PodObject
+            resources.PODS, namespace=namespace, label_selector=selector or None, type=PodObject
         )
         return list(listed.items)
 

@@ -15,7 +15,7 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.stores import Stores
 
-from .fakes import KEYS, Room, workload
+from .fakes import AUTO, KEYS, Room, workload
 
 H2 = hashing.configmap_hash({"k": "2"})
 
@@ -82,3 +82,20 @@ async def test_a_workload_whose_check_raises_gets_a_warning_and_the_others_are_s
     assert room.sample("kube_reloader_object_errors_total", stage="catch-up") == 1
     await room.spawned.run()
     assert room.events.reasons() == ["ReloadError"]
+
+
+def test_a_workload_in_a_namespace_the_filter_leaves_out_is_never_caught_up() -> None:
+    w = dataclasses.replace(workload(configmap="cm"), template_changed_at=100.0)
+    _room, _stores, co, resync = rig(w, changed_at=200.0)
+    resync.namespace_wanted = lambda ns: ns != "ns"  # --namespaces-to-ignore=ns, say
+    assert resync.reconcile_missed() == 0
+    assert w.key not in co
+
+
+def test_an_evict_workload_is_caught_up_whatever_its_templates_time() -> None:
+    annotations = {**AUTO, "kube-reloader.io/strategy": "evict"}
+    w = dataclasses.replace(workload(configmap="cm", annotations=annotations),
+                            template_changed_at=300.0)  # fmt: skip
+    _room, _stores, co, resync = rig(w, changed_at=200.0)
+    assert resync.reconcile_missed() == 1, "its pods, not its template, say what it runs"
+    assert w.key in co

@@ -41,19 +41,22 @@ class PodWriter(FakeWriter):
     evictions: list[str] = dataclasses.field(default_factory=list)
     refuse: int = 0
     uids: Any = dataclasses.field(default_factory=itertools.count)
+    selector: str = "app=web"
+    #: the pods' controller: the Deployment's ReplicaSet, or (None) the workload itself
+    owner: OwnerReference | None = None
 
     def add(self, created: float, *, ready_at: float | None) -> None:
         n = next(self.uids)
         cond = () if ready_at is None else (PodCondition("Ready", "True", stamp(ready_at)),)
-        owner = OwnerReference(apiVersion="apps/v1", kind="ReplicaSet", name="web-5d8f",
-                               uid="rs-1", controller=True)  # fmt: skip
+        owner = self.owner or OwnerReference(apiVersion="apps/v1", kind="ReplicaSet",
+                                             name="web-5d8f", uid="rs-1", controller=True)  # fmt: skip
         meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
                        labels={"app": "web", "pod-template-hash": "5d8f"},
                        ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
         self.pod_list.append(PodObject(meta, PodStatus(cond)))
 
     async def pods(self, namespace: str, selector: str) -> list[PodObject]:
-        assert selector == "app=web"
+        assert selector == self.selector
         return list(self.pod_list)
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
@@ -202,3 +205,26 @@ async def test_a_newer_change_during_a_rotation_replaces_the_replacements_made_b
     created = [p.metadata.creationTimestamp or "" for p in r.writer.pod_list]
     assert all(c > stamp(second) for c in created), "no pod older than change 2 is left"
     assert KEY not in r.rotations
+
+
+async def test_a_custom_kind_without_a_selector_has_the_pods_it_controls_replaced() -> None:
+    room = Room()
+    owner = OwnerReference(apiVersion="x.io/v1", kind="PodSet", name="web", uid="ps-1",
+                           controller=True)  # fmt: skip
+    writer = PodWriter(selector="", owner=owner)
+    key = ObjectKey("PodSet", "ns", "web")
+    writer.objects[key] = {"metadata": {"uid": "ps-1"}, "spec": {"pod": {}}}
+    for _ in range(2):
+        writer.add(EPOCH - 100, ready_at=EPOCH - 90)
+    writer.owner = OwnerReference(apiVersion="v1", kind="Pod", name="x", uid="other",
+                                  controller=True)  # fmt: skip
+    writer.add(EPOCH - 100, ready_at=EPOCH - 90)  # another controller's pod: never touched
+    writer.owner = owner
+    custom = dataclasses.replace(workload(), kind="PodSet", uid="ps-1")
+    rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
+                          lambda k: custom if k == key else None)  # fmt: skip
+    rig_ = Rig(room, writer, rotations)
+    rotations.start(custom, EVICT, [], changed_at=EPOCH)
+    for _ in range(8):
+        await rig_.tick()
+    assert sorted(writer.evictions) == ["pod-0", "pod-1"]

@@ -115,6 +115,12 @@ period's resume, the Job about to be recreated); Events are only created. */}}
   resources: [secretproviderclasspodstatuses, secretproviderclasses]
   verbs: [list, watch]
 {{- end }}
+{{- range .Values.reloader.workloadKinds }}
+{{- $gvr := splitList "/" (index (splitList ":" .) 0) }}
+- apiGroups: [{{ index $gvr 0 | quote }}]
+  resources: [{{ index $gvr 2 | quote }}]
+  verbs: [get, list, watch, patch]
+{{- end }}
 {{- if or .Values.reloader.podReloads (eq .Values.reloader.defaultStrategy "evict") }}
 # pod-level reloads (kube-reloader.io/strategy: evict): the pods are read, then evicted
 - apiGroups: [""]
