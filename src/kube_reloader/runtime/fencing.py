@@ -39,6 +39,23 @@ class Fence:
             log.warning("leadership lost: in-flight writes cancelled",
                         extra={"writes": len(self.writing)})  # fmt: skip
 
+    async def guarded(self, write: asyncio.Task[Any]) -> bool:
+        """Await `write` as a write in flight: True when it ran to its end (its exception,
+        if any, is raised here), False when losing the lease cancelled it. A cancellation of
+        the caller itself cancels the write too and propagates."""
+        self.writing.add(write)
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not write.cancelled() or (me is not None and me.cancelling()):
+                write.cancel()
+                raise
+            return False
+        finally:
+            self.writing.discard(write)
+        return True
+
     def commit(self) -> None:
         """The calling write can no longer be abandoned half-way."""
         task = asyncio.current_task()

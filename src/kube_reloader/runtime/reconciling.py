@@ -73,18 +73,11 @@ class Reconciler:
         self.reporter.dequeued(None if queued is None else now - queued, self.coalescer.depth)
         result = "success"
         write = self.supervisor.task(f"reconcile/{key}", self.reconcile(item))
-        self.fence.writing.add(write)
         try:
-            await asyncio.shield(write)
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if not write.cancelled() or (me is not None and me.cancelling()):
-                write.cancel()
-                raise  # the worker itself is being stopped
-            result = "cancelled"
-            if write.cancelled():  # perhaps before its first step: keep the changes here too
-                self._put_back(item)
-            self._retry(key)  # cancelled on lost leadership: the changes wait, kept
+            if not await self.fence.guarded(write):  # the worker's own cancellation propagates
+                result = "cancelled"
+                self._put_back(item)  # perhaps cancelled before its first step: keep the changes
+                self._retry(key)  # cancelled on lost leadership: the changes wait, kept
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker: retry
             result = "error"
             self.reporter.handler_error()
@@ -99,7 +92,6 @@ class Reconciler:
                 )  # fmt: skip
             self._retry(key)
         finally:
-            self.fence.writing.discard(write)
             self.coalescer.done(key)
             self.reporter.reconciled(result, self.clock.monotonic() - now)
 

@@ -224,15 +224,9 @@ class Rotations:
                 f"evict/{w.namespace}/{pod.name}",
                 self.writer.evict(w.namespace, pod.name, pod.uid),
             )
-            self.fence.writing.add(write)
             try:
-                await asyncio.shield(write)
-            except asyncio.CancelledError:
-                me = asyncio.current_task()
-                if not write.cancelled() or (me is not None and me.cancelling()):
-                    write.cancel()
-                    raise  # the rotation itself is being stopped
-                return False  # leadership lost: the new leader carries on
+                if not await self.fence.guarded(write):
+                    return False  # leadership lost: the new leader carries on
             except errors.Transient as exc:  # a disruption budget's 429, or the API failing
                 rotation.refusals += 1
                 rotation.last_error = str(exc)[:300]
@@ -242,8 +236,6 @@ class Rotations:
             except (errors.NotFound, errors.Conflict):
                 self.reporter.eviction(w, pod.name, "gone", "")  # already replaced
                 continue
-            finally:
-                self.fence.writing.discard(write)
             rotation.refusals = 0
             rotation.evicted += 1
             rotation.evicting.add(pod.uid)
