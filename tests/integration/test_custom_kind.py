@@ -55,18 +55,23 @@ CRD: dict[str, Any] = {
 SPEC = KindSpec("ReloadTestApp", APPS, strategies.fixed(strategies.CUSTOM_RESOURCE_PATCH))
 
 
-async def install(client: Client) -> None:
+async def install_crd(client: Client, crd: dict[str, Any], resource: Resource) -> None:
+    """Create `crd` (once) and wait until `resource` is served."""
     with contextlib.suppress(errors.AlreadyExists):
-        await client.create(resources.CUSTOMRESOURCEDEFINITIONS, CRD)
+        await client.create(resources.CUSTOMRESOURCEDEFINITIONS, crd)
 
     async def served() -> bool:
         try:
-            await client.list(APPS, limit=1)
+            await client.list(resource, limit=1)
         except errors.NotFound:
             return False
         return True
 
-    await eventually(served, what="the test CRD to be served")
+    await eventually(served, what=f"{resource} to be served")
+
+
+async def install(client: Client) -> None:
+    await install_crd(client, CRD, APPS)
 
 
 async def test_a_kind_registered_by_a_test_alone_is_reloaded_when_its_configmap_changes(

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import signal
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from kube_reloader.runtime.controller import Controller
 from tests import builders
-from tests.adversarial.tenant import controller
+from tests.adversarial.tenant import ControllerProcess, controller
 from tests.harness import find_event, running, update_cm
 from tests.integration.test_custom_kind import APPS, GROUP, install
 from tests.waiting import eventually
@@ -59,14 +58,9 @@ async def event_of(client: Client, namespace: str, name: str, reason: str) -> di
                             and e["involvedObject"]["name"] == name)  # fmt: skip
 
 
-async def evicted_total(port: int, want: int) -> bool:
-    """Whether the process on `port` counted `want` evictions (its own /metrics)."""
-
-    def scrape() -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            return str(resp.read().decode())
-
-    text = await asyncio.to_thread(scrape)
+async def evicted_total(proc: ControllerProcess, want: int) -> bool:
+    """Whether the controller process counted `want` evictions (its own /metrics)."""
+    text = (await proc.probe("/metrics")).body
     return f'kube_reloader_evictions_total{{result="evicted"}} {float(want)}' in text
 
 

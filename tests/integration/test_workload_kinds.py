@@ -6,7 +6,6 @@ kind that is not served stops the start with one line."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +14,13 @@ from typing import Any
 import pytest
 
 from kube_reloader.core import hashing
-from kube_reloader.kube import errors, resources
+from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
 from tests import builders
 from tests.adversarial.tenant import controller
 from tests.harness import update_cm
+from tests.integration.test_custom_kind import install_crd
 from tests.integration.test_pod_reloads import _replaced, evicted_total, ready
 from tests.waiting import eventually
 
@@ -39,17 +39,7 @@ CRD: dict[str, Any] = {
 
 
 async def install(client: Client) -> None:
-    with contextlib.suppress(errors.AlreadyExists):
-        await client.create(resources.CUSTOMRESOURCEDEFINITIONS, CRD)
-
-    async def served() -> bool:
-        try:
-            await client.list(PODSETS, limit=1)
-        except errors.NotFound:
-            return False
-        return True
-
-    await eventually(served, what="the PodSet CRD to be served")
+    await install_crd(client, CRD, PODSETS)
 
 
 def pod_set(
@@ -111,7 +101,7 @@ async def test_a_custom_kind_with_evict_has_its_pods_replaced_and_is_never_writt
         await update_cm(client, namespace, "pe-config", {"v": "1"})
         await eventually(lambda: _replaced(client, namespace, "pe", 2, before),
                          what="the PodSet's pods replaced", timeout=90)  # fmt: skip
-        await eventually(lambda: evicted_total(proc.port, 2), what="2 evictions counted")
+        await eventually(lambda: evicted_total(proc, 2), what="2 evictions counted")
     obj = await client.get(PODSETS, "pe", namespace=namespace)
     assert obj["metadata"]["generation"] == 1, "the custom resource was never written"
 

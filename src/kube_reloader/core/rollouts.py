@@ -57,6 +57,9 @@ def state(kind: str, written_generation: int, s: Status) -> RolloutState:
 GRACE_SECONDS = 30.0
 
 
-def deadline(s: Status) -> float:
-    """When to call a rollout stuck if the workload's controller has not said it failed."""
+def deadline(s: Status | None) -> float:
+    """When to call a rollout stuck if the workload's controller has not said it failed
+    (without a status to read: the default, with no grace)."""
+    if s is None:
+        return DEFAULT_DEADLINE_SECONDS
     return (s.progress_deadline_seconds or DEFAULT_DEADLINE_SECONDS) + GRACE_SECONDS

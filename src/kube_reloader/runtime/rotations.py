@@ -76,10 +76,6 @@ class Rotation:
     #: the workload was deleted (or switched back to patch): end at the next look
     gone: bool = False
 
-    @property
-    def started_wall(self) -> float | None:
-        return self.progress_at if self.last_eviction is None else None
-
 
 @dataclass
 class Rotations:
@@ -181,12 +177,12 @@ class Rotations:
                 replicas=replicas,
                 max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
                 min_ready_seconds=min_ready, ordered=w.kind == "StatefulSet",
-                deadline=_deadline(w),
+                deadline=rollouts.deadline(w.status),
             )  # fmt: skip
             now = self.clock.wall()
             step = evicting.next_step(
                 mine, rotation.targets, plan, now,
-                last_eviction=rotation.last_eviction, started=rotation.started_wall,
+                last_eviction=rotation.last_eviction, started=rotation.progress_at,
                 evicting=frozenset(rotation.evicting),
             )  # fmt: skip
             rotation.evicting &= {p.uid for p in mine if not p.terminating}
@@ -304,12 +300,6 @@ def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:
     if isinstance(spec, dict) and isinstance(spec.get("replicas"), int):
         return int(spec["replicas"])
     return fallback
-
-
-def _deadline(w: planning.Workload) -> float:
-    if w.status is not None:
-        return rollouts.deadline(w.status)
-    return rollouts.DEFAULT_DEADLINE_SECONDS
 
 
 def _number(value: object) -> float:

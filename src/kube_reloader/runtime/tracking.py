@@ -35,9 +35,7 @@ class RolloutTracker:
         generation = int((answer.get("metadata") or {}).get("generation") or 0)
         fresh = self.lookup(workload.key)
         status = fresh.status if fresh is not None else None
-        limit = (
-            rollouts.deadline(status) if status is not None else rollouts.DEFAULT_DEADLINE_SECONDS
-        )
+        limit = rollouts.deadline(status)
         self.forget(workload.key)  # one timer per workload: a newer reload replaces the old one
         key = workload.key
         timer = self.clock.call_later(limit, lambda: self._timed_out(key, generation))
