@@ -183,3 +183,14 @@ def cronjob(
             },
         },
     }
+
+
+def never_ready_if_env(workload: Manifest, value: str) -> Manifest:
+    """Annotate `workload`'s pod template (or `workload` itself when it is a pod template) so
+    the dev cluster never makes its pods Ready while one of their containers has an env
+    entry whose value is `value` (the gate is kwok's `pod-ready` stage, devcluster/stages.py).
+    Changes `workload` in place and returns it."""
+    template = workload["spec"]["template"] if "template" in workload.get("spec", {}) else workload
+    meta = template.setdefault("metadata", {})
+    meta.setdefault("annotations", {})["test.kube-reloader.io/never-ready-if-env"] = value
+    return workload

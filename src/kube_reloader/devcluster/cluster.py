@@ -39,6 +39,7 @@ from kube_reloader.devcluster.processes import (
     stop_process,
 )
 from kube_reloader.devcluster.readiness import wait_api_ready
+from kube_reloader.devcluster.stages import kwok_stages
 from kube_reloader.devcluster.state import (
     ClusterError,
     ComponentStatus,
@@ -205,7 +206,7 @@ class DevCluster:
         )
         self._spawn(state, "kube-scheduler", components.scheduler_argv(bins, p, delegated))
         stages = self.state_dir / "kwok-stages.yaml"
-        stages.write_text("\n---\n".join(f.read_text().strip() for f in bins.stage_files()) + "\n")
+        stages.write_text(kwok_stages([f.read_text() for f in bins.stage_files()]))
         self._spawn(state, "kwok", components.kwok_argv(bins, p, self.kubeconfig, stages))
         probes = self._probes(state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
