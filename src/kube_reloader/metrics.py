@@ -104,8 +104,16 @@ class Recorder:
             "kube_reloader_coalesced", "Changes merged into a reload already pending", registry=r
         )
         self.deferred = Counter(
-            "kube_reloader_deferred", "Reloads deferred (retry backoff)", ["reason"], registry=r
+            "kube_reloader_deferred",
+            "Reloads deferred, by reason (rate limits; fleet-safety holds)",
+            ["reason"],
+            registry=r,
         )
+        self.halted = Gauge(
+            "kube_reloader_halted",
+            "1 while the circuit breaker holds reloads for a resource's content",
+            ["namespace", "resource"], registry=r,
+        )  # fmt: skip
         self.api_requests = Counter(
             "kube_reloader_api_requests", "Kubernetes API requests, by verb and code",
             ["verb", "code"], registry=r,

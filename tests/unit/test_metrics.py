@@ -17,7 +17,8 @@ RELOADER_V1 = [
 ]  # fmt: skip
 OURS = [
     "kube_reloader_api_requests_total", "kube_reloader_coalesced_total", "kube_reloader_decisions_total",
-    "kube_reloader_deferred_total", "kube_reloader_evictions_total", "kube_reloader_leader",
+    "kube_reloader_deferred_total", "kube_reloader_evictions_total", "kube_reloader_halted",
+    "kube_reloader_leader",
     "kube_reloader_object_errors_total",
     "kube_reloader_pauses_total",
     "kube_reloader_ready", "kube_reloader_reload_latency_seconds", "kube_reloader_rollout_duration_seconds",

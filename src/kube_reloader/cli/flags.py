@@ -15,7 +15,9 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from kube_reloader.cli import fleet
 from kube_reloader.core import evicting, matching, planning
 from kube_reloader.core.annotations import Keys, parse_bool
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
@@ -163,12 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
     parser.add_argument("--workload-kind", action="append", default=[],
                         metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
+    fleet.add(parser)  # ours: fleet-safe rotations
     return parser
 
 
 def normalize_bools(argv: Sequence[str]) -> list[str]:
     """pflag: a bare boolean flag means `=true`."""
-    bare = {f"--{f}" for f in BOOL_FLAGS}
+    bare = {f"--{f}" for f in (*BOOL_FLAGS, *fleet.BOOL_FLAGS)}
     return [f"{a}=true" if a in bare else a for a in argv]
 
 
@@ -326,6 +329,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         reload_burst=ns.reload_burst,
         default_strategy=_pod_strategy(ns.default_strategy),
         custom_kinds=_custom_kinds(ns.workload_kind),
+        **_fleet(ns),
     )
     for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
@@ -358,6 +362,13 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         warnings=tuple(warnings),
         hash_key=hash_key,
     )
+
+
+def _fleet(ns: argparse.Namespace) -> dict[str, Any]:
+    try:
+        return fleet.options(ns)
+    except fleet.FleetFlagError as exc:
+        raise FlagError(str(exc)) from None
 
 
 def _pod_strategy(text: str) -> evicting.PodStrategy:

@@ -23,6 +23,12 @@ RELOADED_HASHES = "kube-reloader.io/reloaded-hashes"
 POD_STRATEGY = "kube-reloader.io/strategy"
 MAX_UNAVAILABLE = "kube-reloader.io/max-unavailable"
 POD_SELECTOR = "kube-reloader.io/pod-selector"
+#: ours: fleet-safe rotations (core/scheduling.py)
+RELOAD_WINDOW = "kube-reloader.io/reload-window"
+RELOAD_AFTER = "kube-reloader.io/reload-after"
+RELOAD_URGENT = "kube-reloader.io/reload-urgent"
+FREEZE = "kube-reloader.io/freeze"
+JOB_POLICY = "kube-reloader.io/job-policy"
 
 # Go's strconv.ParseBool
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -83,12 +89,13 @@ class Keys:
                 self.configmap_exclude, self.secret_exclude, self.spc_exclude,
                 self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
                 LAST_RELOADED_FROM, RELOADED_HASHES, POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
+                RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY,
             }
         )  # fmt: skip
 
     def resource_keys(self) -> frozenset[str]:
         """Keys that matter on a ConfigMap/Secret/SecretProviderClass."""
-        return frozenset({self.ignore, self.match})
+        return frozenset({self.ignore, self.match, RELOAD_URGENT})
 
 
 def parse_bool(value: str) -> bool | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import hashing, matching, podtemplates, rollouts, strategies
+from kube_reloader.core import hashing, matching, podtemplates, rollouts, scheduling, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind, parse_workload_kind
 from kube_reloader.core.references import (
     PodTemplate,
@@ -70,6 +70,8 @@ class Workload:
     template_changed_at: float | None = None
     #: rollout progress (Deployments, StatefulSets, DaemonSets)
     status: rollouts.Status | None = None
+    #: a Job's running pods (`status.active`)
+    active: int = 0
 
     @property
     def key(self) -> ObjectKey:
@@ -129,6 +131,12 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
             f"{decision.message}, but this Job was created by a CronJob: the CronJob is "
             "reloaded instead of re-running its past Jobs",
         )
+    if workload.kind == WorkloadKind.JOB:
+        policy, _ = scheduling.job_policy(workload.annotations)
+        if policy is scheduling.JobPolicy.NEVER:
+            return result(
+                Outcome.SKIPPED, f"{decision.message}, but the Job says job-policy: never"
+            )
     target = target_container(workload.template, change.rtype, change.name, auto=decision.auto)
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
@@ -255,3 +263,25 @@ def missed_while_away(
     if config_changed_at > template_changed_at:
         return True, f"{what} was written after the pod template; its pods have older content"
     return False, f"{what} is older than the pod template; its pods already have this content"
+
+
+def carried_hashes(
+    workload: Workload, strategy: strategies.Strategy
+) -> dict[tuple[ResourceType, str], str]:
+    """Every hash the workload's pod template carries, by the resource it was written for."""
+    out: dict[tuple[ResourceType, str], str] = {}
+    record = strategies.recorded_hashes(workload.template)
+    tmpl = workload.template
+    for rtype, name in workload.template.references():
+        if strategy is strategies.Strategy.ENV_VARS:
+            env_name = strategies.env_var_name(name, rtype)
+            for c in (*tmpl.containers, *tmpl.init_containers):
+                value = c.env_value(env_name)
+                if value is not None:
+                    out[(rtype, name)] = value
+                    break
+        else:
+            value = record.get(strategies.record_key(rtype, name))
+            if value is not None:
+                out[(rtype, name)] = value
+    return out

@@ -197,6 +197,7 @@ class WorkloadStatus(msgspec.Struct, frozen=True):
     desiredNumberScheduled: int = 0
     updatedNumberScheduled: int = 0
     numberAvailable: int = 0
+    active: int = 0  # Jobs
     conditions: tuple[Condition, ...] = ()
 
 

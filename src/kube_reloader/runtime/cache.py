@@ -166,6 +166,7 @@ def workload_entry(
         workload_ref=ref,
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
         status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
+        active=obj.status.active if kind == WorkloadKind.JOB and isinstance(obj, p.Workload) else 0,
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
 

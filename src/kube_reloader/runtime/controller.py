@@ -2,12 +2,11 @@
 stops them in order; each room owns one thing (see docs/architecture.md):
 
     intake (reflector events -> changes)  ->  fanout (a decision per candidate workload)
-      ->  coalescing (one work item per workload, queued now or after a delay)
-      ->  reconciling (re-plan on the latest state, throttling, pauses, the kind's strategy
-          through the writer)  ->  tracking (rollout progress)
-    resyncing (the level-based catch-up at start and on winning the lease), discovery
-    (optional APIs), reporting (every log line, metric, Event and alert of an outcome),
-    fencing (who may write), supervisor (every task).
+      ->  coalescing (one work item per workload)  ->  reconciling (re-plan on the latest
+          state, throttling; scheduling: slots, windows, freeze, breaker, order; the kind's
+          strategy)  ->  tracking (rollout progress frees the slot)
+    resyncing (catch-up at start and on winning the lease), discovery (optional APIs),
+    reporting (log lines, metrics, Events, alerts), fencing (who may write), supervisor.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
+from kube_reloader.runtime.scheduling import Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -73,17 +73,13 @@ class Controller:
         self.index = self.stores.index
         self.coalescer = Coalescer(self.clock, on_queued=self.reporter.queued)
         self.writer = writer or KubeWriter(client, kinds, options.field_manager)
-        self.throttle = Throttle(
-            self.clock, min_interval=options.min_interval, rate=options.reload_rate,
-            burst=options.reload_burst,
-        )  # fmt: skip
-        self.pauses = Pauses(
-            self.clock, self.stores.keys, self.writer, self.fence, self.reporter, spawn
-        )
+        self.throttle = Throttle(self.clock, min_interval=options.min_interval,
+                                 rate=options.reload_rate, burst=options.reload_burst)  # fmt: skip
+        self.pauses = Pauses(self.clock, self.stores.keys, self.writer, self.fence, self.reporter,
+                             spawn)  # fmt: skip
         self.tracker = RolloutTracker(self.clock, self.reporter, self.stores.workload)
-        self.fanout = FanOut(
-            options, self.clock, self.stores, self.coalescer, self.fence, self.reporter
-        )
+        self.fanout = FanOut(options, self.clock, self.stores, self.coalescer, self.fence,
+                             self.reporter)  # fmt: skip
         self.resync = Resync(
             options, kinds, self.clock, self.stores, self.coalescer, self.fence, self.reporter,
             self.ready,
@@ -93,19 +89,23 @@ class Controller:
             self.stores.workload,
         )  # fmt: skip
         self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
+        self.scheduler = Scheduler(options, self.clock, self.stores, self.coalescer, self.reporter)
+        self.tracker.on_finished = self.scheduler.finished
+        self.rotations.on_done = self.scheduler.rotation_done
+        self.resync.adopt = self.scheduler.adopt
         self.reconciler = Reconciler(
             options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
             self.tracker, self.writer, self.fence, self.reporter, self.supervisor, self.rotations,
-            self.reverts,
+            self.reverts, self.scheduler,
         )  # fmt: skip
-        self.intake = Intake(
-            options, self.clock, self.stores, self.reporter, self.supervisor, self.ready
-        )
+        self.intake = Intake(options, self.clock, self.stores, self.reporter, self.supervisor,
+                             self.ready)  # fmt: skip
         self.resync.namespace_wanted = self.intake.namespace_wanted
         self.intake.fan_out = self.fanout.fan_out
         self.intake.workload_seen = self._workload_seen
         self.intake.workload_gone = self._workload_gone
         self.intake.optional_synced = self._optional_synced
+        self.intake.namespace_changed = self.scheduler.namespace_changed
         self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
         self.metrics.registry.register(ControllerCollector(self))
 
@@ -131,6 +131,9 @@ class Controller:
     def all_reflectors(self) -> list[Any]:
         return self.stores.all_reflectors()
 
+    def fleet(self) -> tuple[int, dict[str, int]]:
+        return len(self.scheduler.in_flight), self.scheduler.counts()
+
     def reconcile_missed(self) -> int:
         return self.resync.reconcile_missed()
 
@@ -140,6 +143,7 @@ class Controller:
         self.reverts.observe(workload)
         if workload.key in self.tracker:
             self.tracker.observe(workload)
+        self.scheduler.observe(workload)
         spec = self.kinds.get(workload.kind)
         if spec is not None and spec.pausable:
             self.pauses.observe(workload)

@@ -42,6 +42,8 @@ class Intake:
     workload_seen: Callable[[planning.Workload], None] = lambda _w: None
     workload_gone: Callable[[ObjectKey], None] = lambda _k: None
     optional_synced: Callable[[], Awaitable[None]] | None = None
+    #: a namespace's annotations changed (freeze, reload-window)
+    namespace_changed: Callable[[str], None] = lambda _ns: None
     _selected_namespaces: set[str] = field(default_factory=set, init=False)
     _stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False
@@ -100,17 +102,21 @@ class Intake:
         async for ev in refl.events():
             if ev.object is None:
                 continue
+            name = ev.object.metadata.name
             if ev.type is EventType.DELETED:
-                self._selected_namespaces.discard(ev.object.metadata.name)
+                self._selected_namespaces.discard(name)
             else:
-                self._selected_namespaces.add(ev.object.metadata.name)
+                self._selected_namespaces.add(name)
+            old = ev.old.metadata.annotations if ev.old is not None else {}
+            if ev.type is EventType.MODIFIED and old != ev.object.metadata.annotations:
+                self.namespace_changed(name)
 
     def namespace_wanted(self, namespace: str) -> bool:
         if self.options.namespaces:
             return namespace in self.options.namespaces
         if namespace in self.options.namespaces_to_ignore:
             return False
-        if self.stores.namespaces is not None:
+        if self.options.namespace_selector and self.stores.namespaces is not None:
             return namespace in self._selected_namespaces
         return True
 

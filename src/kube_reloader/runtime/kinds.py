@@ -135,6 +135,6 @@ BUILTIN = Kinds([
              catch_up=False),
     _builtin(WorkloadKind.JOB, strategies.JOB_RECREATE, catch_up=False),
     KindSpec(WorkloadKind.ROLLOUT, resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],
-             strategies.rollout, discovered=True),
+             strategies.rollout, status=replica_status, discovered=True),
     _builtin(WorkloadKind.DEPLOYMENTCONFIG, strategies.CUSTOM_RESOURCE_PATCH, discovered=True),
 ])  # fmt: skip

@@ -23,6 +23,10 @@ class Observed(Protocol):
 
     def all_reflectors(self) -> list[Any]: ...
 
+    def fleet(self) -> tuple[int, dict[str, int]]:
+        """Rollouts in flight, and held workloads by reason."""
+        ...
+
 
 class ControllerCollector(Collector):
     def __init__(self, controller: Observed) -> None:
@@ -82,3 +86,19 @@ class ControllerCollector(Collector):
         )
         pending.add_metric([], c.pending)
         yield pending
+        in_flight, held = c.fleet()
+        rollouts = GaugeMetricFamily(
+            "kube_reloader_rollouts_in_flight",
+            "Workload rollouts started by reloads and not finished (--max-concurrent-rollouts)",
+        )
+        rollouts.add_metric([], in_flight)
+        yield rollouts
+        waiting = GaugeMetricFamily(
+            "kube_reloader_held_workloads",
+            "Workloads whose reload waits, by reason (slots, window, frozen, halted, order, "
+            "job-running)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(held.items()):
+            waiting.add_metric([reason], count)
+        yield waiting

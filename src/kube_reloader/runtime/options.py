@@ -73,6 +73,15 @@ class Options:
     custom_kinds: tuple[CustomKind, ...] = ()
     #: `--default-strategy`: how a workload without `kube-reloader.io/strategy` is reloaded
     default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH
+    #: `--max-concurrent-rollouts`: rollouts in flight cluster-wide (0: no cap)
+    max_concurrent_rollouts: int = 0
+    #: `--halt-after-failures`: failed rollouts with one content that halt it (0: off)
+    halt_after_failures: int = 0
+    #: `--freeze`: every reload waits until the flag is removed
+    freeze: bool = False
+    #: `--namespace-policies`: read freeze and reload-window annotations on namespaces (a
+    #: cluster-wide watch of namespaces; not in --namespaces mode)
+    namespace_policies: bool = True
     field_manager: str = "Reloader"
     #: `--hash-algorithm=hmac-sha256`: the key content hashes are keyed with (None: SHA-1,
     #: Reloader's values)

@@ -15,6 +15,7 @@ import msgspec
 from kube_reloader.core import evicting, limiting, pausing, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Outcome
+from kube_reloader.core.scheduling import Hold, Verdict
 from kube_reloader.kube import errors
 from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.clock import Clock, utc
@@ -26,6 +27,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
+from kube_reloader.runtime.scheduling import WINDOW_MARGIN, Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -55,6 +57,8 @@ class Reconciler:
     rotations: Rotations
     #: template writes watched for a minute, in case they are undone
     reverts: Reverts
+    #: when a reload may be written (slots, windows, freeze, breaker, order, Jobs)
+    scheduler: Scheduler
     #: consecutive failures per workload, for the backoff
     failures: dict[ObjectKey, int] = field(default_factory=dict, init=False)
 
@@ -131,6 +135,7 @@ class Reconciler:
         todo = [p for p in plans if p.outcome is Outcome.RELOAD]
         if not todo:
             self.failures.pop(key, None)
+            self.scheduler.idle(key)
             return
         kind = self.kinds.get(workload.kind)
         policy, warnings = evicting.policy_of(
@@ -140,13 +145,39 @@ class Reconciler:
         self.reporter.warn_once(workload, warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
             self.failures.pop(key, None)
+            self.scheduler.idle(key)
             return
         if self._defer(item, workload):
             return
-        if policy.strategy is evicting.PodStrategy.EVICT:
-            self._rotate(workload, policy, todo)
+        verdict = self.scheduler.admit(workload, todo)
+        if not verdict.write:
+            self._hold(item, verdict)
             return
-        self.rotations.forget(key)  # switched back to patch: a rotation still running ends
+        written = rolling = False
+        try:
+            if policy.strategy is evicting.PodStrategy.EVICT:
+                written = rolling = self._rotate(workload, policy, todo)
+            else:
+                self.rotations.forget(key)  # switched back to patch: a rotation running ends
+                written, rolling = await self._write(item, workload, todo)
+        finally:
+            self.scheduler.wrote(key, todo, written=written, rolling=rolling)
+
+    def _hold(self, item: WorkItem, verdict: Verdict) -> None:
+        """The scheduler holds the reload: its changes wait (newer ones join them), looked at
+        again when what it waits for happens, or when its window opens."""
+        self.failures.pop(item.key, None)
+        item.queued_at = None
+        self.coalescer.put_back(item)
+        if verdict.hold is Hold.WINDOW and verdict.until is not None:
+            delay = max(0.0, verdict.until - self.clock.wall()) + WINDOW_MARGIN
+            self.coalescer.schedule(item.key, delay)
+
+    async def _write(
+        self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan]
+    ) -> tuple[bool, bool]:
+        """Write the reload through the kind's strategy: (written, its rollout followed)."""
+        key = workload.key
         spec = self.kinds[workload.kind]
         when = utc(self.clock)
         write_started = self.clock.monotonic()
@@ -166,12 +197,12 @@ class Reconciler:
                 self.refresh(workload.kind, await self.writer.read(key))
             except errors.NotFound:
                 self.coalescer.drop(key)
-                return
+                return False, False
             except errors.KubeError:
                 self._retry(key)
-                return
+                return False, False
             self.coalescer.requeue(key)
-            return
+            return False, False
         except errors.Transient as exc:
             # put the changes back (newer ones that arrived meanwhile win) and back off
             self._put_back(item)
@@ -179,34 +210,38 @@ class Reconciler:
                 "reload failed, will retry", extra={"workload": str(key), "error": str(exc)}
             )
             self._retry(key)
-            return
+            return False, False
         except errors.NotFound:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
-            return
+            return False, False
         except errors.KubeError as exc:
             self.failures.pop(key, None)
             self.reporter.reload_failed(workload, todo, exc)
-            return
+            return False, False
         self.failures.pop(key, None)
         self.throttle.reloaded(key)
         if answer is not None:
             generation = (answer.get("metadata") or {}).get("generation")
             self.reverts.written(workload, todo, generation if isinstance(generation, int) else 0)
+        rolling = False
         if answer is not None and answer.get("kind") == workload.kind:
             self.refresh(workload.kind, answer)
             if spec.status is not None:
                 self.tracker.started(workload, answer)
+                rolling = workload.key in self.tracker
         accepted = self.clock.monotonic()
         self.reporter.written(key.kind, accepted - write_started)
         for p in todo:
             seen = item.observed.get((p.change.rtype, p.change.name))
             self.reporter.reloaded(workload, p, None if seen is None else accepted - seen)
+        return True, rolling
 
     def _rotate(
         self, workload: planning.Workload, policy: evicting.PodPolicy, todo: list[planning.Plan]
-    ) -> None:
+    ) -> bool:
         """Hand the reload to a rotation (its pods replaced; the template is not written),
-        for the newest of its changes: the pods created before it are replaced."""
+        for the newest of its changes: the pods created before it are replaced. True when
+        one was started (or took the change over)."""
         csi = [p for p in todo if p.change.rtype is ResourceType.SECRETPROVIDERCLASS]
         if csi:  # per-pod statuses, no content time: a rotation could not tell old from new
             self.reporter.warn_once(workload, (
@@ -214,7 +249,7 @@ class Reconciler:
                 "not reloaded for them",))  # fmt: skip
             todo = [p for p in todo if p not in csi]
             if not todo:
-                return
+                return False
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
         written = [self._changed_at(p.change) for p in todo]
@@ -224,6 +259,7 @@ class Reconciler:
         self.rotations.start(workload, policy, todo, changed_at)
         self.failures.pop(workload.key, None)
         self.throttle.reloaded(workload.key)
+        return workload.key in self.rotations
 
     def _changed_at(self, change: planning.Change) -> float | None:
         """When the config's content was last written (the API server's whole seconds)."""
@@ -257,3 +293,4 @@ class Reconciler:
         self.throttle.forget(key)
         self.rotations.forget(key)
         self.reverts.forget(key)
+        self.scheduler.forget(key)

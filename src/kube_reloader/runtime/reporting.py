@@ -60,9 +60,10 @@ class KubeEvents:
         self, workload: planning.Workload, event_type: str, reason: str, message: str,
         component: str,
     ) -> None:  # fmt: skip
+        spec = self.kinds.get(workload.kind)  # else a ConfigMap or Secret
         await events.record(
             self.client, kind=str(workload.kind),
-            api_version=self.kinds[workload.kind].resource.api_version,
+            api_version="v1" if spec is None else spec.resource.api_version,
             namespace=workload.namespace, name=workload.name, uid=workload.uid,
             event_type=event_type, reason=reason, message=message, component=component,
         )  # fmt: skip
@@ -357,6 +358,30 @@ class Reporter:
             "its pods instead of writing the template.",
             "reloader",
         )  # fmt: skip
+
+    # -- fleet-safe rotations (runtime/scheduling.py, runtime/breaker.py) --------------------
+    def held(self, workload: planning.Workload, hold: str, text: str, *, first: bool) -> None:
+        """A reload waits (ReloadHalted when the circuit breaker holds it); one Event per hold."""
+        self.metrics.deferred.labels(reason=hold).inc()
+        if first:
+            log.info("reload held", extra={"workload": str(workload.key), "reason": hold})
+            warn = hold == "halted"
+            self.event(workload, "Warning" if warn else "Normal",
+                       "ReloadHalted" if warn else "ReloadDeferred", text, "reloader")  # fmt: skip
+
+    def halted(self, resource: planning.Workload, text: str, *, on: bool) -> None:
+        """The circuit breaker opened for (or was reset by new content of) a ConfigMap/Secret."""
+        label = f"{resource.kind}/{resource.name}"
+        self.metrics.halted.labels(namespace=resource.namespace, resource=label).set(int(on))
+        log.log(
+            logging.WARNING if on else logging.INFO,
+            "circuit breaker open" if on else "circuit breaker reset by new content",
+            extra={"resource": str(resource.key)},
+        )
+        if on:
+            self.event(resource, "Warning", "ReloadHalted", text, "reloader")
+        if on and self.alerts is not None and self.fence.may_write():
+            self.alerts.notify(text)
 
     # -- webhook mode -----------------------------------------------------------------------
     def webhook_sent(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:

@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning
+from kube_reloader.core import evicting, planning, scheduling
+from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.coalescing import Coalescer
@@ -31,6 +32,8 @@ class Resync:
     #: the namespace filter (`--namespace-selector`, `--namespaces-to-ignore`): the index of a
     #: cluster-wide watch holds every namespace's workloads
     namespace_wanted: Callable[[str], bool] = field(default=lambda _ns: True)
+    #: a rollout in flight found here takes a slot of `--max-concurrent-rollouts`
+    adopt: Callable[[planning.Workload], bool] = field(default=lambda _w: False)
 
     async def loop(self) -> None:
         """Catch up each time this replica starts writing (startup, or a won election)."""
@@ -51,7 +54,10 @@ class Resync:
             if not self.namespace_wanted(candidate.namespace):
                 continue
             spec = self.kinds.get(candidate.kind)
-            if spec is None or not spec.catch_up:
+            if spec is None:
+                continue
+            self.adopt(candidate)
+            if not spec.catch_up and not _held_job(candidate):
                 continue
             try:
                 queued += self._catch_up(candidate, now)
@@ -105,3 +111,12 @@ class Resync:
                 queued = 1
             self.coalescer.add(workload.key, change, None, self.options.coalesce_window)
         return queued
+
+
+def _held_job(workload: planning.Workload) -> bool:
+    """A Job under `job-policy: after-completion` may have been held when the controller
+    stopped: its re-creation is caught up like any rollout."""
+    if workload.kind != WorkloadKind.JOB:
+        return False
+    policy, _ = scheduling.job_policy(workload.annotations)
+    return policy is scheduling.JobPolicy.AFTER_COMPLETION

@@ -86,6 +86,8 @@ class Rotations:
     supervisor: Supervisor
     #: the cached workload (its rollout status: how many pods it should have); None: gone
     lookup: Callable[[ObjectKey], planning.Workload | None]
+    #: told when a rotation ends, and whether it replaced every pod (frees its slot)
+    on_done: Callable[[ObjectKey, bool], None] = field(default=lambda _k, _ok: None)
     _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
     _active: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_ACTIVE))
 
@@ -121,9 +123,10 @@ class Rotations:
 
     async def _run(self, rotation: Rotation) -> None:
         key = rotation.workload.key
+        ok = False
         try:
             async with self._active:  # at most MAX_ACTIVE rotations look at their pods at once
-                await self._rotate(rotation)
+                ok = await self._rotate(rotation)
         except errors.NotFound:
             log.info("workload gone, rotation ended", extra={"workload": str(key)})
         except _Dropped:
@@ -140,8 +143,10 @@ class Rotations:
         finally:
             if self._running.get(key) is rotation:  # not a newer one started after `forget`
                 del self._running[key]
+                self.on_done(key, ok)
 
-    async def _rotate(self, rotation: Rotation) -> None:
+    async def _rotate(self, rotation: Rotation) -> bool:
+        """Replace the pods; True when every one was replaced."""
         w = rotation.workload
         obj = await self._read(w.key)
         raw_spec = obj.get("spec")
@@ -155,12 +160,12 @@ class Rotations:
             except selectors.SelectorError as err:
                 self.reporter.warn_once(w, (f"cannot find the pods to replace: {err}",),
                                         "ReloadError")  # fmt: skip
-                return
+                return False
         min_ready = _number(spec.get("minReadySeconds"))
         uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
         while not rotation.gone:
             if not self.fence.may_write():
-                return  # leadership lost: the next leader's catch-up carries on from the pods
+                return False  # leadership lost: the next leader's catch-up carries on
             w = self.lookup(w.key) or w
             cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
             if self.clock.wall() < cutoff:  # a replacement must be newer than the change
@@ -192,10 +197,10 @@ class Rotations:
                         w, rotation.plans, rotation.evicted,
                         self.clock.monotonic() - rotation.started,
                     )  # fmt: skip
-                return
+                return True
             if step.phase is evicting.Phase.FAILED:
                 self.reporter.rotation_failed(w, step.reason, rotation.evicted)
-                return
+                return False
             refused = await self._evict(rotation, step.evict) if step.evict else False
             if not refused:
                 await self._sleep(POLL_SECONDS)
@@ -205,10 +210,11 @@ class Rotations:
                     w, f"evictions refused for {plan.deadline:g}s: {rotation.last_error}",
                     rotation.evicted,
                 )  # fmt: skip
-                return
+                return False
             await self._sleep(
                 limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
             )
+        return False  # forgotten: gone, or reloaded by patch again
 
     async def _evict(self, rotation: Rotation, pods: tuple[evicting.Pod, ...]) -> bool:
         """Evict `pods` in order; True when one was refused (the rest wait for the retry)."""

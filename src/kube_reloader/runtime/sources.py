@@ -79,7 +79,9 @@ def workloads(
 
 
 def namespaces(client: Client, options: Options) -> Reflector[projections.Object] | None:
-    if not options.namespace_selector or options.namespaces:
+    """Namespaces, watched for `--namespace-selector` and for the namespace policies
+    (freeze, reload-window); not in `--namespaces` mode (no cluster-wide read there)."""
+    if options.namespaces or not (options.namespace_selector or options.namespace_policies):
         return None
     return Reflector(
         client, resources.NAMESPACES, type=projections.Object,

@@ -60,6 +60,13 @@ class Stores:
                 return dict(obj.metadata.annotations)
         return {}
 
+    def namespace_annotations(self, namespace: str) -> dict[str, str]:
+        """A namespace's annotations ({} when namespaces are not watched or it is unknown)."""
+        if self.namespaces is None:
+            return {}
+        obj = self.namespaces.store.get(("", namespace))
+        return {} if obj is None else obj.metadata.annotations
+
     def workload(self, key: ObjectKey) -> planning.Workload | None:
         return self.index.workloads.get(key)
 

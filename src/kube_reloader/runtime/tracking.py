@@ -24,6 +24,8 @@ class RolloutTracker:
         self.clock = clock
         self.reporter = reporter
         self.lookup = lookup
+        #: told when a followed rollout ends (the scheduler frees its slot)
+        self.on_finished: Callable[[ObjectKey, rollouts.RolloutState], None] = lambda _k, _r: None
         #: key -> (generation written, started (monotonic), deadline seconds, the timer)
         self._tracking: dict[ObjectKey, tuple[int, float, float, Timer]] = {}
 
@@ -72,3 +74,4 @@ class RolloutTracker:
         _written, started, limit, timer = self._tracking.pop(workload.key)
         timer.cancel()
         self.reporter.rollout_finished(workload, result, self.clock.monotonic() - started, limit)
+        self.on_finished(workload.key, result)

@@ -16,6 +16,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
+from kube_reloader.runtime.scheduling import Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -44,9 +45,11 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
     tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
     sup = Supervisor()
     rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
+    scheduler = Scheduler(opts, room.clock, stores, co, room.reporter)
     rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
                      room.fence, room.reporter, sup, rotations,
-                     Reverts(room.clock, room.reporter, opts.plan.strategy))  # fmt: skip
+                     Reverts(room.clock, room.reporter, opts.plan.strategy),
+                     scheduler)  # fmt: skip
     return Rig(room, writer, stores, co, rec)
 
 

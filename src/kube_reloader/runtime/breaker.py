@@ -1,0 +1,114 @@
+"""The circuit breaker (`--halt-after-failures=N`): when N workload rollouts fail with the
+same content of one ConfigMap or Secret, reloads for that content stop (the workloads that
+still wait for it are held); the resource's next content change lifts the halt, and every
+held or failed workload then gets one rollout to the new content.
+
+Failures are level-based where the cluster records them: a workload whose status says its
+progress deadline was exceeded, for the generation it runs, failed with the hashes its pod
+template carries (so a restarted controller reads them back from the watch). A rollout the
+tracker calls stuck (no progress deadline: StatefulSets, DaemonSets) counts from memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kube_reloader.core import planning, strategies
+from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.planning import Plan
+from kube_reloader.core.references import PodTemplate
+from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.stores import Stores
+
+#: a ConfigMap or Secret: (type, namespace, name)
+Resource = tuple[ResourceType, str, str]
+#: a resource's content: (resource, hash)
+Content = tuple[Resource, str]
+
+
+def contents(todo: list[Plan]) -> tuple[Content, ...]:
+    return tuple(((p.change.rtype, p.change.namespace, p.change.name), p.change.hash) for p in todo)
+
+
+@dataclass
+class Breaker:
+    #: failures that halt a content (0: the breaker is off)
+    limit: int
+    stores: Stores
+    reporter: Reporter
+    _failed: dict[Content, set[ObjectKey]] = field(default_factory=dict, init=False)
+    _failed_by: dict[ObjectKey, set[Content]] = field(default_factory=dict, init=False)
+    #: content the breaker stopped (halted until the resource's content changes)
+    halted: dict[Resource, str] = field(default_factory=dict, init=False)
+
+    def holding(self, todo: list[Plan]) -> tuple[str, ...]:
+        """The resources of `todo` whose content to write is halted."""
+        return tuple(
+            str(p.change) for p in todo
+            if self.halted.get((p.change.rtype, p.change.namespace, p.change.name))
+            == p.change.hash
+        )  # fmt: skip
+
+    def observe(
+        self, workload: planning.Workload, strategy: strategies.Strategy, progressing: bool
+    ) -> None:
+        """A workload's status: a failed rollout counts against the content it carries; a
+        finished one no longer counts."""
+        st = workload.status
+        if self.limit <= 0 or st is None or st.observed_generation < st.generation:
+            return
+        if st.progress_deadline_exceeded:
+            for (rtype, name), h in planning.carried_hashes(workload, strategy).items():
+                if rtype is not ResourceType.SECRETPROVIDERCLASS:
+                    self.fail(workload.key, ((rtype, workload.namespace, name), h))
+        elif not progressing:
+            self.recovered(workload.key)
+
+    def fail(self, key: ObjectKey, content: Content) -> None:
+        if self.limit <= 0:
+            return
+        workloads = self._failed.setdefault(content, set())
+        if key in workloads:
+            return
+        workloads.add(key)
+        self._failed_by.setdefault(key, set()).add(content)
+        limit = self.limit
+        resource, digest = content
+        if limit > 0 and len(workloads) >= limit and self.halted.get(resource) != digest:
+            self.halted[resource] = digest
+            self._tripped(resource, len(workloads))
+
+    def recovered(self, key: ObjectKey) -> None:
+        for content in self._failed_by.pop(key, set()):
+            workloads = self._failed.get(content)
+            if workloads is not None:
+                workloads.discard(key)
+                if not workloads:
+                    del self._failed[content]
+
+    def resume(self, todo: list[Plan]) -> None:
+        """New content of a halted resource (the fix) lifts the halt."""
+        for p in todo:
+            resource = (p.change.rtype, p.change.namespace, p.change.name)
+            halted = self.halted.get(resource)
+            if halted is not None and halted != p.change.hash:
+                del self.halted[resource]
+                self.reporter.halted(_target(self.stores, resource), "", on=False)
+                for k in self._failed.pop((resource, halted), set()):
+                    self._failed_by.get(k, set()).discard((resource, halted))
+
+    def _tripped(self, resource: Resource, failures: int) -> None:
+        rtype, namespace, name = resource
+        text = (
+            f"Reloads for {rtype.kind} {namespace}/{name} halted: {failures} workload rollouts "
+            "failed with its current content (--halt-after-failures); its next content change "
+            "resumes them"
+        )
+        self.reporter.halted(_target(self.stores, resource), text, on=True)
+
+
+def _target(stores: Stores, resource: Resource) -> planning.Workload:
+    """The ConfigMap/Secret as an Event's object (its uid, when it is in the cache)."""
+    rtype, namespace, name = resource
+    entry = stores.config(rtype, namespace, name)
+    uid = "" if entry is None else entry.metadata.uid
+    return planning.Workload(rtype.kind, namespace, name, {}, PodTemplate(), uid=uid)

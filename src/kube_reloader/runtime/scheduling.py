@@ -1,0 +1,321 @@
+"""Scheduling: between "this workload should reload" and "write it" (core/scheduling.py has
+the rules). This room owns the rollout slots and their line, the circuit breaker's failures,
+and who waits for what; every hold is level-based: the held changes stay in the coalescer, and
+the workload is looked at again when what it waits for happens (a slot frees, a followed
+workload or a Job finishes, a namespace changes, a window opens). After a restart, the
+start-up catch-up re-plans every workload and the same rules hold it again; the breaker's
+failures are read back from the workloads' own status (runtime/breaker.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
+from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.planning import Outcome, Plan
+from kube_reloader.core.references import ENV_PREFIX, PodTemplate
+from kube_reloader.core.scheduling import Hold, Verdict
+from kube_reloader.runtime import breaker
+from kube_reloader.runtime.breaker import Breaker, Content
+from kube_reloader.runtime.clock import Clock, Timer
+from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.stores import Stores
+
+#: a window opens "±30 s": look again this long after its start, so a clock that lags a
+#: little does not find it still closed
+WINDOW_MARGIN = 1.0
+
+
+@dataclass
+class Scheduler:
+    options: Options
+    clock: Clock
+    stores: Stores
+    coalescer: Coalescer
+    reporter: Reporter
+    #: workloads whose rollout holds a slot: admitted (writing) or rolling out
+    in_flight: set[ObjectKey] = field(default_factory=set, init=False)
+    #: waiting for a slot, first come first served
+    _line: dict[ObjectKey, None] = field(default_factory=dict, init=False)
+    #: called from the line: a slot is theirs when they are next handled
+    _called: set[ObjectKey] = field(default_factory=set, init=False)
+    #: what each rolling workload was written with (for the breaker)
+    _written: dict[ObjectKey, tuple[Content, ...]] = field(default_factory=dict, init=False)
+    #: the circuit breaker (`--halt-after-failures`)
+    breaker: Breaker = field(init=False)
+    #: followed workload -> the workloads waiting for it
+    _followers: dict[ObjectKey, set[ObjectKey]] = field(default_factory=dict, init=False)
+    #: every held workload and why
+    held: dict[ObjectKey, Hold] = field(default_factory=dict, init=False)
+    #: rollouts found in flight at start (not written by this process), and their deadlines
+    _adopted: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
+
+    # -- deciding ---------------------------------------------------------------------------
+    def admit(self, workload: planning.Workload, todo: list[Plan]) -> Verdict:
+        """Write now (a slot is taken until `wrote`/`finished`), or hold and why."""
+        key = workload.key
+        self.breaker.resume(todo)
+        rules, warnings = scheduling.rules_of(
+            key, workload.annotations, self.stores.namespace_annotations(workload.namespace),
+            freeze=self.options.freeze,
+        )  # fmt: skip
+        self.reporter.warn_once(workload, tuple(warnings))
+        facts = self._facts(workload, rules, todo)
+        verdict = scheduling.decide(rules, facts)
+        if verdict.write:
+            self._leave_line(key)
+            self.held.pop(key, None)
+            self.in_flight.add(key)
+            return verdict
+        if verdict.hold is Hold.SLOTS:
+            self._called.discard(key)
+            self._line.setdefault(key, None)
+        elif self._leave_line(key):
+            self._call()  # its slot goes to the next in line
+        first = self.held.get(key) is not verdict.hold
+        self.held[key] = verdict.hold or Hold.SLOTS
+        self._report(workload, verdict, todo, first)
+        return verdict
+
+    def _facts(
+        self, workload: planning.Workload, rules: scheduling.Rules, todo: list[Plan]
+    ) -> scheduling.Facts:
+        key = workload.key
+        cap = self.options.max_concurrent_rollouts
+        others = len(self.in_flight - {key}) + len(self._called - {key})
+        if key in self._called:
+            ahead = 0
+        elif key in self._line:
+            ahead = next(i for i, k in enumerate(self._line) if k == key)
+        else:
+            ahead = len(self._line)
+        return scheduling.Facts(
+            now=self.clock.wall(),
+            urgent=any(scheduling.urgent(p.change.annotations) for p in todo),
+            halted=self.breaker.holding(todo),
+            job_active=workload.active,
+            waiting_on=self._waiting_on(workload, rules.after, todo),
+            cap=cap,
+            in_flight=others,
+            ahead=ahead if cap > 0 else 0,
+        )
+
+    def _waiting_on(
+        self, workload: planning.Workload, after: tuple[ObjectKey, ...], todo: list[Plan]
+    ) -> tuple[ObjectKey, ...]:
+        waiting: list[ObjectKey] = []
+        for k in after:
+            if self._cycle(k, workload.key):
+                self.reporter.warn_once(workload, (
+                    f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this workload "
+                    "too (a cycle); that order is ignored",))  # fmt: skip
+                continue
+            if self._unfinished(k, todo):
+                waiting.append(k)
+                self._followers.setdefault(k, set()).add(workload.key)
+        return tuple(waiting)
+
+    def _cycle(self, start: ObjectKey, me: ObjectKey) -> bool:
+        """Does `start` (transitively, bounded) follow `me`?"""
+        seen: set[ObjectKey] = set()
+        todo = [start]
+        while todo and len(seen) < 256:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            w = self.stores.workload(k)
+            if w is None:
+                continue
+            rules, _ = scheduling.rules_of(k, w.annotations, {})
+            if me in rules.after:
+                return True
+            todo.extend(rules.after)
+        return False
+
+    def _unfinished(self, k: ObjectKey, todo: list[Plan]) -> bool:
+        """Has the followed workload `k` still to roll (or be rolling) these changes?"""
+        if k in self.in_flight or k in self._line or k in self._called:
+            return True
+        w = self.stores.workload(k)
+        if w is None:
+            return False  # nothing to wait for
+        w = self.stores.resolve(w)
+        now = int(self.clock.wall())
+        evicts = _evicts(w, self.options)
+        for p in todo:
+            change = planning.Change(
+                p.change.rtype, w.namespace, p.change.name, p.change.hash, p.change.event,
+                p.change.annotations,
+            )  # fmt: skip
+            mine = planning.plan(change=change, workload=w, config=self.options.plan, now=now)
+            if mine.outcome is Outcome.RELOAD and not evicts:
+                return True  # it has not been written for this content yet
+            if mine.outcome is Outcome.RELOAD and k in self.coalescer:
+                return True  # its pods are still to be replaced
+        return w.status is not None and _progressing(w)
+
+    # -- slots ------------------------------------------------------------------------------
+    def wrote(self, key: ObjectKey, todo: list[Plan], *, written: bool, rolling: bool) -> None:
+        """An admitted write ended: written or not; `rolling`: its rollout is followed (by the
+        rollout tracker or a rotation), which frees the slot when it finishes."""
+        if written:
+            self._written[key] = breaker.contents(todo)
+        if not (written and rolling):
+            self._free(key)
+            if written:
+                self._wake_followers(key)
+
+    def finished(self, key: ObjectKey, result: rollouts.RolloutState | None) -> None:
+        """A followed rollout (or rotation) ended; `result` None: it was dropped."""
+        failed = result in (rollouts.RolloutState.FAILED, rollouts.RolloutState.STUCK)
+        if failed:
+            for content in self._written.get(key, ()):
+                self.breaker.fail(key, content)
+        self._free(key)
+        self._wake_followers(key)
+
+    def rotation_done(self, key: ObjectKey, ok: bool) -> None:
+        done = rollouts.RolloutState.COMPLETE if ok else rollouts.RolloutState.FAILED
+        self.finished(key, done)
+
+    def idle(self, key: ObjectKey) -> None:
+        """The workload has nothing to write (up to date, or unreadable rules)."""
+        self.held.pop(key, None)
+        if self._leave_line(key):
+            self._call()
+
+    def _free(self, key: ObjectKey) -> None:
+        if key in self.in_flight:
+            self.in_flight.discard(key)
+            self._call()
+
+    def _leave_line(self, key: ObjectKey) -> bool:
+        called = key in self._called
+        self._called.discard(key)
+        self._line.pop(key, None)
+        return called
+
+    def _call(self) -> None:
+        """Free slots go to the first in line."""
+        cap = self.options.max_concurrent_rollouts
+        while self._line and (cap <= 0 or len(self.in_flight) + len(self._called) < cap):
+            key = next(iter(self._line))
+            del self._line[key]
+            self._called.add(key)
+            self.coalescer.schedule(key, 0)
+
+    def adopt(self, workload: planning.Workload) -> bool:
+        """A rollout in flight found at start (or on winning the lease) holds a slot: a
+        template that carries a reload and is still rolling out. True when it was taken."""
+        if self.options.max_concurrent_rollouts <= 0 or workload.key in self.in_flight:
+            return False
+        if workload.status is None or not _progressing(workload):
+            return False
+        if not _reloaded(workload.template):
+            return False
+        key = workload.key
+        self.in_flight.add(key)
+        limit = rollouts.deadline(workload.status)
+        self._adopted[key] = self.clock.call_later(
+            limit, lambda: self._adopted_done(key, rollouts.RolloutState.STUCK)
+        )
+        log.info("rollout in flight at start holds a slot", extra={"workload": str(key)})
+        return True
+
+    def _adopted_done(self, key: ObjectKey, result: rollouts.RolloutState) -> None:
+        timer = self._adopted.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+            self.finished(key, result)
+
+    # -- watching ---------------------------------------------------------------------------
+    def observe(self, workload: planning.Workload) -> None:
+        """A workload's new state: the breaker reads failures from it; followers and Jobs
+        waiting on it are looked at again."""
+        key = workload.key
+        st = workload.status
+        if st is not None:
+            self.breaker.observe(workload, self.options.plan.strategy, _progressing(workload))
+        if key in self._adopted and st is not None and not _progressing(workload):
+            failed = st.progress_deadline_exceeded
+            self._adopted_done(
+                key, rollouts.RolloutState.FAILED if failed else rollouts.RolloutState.COMPLETE
+            )
+        if self.held.get(key) is Hold.JOB_RUNNING and workload.active == 0:
+            self._wake(key)
+        if key in self._followers:
+            self._wake_followers(key)
+
+    def namespace_changed(self, namespace: str) -> None:
+        """A namespace's freeze or window may have changed: its held workloads look again."""
+        for key, hold in list(self.held.items()):
+            if key.namespace == namespace and hold in (Hold.FROZEN, Hold.WINDOW):
+                self._wake(key)
+
+    def forget(self, key: ObjectKey) -> None:
+        """The workload is gone."""
+        self.held.pop(key, None)
+        self._written.pop(key, None)
+        self._followers.pop(key, None)
+        self.breaker.recovered(key)
+        timer = self._adopted.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if self._leave_line(key):
+            self._call()
+        self._free(key)
+
+    def _wake(self, key: ObjectKey) -> None:
+        if key in self.coalescer:
+            self.coalescer.schedule(key, 0)
+
+    def _wake_followers(self, key: ObjectKey) -> None:
+        for follower in sorted(self._followers.pop(key, ())):
+            self._wake(follower)
+
+    def _report(self, workload: planning.Workload, verdict: Verdict, todo: list[Plan],
+                first: bool) -> None:  # fmt: skip
+        what = ", ".join(sorted({str(p.change) for p in todo}))
+        verb = "held" if verdict.hold is Hold.HALTED else "deferred"
+        text = f"Reload of '{workload.name}' for {what} {verb}: {verdict.message}"
+        self.reporter.held(workload, str(verdict.hold), text, first=first)
+
+    def counts(self) -> dict[str, int]:
+        """Held workloads by reason (for the gauge)."""
+        out = {h.value: 0 for h in Hold}
+        for hold in self.held.values():
+            out[hold.value] += 1
+        return out
+
+
+def _progressing(w: planning.Workload) -> bool:
+    st = w.status
+    if st is None:
+        return False
+    return rollouts.state(str(w.kind), st.generation, st) is rollouts.RolloutState.PROGRESSING
+
+
+def _reloaded(template: PodTemplate) -> bool:
+    if LAST_RELOADED_FROM in template.annotations or RELOADED_HASHES in template.annotations:
+        return True
+    return any(
+        v.name.startswith(ENV_PREFIX) and v.value is not None
+        for c in (*template.containers, *template.init_containers)
+        for v in c.env
+    )
+
+
+def _evicts(w: planning.Workload, options: Options) -> bool:
+    kind = options.kinds.get(w.kind)
+    policy, _ = evicting.policy_of(
+        w.kind, w.annotations, options.default_strategy,
+        evictable=kind is not None and kind.evictable,
+    )  # fmt: skip
+    return policy is not None and policy.strategy is evicting.PodStrategy.EVICT
