@@ -32,6 +32,9 @@ class Status:
     replicas: int = 0  # desired: spec.replicas, or desiredNumberScheduled for DaemonSets
     updated: int = 0
     available: int = 0
+    #: pods still running the old template (status.replicas - updatedReplicas): a surge
+    #: rollout whose new pods are not Ready keeps the old ones available
+    outdated: int = 0
     current_revision: str = ""  # StatefulSets
     update_revision: str = ""
     progress_deadline_exceeded: bool = False
@@ -43,7 +46,7 @@ def state(kind: str, written_generation: int, s: Status) -> RolloutState:
         return RolloutState.PROGRESSING
     if s.progress_deadline_exceeded:
         return RolloutState.FAILED
-    done = s.updated >= s.replicas and s.available >= s.replicas
+    done = s.updated >= s.replicas and s.available >= s.replicas and s.outdated <= 0
     if (
         kind == WorkloadKind.STATEFULSET
         and s.update_revision

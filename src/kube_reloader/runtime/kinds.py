@@ -66,6 +66,7 @@ def replica_status(obj: p.Workload) -> rollouts.Status:
         replicas=obj.spec.replicas if obj.spec.replicas is not None else 1,
         updated=st.updatedReplicas,
         available=st.availableReplicas,
+        outdated=st.replicas - st.updatedReplicas,
         current_revision=st.currentRevision,
         update_revision=st.updateRevision,
         progress_deadline_exceeded=_exceeded(obj),

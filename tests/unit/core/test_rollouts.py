@@ -33,3 +33,13 @@ def test_rollout_state(
 def test_our_deadline_leaves_the_workload_controller_time_to_report() -> None:
     assert deadline(Status(progress_deadline_seconds=60)) == 90
     assert deadline(Status()) == 630
+
+
+def test_a_surge_rollout_whose_new_pod_is_not_ready_is_still_progressing() -> None:
+    """maxUnavailable 0: the old pod stays available while the new one never gets Ready; the
+    status then counts 1 updated, 1 available, 2 pods in all."""
+    s = Status(generation=2, observed_generation=2, replicas=1, updated=1, available=1,
+               outdated=1)  # fmt: skip
+    assert state(WorkloadKind.DEPLOYMENT, 2, s) is RolloutState.PROGRESSING
+    done = Status(generation=2, observed_generation=2, replicas=1, updated=1, available=1)
+    assert state(WorkloadKind.DEPLOYMENT, 2, done) is RolloutState.COMPLETE
