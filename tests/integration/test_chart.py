@@ -77,6 +77,8 @@ MATRIX: dict[str, dict[str, Any]] = {
     "ha": {"reloader": {"enableHA": True, "deployment": {"replicas": 2}}},
     "pod reloads": {"reloader": {"defaultStrategy": "evict", "workloadKinds": [
         "serving.knative.dev/v1/services:spec.template", "core.example.io/v1beta2/podsets:spec.pod.template"]}},
+    "fleet safety": {"reloader": {"maxConcurrentRollouts": 10, "haltAfterFailures": 3, "freeze": True,
+                                  "namespacePolicies": False}},
     "everything": {
         "reloader": {
             "autoReloadAll": True, "isArgoRollouts": True, "isOpenshift": True, "ignoreJobs": True,
@@ -130,6 +132,23 @@ def test_chart_renders_and_the_binary_accepts_the_rendered_args(case: str) -> No
         }
         pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
         assert pdb["spec"]["maxUnavailable"] == 0
+    if case == "fleet safety":
+        assert (opts.max_concurrent_rollouts, opts.halt_after_failures) == (10, 3)
+        assert opts.freeze
+        assert not opts.namespace_policies
+        role = next(d for d in docs if d["kind"] == "ClusterRole")
+        assert not any("namespaces" in r.get("resources", []) for r in role["rules"])
+    if case == "defaults":
+        assert (opts.max_concurrent_rollouts, opts.halt_after_failures, opts.freeze) == (
+            0,
+            0,
+            False,
+        )
+        assert opts.namespace_policies
+        role = next(d for d in docs if d["kind"] == "ClusterRole")
+        assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]} in role[
+            "rules"
+        ]
     if case == "scoped namespaces":
         assert opts.namespaces == ("ns", "team-a", "team-b")
         assert {(d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role"} == {
@@ -255,7 +274,8 @@ def test_the_dashboard_only_uses_metrics_that_exist() -> None:
     dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
     exposed = set(metrics.names(metrics.Recorder(by_namespace=False)))
     exposed |= {"kube_reloader_watch_restarts_total", "kube_reloader_relists_total", "kube_reloader_cache_objects",
-                "kube_reloader_pending_reloads", "kube_reloader_alerts_total"}  # fmt: skip
+                "kube_reloader_pending_reloads", "kube_reloader_alerts_total",
+                "kube_reloader_rollouts_in_flight", "kube_reloader_held_workloads"}  # fmt: skip
     for panel in dashboard["panels"]:
         for target in panel["targets"]:
             for name in re.findall(

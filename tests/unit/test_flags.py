@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kube_reloader.cli.flags import FlagError, parse
@@ -271,3 +273,39 @@ def test_the_default_strategy_is_the_template_patch_unless_evict_is_asked(
 def test_an_unknown_default_strategy_stops_the_start_with_one_line() -> None:
     with pytest.raises(FlagError, match="--default-strategy: 'delete' must be patch or evict"):
         parse(["--default-strategy=delete"], env={})
+
+
+@pytest.mark.parametrize(
+    ("argv", "cap", "halt", "freeze", "policies"),
+    [
+        ([], 0, 0, False, True),
+        (["--max-concurrent-rollouts=10", "--halt-after-failures", "3"], 10, 3, False, True),
+        (["--freeze"], 0, 0, True, True),
+        (["--freeze=false", "--namespace-policies=false"], 0, 0, False, False),
+    ],
+)
+def test_the_fleet_safety_flags_set_their_options(
+    argv: list[str], cap: int, halt: int, freeze: bool, policies: bool
+) -> None:
+    o = parse(argv, env={}).options
+    assert (o.max_concurrent_rollouts, o.halt_after_failures) == (cap, halt)
+    assert (o.freeze, o.namespace_policies) == (freeze, policies)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--max-concurrent-rollouts=-1"],
+            "--max-concurrent-rollouts: '-1' must be a whole number",
+        ),
+        (["--halt-after-failures=lots"], "--halt-after-failures: 'lots' must be a whole number"),
+        (["--max-concurrent-rollouts=1000001"], "from 0 to 100000"),
+        (["--freeze=maybe"], "--freeze: 'maybe' must be true or false"),
+    ],
+)
+def test_a_bad_fleet_safety_flag_stops_with_one_line_naming_it(
+    argv: list[str], message: str
+) -> None:
+    with pytest.raises(FlagError, match=re.escape(message)):
+        parse(argv, env={})
