@@ -88,7 +88,8 @@ class Scheduler:
     ) -> scheduling.Facts:
         key = workload.key
         cap = self.options.max_concurrent_rollouts
-        others = len(self.in_flight - {key}) + len(self._called - {key})
+        others = len(self.in_flight) - (key in self.in_flight)
+        others += len(self._called) - (key in self._called)
         if key in self._called:
             ahead = 0
         elif key in self._line:
@@ -165,7 +166,7 @@ class Scheduler:
     def wrote(self, key: ObjectKey, todo: list[Plan], *, written: bool, rolling: bool) -> None:
         """An admitted write ended: written or not; `rolling`: its rollout is followed (by the
         rollout tracker or a rotation), which frees the slot when it finishes."""
-        if written:
+        if written and rolling:
             self._written[key] = breaker.contents(todo)
         if not (written and rolling):
             self._free(key)
@@ -178,6 +179,7 @@ class Scheduler:
         if failed:
             for content in self._written.get(key, ()):
                 self.breaker.fail(key, content)
+        self._written.pop(key, None)
         self._free(key)
         self._wake_followers(key)
 
