@@ -157,3 +157,30 @@ def test_explain_names_an_unreadable_strategy_as_no_reload(
     assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
     out = capsys.readouterr().out
     assert "Reload by: not reloaded: invalid kube-reloader.io/strategy 'restart'" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "want"),
+    [
+        ("", "Schedule: written as soon as planned (no window, order or Job policy)"),
+        ('    kube-reloader.io/reload-window: "0 2 * * * 1h"\n',
+         "Schedule: window '0 2 * * * 1h' (closed now, opens "),
+        ('    kube-reloader.io/reload-window: "* * * * * 1h"\n',
+         "Schedule: window '* * * * * 1h' (open now)"),
+        ('    kube-reloader.io/reload-after: "Deployment/api"\n', "Schedule: after Deployment/api"),
+        ('    kube-reloader.io/reload-after: "api"\n',
+         "Schedule: warning: kube-reloader.io/reload-after: 'api' is not KIND/NAME"),
+    ],
+)  # fmt: skip
+def test_explain_says_when_a_reload_may_be_written(
+    extra: str, want: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = DATA.read_text().replace(
+        '    configmap.reloader.stakater.com/reload: "app-config"\n',
+        '    configmap.reloader.stakater.com/reload: "app-config"\n' + extra,
+    )
+    path = tmp_path / "w.yaml"
+    path.write_text(doc)
+    assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(want) for line in lines), lines

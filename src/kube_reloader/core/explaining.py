@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kube_reloader.core import evicting, pausing, planning
+from kube_reloader.core import evicting, pausing, planning, scheduling
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType, WorkloadKind
@@ -64,6 +64,8 @@ class Explanation:
     pause: str
     #: how a reload is done: the template written, or the pods replaced
     reload_by: str = ""
+    #: when a reload may be written (fleet-safe rotations: window, order, Job policy)
+    schedule: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,8 +173,28 @@ def explain(
     return Explanation(
         kind=str(w.kind), namespace=w.namespace, name=w.name, annotations=tuple(sources),
         references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
-        reload_by=_reload_by(w, default_strategy),
+        reload_by=_reload_by(w, default_strategy), schedule=schedule(w, now),
     )  # fmt: skip
+
+
+def schedule(w: planning.Workload, now: float) -> str:
+    """The workload's own fleet-safety rules, in words (its namespace's are not read here:
+    `kube-reloader impact` reads them)."""
+    rules, warnings = scheduling.rules_of(w.key, w.annotations, {})
+    parts = []
+    if rules.window is not None:
+        state = "open now" if rules.window.is_open(now) else "closed now"
+        opens = rules.window.next_open(now)
+        if opens is not None and not rules.window.is_open(now):
+            when = dt.datetime.fromtimestamp(opens, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            state += f", opens {when}"
+        parts.append(f"window {rules.window.source!r} ({state})")
+    if rules.after:
+        parts.append("after " + ", ".join(f"{k.kind}/{k.name}" for k in rules.after))
+    if w.kind == WorkloadKind.JOB:
+        parts.append(f"job-policy {rules.job_policy.value}")
+    parts += [f"warning: {text}" for text in warnings]
+    return "; ".join(parts) or "written as soon as planned (no window, order or Job policy)"
 
 
 def _reload_by(w: planning.Workload, default: evicting.PodStrategy) -> str:
@@ -244,7 +266,7 @@ def render_text(e: Explanation) -> str:
             lines.append(f"    warning: {warning}")
     if not e.verdicts:
         lines.append("  (no referenced resource and no named list)")
-    lines += ["", f"Reload by: {e.reload_by}", f"Pause: {e.pause}"]
+    lines += ["", f"Reload by: {e.reload_by}", f"Schedule: {e.schedule}", f"Pause: {e.pause}"]
     lines.append(
         "Limits: a running controller merges changes arriving within --reload-coalesce-window "
         "(300ms) and reloads a workload at most once per --reload-min-interval (5s); deferrals "
