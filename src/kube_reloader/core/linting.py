@@ -16,20 +16,23 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from kube_reloader.core import evicting, regexes
+from kube_reloader.core import evicting, regexes, scheduling
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
+    JOB_POLICY,
     LAST_RELOADED_FROM,
     MAX_UNAVAILABLE,
     POD_SELECTOR,
     POD_STRATEGY,
+    RELOAD_AFTER,
+    RELOAD_WINDOW,
     RELOADED_HASHES,
     ROLLOUT_STRATEGY,
     Keys,
 )
 from kube_reloader.core.matching import MatchConfig, decide, shadowed_template_keys
-from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.references import pod_template_from_manifest
 
 #: lint reads the built-in workload kinds only (a custom kind's spec.template may be no pod's)
@@ -277,7 +280,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         keys.secret_exclude,
         keys.spc_exclude,
         keys.pause_period,
-        POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
+        POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR, RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY,
     }  # fmt: skip
     for key in sorted(set(pa) & workload_only):
         out.append(_finding("KR014", d, (*pa_path, key),
@@ -291,6 +294,11 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     for text in evicting.policy_of(kind, wa)[1]:
         out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
                             "see kube-reloader.io/strategy in the README", ref))  # fmt: skip
+    for text in scheduling.rules_of(ObjectKey(kind, ns, name), wa, {})[
+        1
+    ]:  # window, order, Job policy
+        out.append(_finding("KR009", d, meta_ann_path, f"{ref}: {text}",
+                            "see Fleet-safe rotations in the README", ref))  # fmt: skip
     # values
     for src, path_base in ((wa, meta_ann_path), (pa, pa_path)):
         for key in (keys.auto, keys.configmap_auto, keys.secret_auto, keys.spc_auto):

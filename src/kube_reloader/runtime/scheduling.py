@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, rollouts, scheduling
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
-from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.core.references import ENV_PREFIX, PodTemplate
 from kube_reloader.core.scheduling import Hold, Verdict
@@ -149,17 +149,17 @@ class Scheduler:
             return False  # nothing to wait for
         w = self.stores.resolve(w)
         now = int(self.clock.wall())
-        evicts = _evicts(w, self.options)
+        # a reload that leaves no hash on its template (pods evicted, a CronJob triggered):
+        # pending while its changes wait
+        carries = not _evicts(w, self.options) and w.kind != WorkloadKind.CRONJOB
         for p in todo:
             change = planning.Change(
                 p.change.rtype, w.namespace, p.change.name, p.change.hash, p.change.event,
                 p.change.annotations,
             )  # fmt: skip
             mine = planning.plan(change=change, workload=w, config=self.options.plan, now=now)
-            if mine.outcome is Outcome.RELOAD and not evicts:
-                return True  # it has not been written for this content yet
-            if mine.outcome is Outcome.RELOAD and k in self.coalescer:
-                return True  # its pods are still to be replaced
+            if mine.outcome is Outcome.RELOAD and (carries or k in self.coalescer):
+                return True  # it has not been written (or triggered) for this content yet
         return w.status is not None and _progressing(w)
 
     # -- slots ------------------------------------------------------------------------------
