@@ -282,8 +282,10 @@ class Reconciler:
         """The write's answer is the new object: index it now, before its watch event."""
         spec = self.kinds[kind]
         try:
-            obj = msgspec.convert(answer, spec.projection)
-        except (msgspec.ValidationError, TypeError):
+            # through JSON, as watch events are decoded: raw fields (managedFields) cannot be
+            # converted from Python objects
+            obj = msgspec.json.decode(msgspec.json.encode(answer), type=spec.projection)
+        except (msgspec.ValidationError, msgspec.EncodeError, TypeError):
             return
         entry = workload_entry(kind, spec.workload(obj), self.stores.keys, spec.status)
         self.stores.index.put(entry.workload)

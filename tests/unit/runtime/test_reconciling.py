@@ -205,3 +205,22 @@ async def test_a_new_change_during_a_retry_backoff_is_written_after_its_window()
     r.coalescer.add(w.key, change("a", "2"), observed=None, delay=0.3)
     r.room.clock.advance(0.3)
     assert r.coalescer.depth == 1, "not held back by the 25.6 s backoff"
+
+
+def test_a_writes_answer_with_managed_fields_refreshes_the_cache_at_once() -> None:
+    """The API server's answer carries managedFields (raw JSON in the projection): it is
+    decoded as a watch event is, so the index holds the written object before its event."""
+    r = rig()
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    r.reconciler.refresh("Deployment", {
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns", "generation": 2, "managedFields": [
+            {"manager": "Reloader", "operation": "Update", "time": "2026-12-01T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}}]},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "app", "env": [{"name": "STAKATER_A_CONFIGMAP", "value": "h2"}]}]}}},
+    })  # fmt: skip
+    fresh = r.stores.index.workloads[w.key]
+    assert fresh.template.containers[0].env_value("STAKATER_A_CONFIGMAP") == "h2"
+    assert fresh.template_changed_at is not None
