@@ -70,7 +70,8 @@ class Workload:
     template_changed_at: float | None = None
     #: rollout progress (Deployments, StatefulSets, DaemonSets)
     status: rollouts.Status | None = None
-    #: a Job's running pods (`status.active`)
+    #: a Job's running pods (`status.active`), or 1 while it is finishing (its success or
+    #: failure recorded, `Complete`/`Failed` not yet)
     active: int = 0
 
     @property

@@ -166,9 +166,21 @@ def workload_entry(
         workload_ref=ref,
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
         status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
-        active=obj.status.active if kind == WorkloadKind.JOB and isinstance(obj, p.Workload) else 0,
+        active=_job_running(obj) if kind == WorkloadKind.JOB and isinstance(obj, p.Workload) else 0,
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
+
+
+def _job_running(obj: p.Workload) -> int:
+    """A Job's running pods, or 1 while it is finishing: the Job controller records a success
+    or failure target first and `Complete`/`Failed` a moment later; a Job re-created in
+    between would never be marked complete (`kubectl wait --for=condition=complete` hangs)."""
+    st = obj.status
+    conditions = {c.type: c.status for c in st.conditions}
+    if conditions.get("Complete") == "True" or conditions.get("Failed") == "True":
+        return 0
+    finishing = "True" in (conditions.get("SuccessCriteriaMet"), conditions.get("FailureTarget"))
+    return max(st.active, 1 if finishing else 0)
 
 
 def spc_status_entry(obj: p.SpcPodStatus, hash_key: bytes | None = None) -> ConfigEntry:

@@ -317,7 +317,11 @@ async def test_a_running_job_under_after_completion_is_re_created_when_it_finish
     await r.drain()
     assert r.written() == []
     assert r.scheduler.held == {k: "job-running"}
-    m["status"] = {"active": 0, "succeeded": 1}
+    m["status"] = {"active": 0, "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}
+    r.seen(k)
+    await r.drain()
+    assert r.written() == [], "finishing: not yet marked Complete"
+    m["status"]["conditions"].append({"type": "Complete", "status": "True"})
     r.seen(k)
     await r.drain()
     assert r.written() == ["j"]
