@@ -32,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kube_reloader.cli import explain
 
         return explain.main(args[1:])
+    if args and args[0] == "impact":
+        from kube_reloader.cli import impact
+
+        return impact.main(args[1:])
     if args and args[0] in ("--version", "version"):
         print(f"kube-reloader {__version__}")
         return 0

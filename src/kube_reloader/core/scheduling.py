@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -147,6 +147,29 @@ def rules_of(
         if warning is not None:
             warnings.append(warning)
     return Rules(window, window_from, after, policy, frozen), warnings
+
+
+def follows(
+    start: ObjectKey, me: ObjectKey, annotations_of: Callable[[ObjectKey], Mapping[str, str] | None]
+) -> bool:
+    """Does `start` follow `me`, directly or through others (a cycle: that order is ignored)?
+    `annotations_of` gives a workload's annotations, None when it does not exist; at most 256
+    workloads are looked at."""
+    seen: set[ObjectKey] = set()
+    todo = [start]
+    while todo and len(seen) < 256:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        annotations = annotations_of(k)
+        if annotations is None:
+            continue
+        after = rules_of(k, annotations, {})[0].after
+        if me in after:
+            return True
+        todo.extend(after)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 from kube_reloader.core import parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
-from kube_reloader.core.references import PodTemplate
+from kube_reloader.core.references import ENV_PREFIX, PodTemplate
 
 
 class Strategy(StrEnum):
@@ -172,3 +172,15 @@ def merge_strategic(bodies: list[dict[str, Any]]) -> dict[str, Any]:
             ]
         }
     return {"spec": {"template": template}}
+
+
+def carries_reload(template: PodTemplate) -> bool:
+    """Whether a pod template was ever reloaded (a `STAKATER_*` env var, or either strategy's
+    annotation): a rollout of it in flight is counted as a reload's."""
+    if LAST_RELOADED_FROM in template.annotations or RELOADED_HASHES in template.annotations:
+        return True
+    return any(
+        v.name.startswith(ENV_PREFIX) and v.value is not None
+        for c in (*template.containers, *template.init_containers)
+        for v in c.env
+    )

@@ -8,13 +8,12 @@ failures are read back from the workloads' own status (runtime/breaker.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning, rollouts, scheduling
-from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
+from kube_reloader.core import evicting, planning, rollouts, scheduling, strategies
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Outcome, Plan
-from kube_reloader.core.references import ENV_PREFIX, PodTemplate
 from kube_reloader.core.scheduling import Hold, Verdict
 from kube_reloader.runtime import breaker
 from kube_reloader.runtime.breaker import Breaker, Content
@@ -112,7 +111,7 @@ class Scheduler:
     ) -> tuple[ObjectKey, ...]:
         waiting: list[ObjectKey] = []
         for k in after:
-            if self._cycle(k, workload.key):
+            if scheduling.follows(k, workload.key, self._annotations):
                 self.reporter.warn_once(workload, (
                     f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this workload "
                     "too (a cycle); that order is ignored",))  # fmt: skip
@@ -122,23 +121,9 @@ class Scheduler:
                 self._followers.setdefault(k, set()).add(workload.key)
         return tuple(waiting)
 
-    def _cycle(self, start: ObjectKey, me: ObjectKey) -> bool:
-        """Does `start` (transitively, bounded) follow `me`?"""
-        seen: set[ObjectKey] = set()
-        todo = [start]
-        while todo and len(seen) < 256:
-            k = todo.pop()
-            if k in seen:
-                continue
-            seen.add(k)
-            w = self.stores.workload(k)
-            if w is None:
-                continue
-            rules, _ = scheduling.rules_of(k, w.annotations, {})
-            if me in rules.after:
-                return True
-            todo.extend(rules.after)
-        return False
+    def _annotations(self, key: ObjectKey) -> Mapping[str, str] | None:
+        w = self.stores.workload(key)
+        return None if w is None else w.annotations
 
     def _unfinished(self, k: ObjectKey, todo: list[Plan]) -> bool:
         """Has the followed workload `k` still to roll (or be rolling) these changes?"""
@@ -220,7 +205,7 @@ class Scheduler:
             return False
         if workload.status is None or not _progressing(workload):
             return False
-        if not _reloaded(workload.template):
+        if not strategies.carries_reload(workload.template):
             return False
         key = workload.key
         self.in_flight.add(key)
@@ -302,16 +287,6 @@ def _progressing(w: planning.Workload) -> bool:
     if st is None:
         return False
     return rollouts.state(str(w.kind), st.generation, st) is rollouts.RolloutState.PROGRESSING
-
-
-def _reloaded(template: PodTemplate) -> bool:
-    if LAST_RELOADED_FROM in template.annotations or RELOADED_HASHES in template.annotations:
-        return True
-    return any(
-        v.name.startswith(ENV_PREFIX) and v.value is not None
-        for c in (*template.containers, *template.init_containers)
-        for v in c.env
-    )
 
 
 def _evicts(w: planning.Workload, options: Options) -> bool:

@@ -191,3 +191,19 @@ def test_reading_the_rules_is_total_for_any_annotation_text(annotations: dict[st
         assert isinstance(r, Rules)
         assert all(isinstance(w, str) and "\n" not in w for w in warnings)
         decide(r, Facts(now=NOW, cap=1, in_flight=1))
+
+
+def test_a_cycle_of_reload_after_is_found_through_other_workloads_and_missing_ones_end_it() -> None:
+    def key(n: str) -> ObjectKey:
+        return ObjectKey("Deployment", "ns", n)
+
+    after = {
+        "a": "Deployment/b",
+        "b": "Deployment/c",
+        "c": "Deployment/web",
+        "d": "Deployment/gone",
+    }
+    annotations = {key(n): {"kube-reloader.io/reload-after": v} for n, v in after.items()}
+    assert scheduling.follows(key("a"), ME, annotations.get)
+    assert not scheduling.follows(key("d"), ME, annotations.get)
+    assert not scheduling.follows(key("gone"), ME, annotations.get)

@@ -1,0 +1,388 @@
+"""`kube-reloader impact KIND/NAME`: what one content change of a ConfigMap, Secret or
+SecretProviderClass would do to every workload of its namespace (`core.impact.preview`).
+
+The change previewed is one new content: its hash is a sentinel, `sentinel(current)` (SHA-256
+of the current content's hash and a marker, cut to 40 hex digits like Reloader's SHA-1), so it
+differs from whatever a workload carries and every workload that reloads on the resource
+reloads. New content also lifts a circuit-breaker halt of the old one, so no halt applies.
+
+Live (kubeconfig, `--context`): the namespace's workloads of every built-in kind (Argo
+Rollouts and DeploymentConfigs when served), the namespace's annotations (a 403 leaves them
+out, said in a note) and, with `--max-concurrent-rollouts`, the rollouts in flight as the
+controller adopts them at start (progressing, and carrying a reload), cluster-wide (on a 403,
+this namespace only). From `-f FILE`: the same, read from a YAML stream (objects without a
+namespace are in the one asked for, as with `kubectl apply -n`).
+
+A SecretProviderClass is previewed as one change of the class; the controller sees Secrets
+Store CSI rotations per pod (with `--enable-csi-integration`), and evict workloads are not
+reloaded for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from kube_reloader.cli.explain import content_hash
+from kube_reloader.core import evicting, impact, planning, rollouts, strategies
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.matching import MatchConfig
+from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
+from kube_reloader.core.scheduling import Hold
+from kube_reloader.core.strategies import Strategy
+from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.runtime.cache import workload_entry
+from kube_reloader.runtime.kinds import BUILTIN
+
+KEYS = Keys()
+TYPES = {
+    "configmap": ResourceType.CONFIGMAP, "configmaps": ResourceType.CONFIGMAP,
+    "cm": ResourceType.CONFIGMAP, "secret": ResourceType.SECRET, "secrets": ResourceType.SECRET,
+    "secretproviderclass": ResourceType.SECRETPROVIDERCLASS,
+    "secretproviderclasses": ResourceType.SECRETPROVIDERCLASS,
+    "spc": ResourceType.SECRETPROVIDERCLASS,
+}  # fmt: skip
+API = {
+    ResourceType.CONFIGMAP: resources.CONFIGMAPS, ResourceType.SECRET: resources.SECRETS,
+    ResourceType.SECRETPROVIDERCLASS: resources.SECRETPROVIDERCLASSES,
+}  # fmt: skip
+#: listed in the namespace: the built-in kinds first, then those served only with an add-on
+REQUIRED = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS,
+            resources.CRONJOBS, resources.JOBS)  # fmt: skip
+OPTIONAL = (resources.ROLLOUTS, resources.DEPLOYMENTCONFIGS)
+ROLLING = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS)
+CSI_NOTE = (
+    "Secrets Store CSI rotations are per pod (SecretProviderClassPodStatus, with "
+    "--enable-csi-integration); previewed as one change of the class, and evict workloads "
+    "are not reloaded for them"
+)
+Doc = dict[str, Any]
+ORDER_TAIL = " to finish rolling out this change"
+
+
+@dataclasses.dataclass
+class Inputs:
+    """What the preview is computed from, however it was read."""
+
+    change: planning.Change
+    workloads: list[planning.Workload]
+    namespace_annotations: dict[str, str]
+    #: every workload read (all namespaces read), for the rollouts in flight
+    rolling: list[planning.Workload]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kube-reloader impact",
+        description="Preview one content change of a ConfigMap, Secret or SecretProviderClass: "
+        "every workload that would reload, how, and whether it would be written now or wait.",
+        allow_abbrev=False,
+    )
+    p.add_argument("target", metavar="KIND/NAME",
+                   help="configmap/NAME, secret/NAME, secretproviderclass/NAME, or "
+                   "KIND/NAMESPACE/NAME")  # fmt: skip
+    p.add_argument("-n", "--namespace", default=None)
+    p.add_argument("-f", "--filename", help="read the objects from this YAML file, not a cluster")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--kubeconfig", default=None)
+    p.add_argument("--context", default=None)
+    p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
+    p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
+    p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch")
+    p.add_argument("--max-concurrent-rollouts", type=_count, default=0, metavar="N",
+                   help="as the controller's flag (0: no cap)")  # fmt: skip
+    p.add_argument("--freeze", action="store_true", help="as the controller's flag")
+    return p
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) > 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number from 0 to 100000")
+    return int(text)
+
+
+def parse_target(text: str, namespace: str | None) -> tuple[ResourceType, str | None, str]:
+    """`KIND/NAME` or `KIND/NAMESPACE/NAME` -> (type, namespace or None, name)."""
+    parts = text.split("/")
+    rtype = TYPES.get(parts[0].lower())
+    if rtype is None or len(parts) not in (2, 3) or not all(parts[1:]):
+        raise ValueError(f"{text!r}: expected KIND/NAME or KIND/NAMESPACE/NAME with KIND one of "
+                         "configmap (cm), secret, secretproviderclass (spc)")  # fmt: skip
+    if len(parts) == 3:
+        if namespace is not None and namespace != parts[1]:
+            raise ValueError(f"{text!r} names namespace {parts[1]!r}, -n says {namespace!r}")
+        return rtype, parts[1], parts[2]
+    return rtype, namespace, parts[1]
+
+
+def sentinel(current: str) -> str:
+    """The hash of the previewed content: never one a workload carries."""
+    return hashlib.sha256(f"{current}\0kube-reloader-impact".encode()).hexdigest()[:40]
+
+
+def workload_of(doc: Mapping[str, Any], namespace: str) -> planning.Workload:
+    """A workload manifest as the controller's cache holds it (projection, kept annotations,
+    rollout status, Job pods); without a namespace, it is in `namespace`. A manifest without
+    a status (a file's) has no rollout in progress."""
+    parsed = parse_workload_kind(doc.get("kind"))
+    spec = None if parsed.error else BUILTIN.get(parsed.kind)
+    meta = dict(doc.get("metadata") or {})
+    if spec is None:
+        raise ValueError(f"{doc.get('kind')!r} is not a workload kind")
+    meta["namespace"] = meta.get("namespace") or namespace
+    try:  # decoded from JSON, as the controller's watches are (managedFields stay raw)
+        raw = msgspec.json.encode({**doc, "metadata": meta})
+        obj = msgspec.json.decode(raw, type=spec.projection, strict=False)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as exc:
+        raise ValueError(f"{parsed.kind} {meta.get('name')!r}: {exc}") from None
+    w = workload_entry(parsed.kind, spec.workload(obj), KEYS, spec.status).workload
+    return w if "status" in doc else dataclasses.replace(w, status=None)
+
+
+def in_flight(workloads: Iterable[planning.Workload], cap: int) -> frozenset[ObjectKey]:
+    """The rollouts that hold a slot when the change arrives, as `Scheduler.adopt` takes them:
+    progressing, and their template carries a reload (none without a cap)."""
+    return frozenset(
+        w.key
+        for w in workloads
+        if cap > 0 and _rolling(w) and strategies.carries_reload(w.template)
+    )
+
+
+def _rolling(w: planning.Workload) -> bool:
+    st = w.status
+    progressing = rollouts.RolloutState.PROGRESSING
+    return st is not None and rollouts.state(str(w.kind), st.generation, st) is progressing
+
+
+def _change(rtype: ResourceType, ns: str, name: str, obj: Mapping[str, Any]) -> planning.Change:
+    meta = obj.get("metadata") or {}
+    if rtype is ResourceType.SECRETPROVIDERCLASS:
+        current = f"{rtype.value}/{ns}/{name}/{meta.get('resourceVersion', '')}"
+    else:
+        current = content_hash(obj)
+    return planning.Change(rtype, ns, name, sentinel(current),
+                           annotations=dict(meta.get("annotations") or {}))  # fmt: skip
+
+
+def _docs(path: Path) -> list[Doc]:
+    out: list[Doc] = []
+    for d in yaml.safe_load_all(path.read_text()):
+        if isinstance(d, dict) and d.get("kind") == "List":
+            out += [i for i in d.get("items") or () if isinstance(i, dict)]
+        elif isinstance(d, dict):
+            out.append(d)
+    # YAML timestamps become datetimes; the API gives strings
+    return list(json.loads(json.dumps(out, default=str)))
+
+
+def from_file(path: Path, rtype: ResourceType, namespace: str | None, name: str) -> Inputs:
+    docs = _docs(path)
+
+    def ns_of(d: Doc) -> str | None:
+        return (d.get("metadata") or {}).get("namespace")
+
+    kind = rtype.kind
+    found = [d for d in docs if d.get("kind") == kind and (d.get("metadata") or {}).get("name")
+             == name and (namespace is None or ns_of(d) in (None, namespace))]  # fmt: skip
+    if not found:
+        where = "" if namespace is None else f" in namespace {namespace!r}"
+        raise ValueError(f"{path}: no {kind} named {name!r}{where}")
+    if namespace is None:
+        spaces = {ns_of(d) or "default" for d in found}
+        if len(spaces) > 1:
+            raise ValueError(f"{path}: {kind} {name!r} is in namespaces {sorted(spaces)}; say -n")
+        namespace = spaces.pop()
+    ns_annotations: dict[str, str] = {}
+    workloads: list[planning.Workload] = []
+    for d in docs:
+        meta = d.get("metadata") or {}
+        if d.get("kind") == "Namespace" and meta.get("name") == namespace:
+            ns_annotations = dict(meta.get("annotations") or {})
+        elif d.get("kind") in BUILTIN:
+            workloads.append(workload_of(d, namespace))
+    change = _change(rtype, namespace, name, found[0])
+    mine = [w for w in workloads if w.namespace == namespace]
+    return Inputs(change, mine, ns_annotations, workloads)
+
+
+async def _list(client: Client, res: resources.Resource, namespace: str | None) -> list[Doc]:
+    items = (await client.list(res, namespace=namespace)).items
+    return [{**i, "kind": res.kind} for i in items]  # a LIST's items carry no kind
+
+
+async def from_cluster(args: argparse.Namespace, rtype: ResourceType, namespace: str | None,
+                       name: str) -> Inputs:  # fmt: skip
+    conn = config.load(args.kubeconfig, context=args.context)
+    ns = namespace or conn.namespace
+    notes: list[str] = []
+    async with Client(conn, user_agent="kube-reloader-impact") as client:
+        try:
+            obj = await client.get(API[rtype], name, namespace=ns)
+        except errors.NotFound:
+            raise ValueError(f"{rtype.kind} {ns}/{name} not found") from None
+        try:
+            ns_obj = await client.get(resources.NAMESPACES, ns)
+            ns_annotations = dict((ns_obj.get("metadata") or {}).get("annotations") or {})
+        except errors.Forbidden:
+            ns_annotations = {}
+            notes.append(f"namespace {ns} is not readable (403): its freeze and reload-window "
+                         "are not applied")  # fmt: skip
+        docs: list[Doc] = []
+        for res in (*REQUIRED, *OPTIONAL):
+            try:
+                docs += await _list(client, res, ns)
+            except errors.NotFound:
+                if res not in OPTIONAL:
+                    raise
+        workloads = [workload_of(d, ns) for d in docs]
+        rolling = list(workloads)
+        if args.max_concurrent_rollouts > 0:
+            rolling = await _cluster_rolling(client, workloads, ns, notes)
+    return Inputs(_change(rtype, ns, name, obj), workloads, ns_annotations, rolling, notes)
+
+
+async def _cluster_rolling(client: Client, mine: list[planning.Workload], ns: str,
+                           notes: list[str]) -> list[planning.Workload]:  # fmt: skip
+    """Every namespace's rollouts (the cap is cluster-wide); this namespace's on a 403."""
+    out = list(mine)
+    try:
+        for res in (*ROLLING, resources.ROLLOUTS):
+            try:
+                out += [workload_of(d, "") for d in await _list(client, res, None)
+                        if (d.get("metadata") or {}).get("namespace") != ns]  # fmt: skip
+            except errors.NotFound:
+                continue
+    except errors.Forbidden:
+        notes.append("rollouts of other namespaces are not readable (403): only this "
+                     "namespace's are counted in flight")  # fmt: skip
+        return list(mine)
+    return out
+
+
+def describe(row: impact.Row) -> str:
+    """`reload  env-vars  now`, `... held: window (opens ...)`, `... waits: slot #3`, `no: ...`."""
+    v = row.verdict
+    if v is None:
+        why = row.warnings[0] if row.outcome == "reload" and row.warnings else row.reason
+        return f"no: {why}"
+    head = f"reload  {row.strategy}  "
+    if v.write:
+        return head + ("now (urgent: the window is bypassed)" if "urgent" in v.message else "now")
+    if v.hold is Hold.SLOTS:
+        return head + f"waits: slot #{v.position}"
+    if v.hold is Hold.ORDER:
+        names = v.message.removeprefix("waiting for ").removesuffix(ORDER_TAIL)
+        return head + f"waits: order (after {names})"
+    if v.hold is Hold.WINDOW:
+        opens = "never" if v.until is None else _utc(v.until)
+        source, _, where = row.window.rpartition(" (")
+        return head + f"held: window (opens {opens}; {source!r} of the {where.rstrip(')')})"
+    return head + f"held: {v.hold} ({v.message})"
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def summary(rows: Sequence[impact.Row]) -> dict[str, Any]:
+    held = Counter(str(r.verdict.hold) for r in rows if r.verdict and not r.verdict.write)
+    now = sum(1 for r in rows if r.verdict is not None and r.verdict.write)
+    return {"now": now, "held": dict(sorted(held.items())),
+            "not_reloaded": sum(1 for r in rows if r.verdict is None)}  # fmt: skip
+
+
+def render_text(inputs: Inputs, rows: Sequence[impact.Row]) -> str:
+    c = inputs.change
+    lines = [f"{c.rtype.kind} {c.namespace}/{c.name}: one content change (hash {c.hash})"]
+    lines += [f"note: {n}" for n in inputs.notes]
+    width = max((len(f"{r.workload.kind}/{r.workload.name}") for r in rows), default=0)
+    for r in rows:
+        lines.append(f"{r.workload.kind}/{r.workload.name}".ljust(width) + "  " + describe(r))
+        lines += [f"  warning: {w}" for w in r.warnings]
+    if not rows:
+        lines.append(f"no workloads in namespace {c.namespace}")
+    s = summary(rows)
+    held = sum(s["held"].values())
+    by = ", ".join(f"{k} {n}" for k, n in s["held"].items())
+    lines.append(f"summary: {s['now']} reload now, {held} held" + (f" ({by})" if by else "")
+                 + f", {s['not_reloaded']} not reloaded")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def row_dict(row: impact.Row) -> dict[str, Any]:
+    out = dataclasses.asdict(row)
+    out["workload"] = {"kind": row.workload.kind, "namespace": row.workload.namespace,
+                       "name": row.workload.name}  # fmt: skip
+    v = out["verdict"]
+    if v is not None:
+        v["hold"] = None if v["hold"] is None else str(v["hold"])
+        v["until_utc"] = None if v["until"] is None else _utc(v["until"])
+    return out
+
+
+def to_json(inputs: Inputs, rows: Sequence[impact.Row], state: impact.State) -> dict[str, Any]:
+    c = inputs.change
+    return {
+        "resource": {"kind": c.rtype.kind, "namespace": c.namespace, "name": c.name},
+        "hash": c.hash, "notes": inputs.notes,
+        "in_flight": [str(k) for k in sorted(state.in_flight)],
+        "rows": [row_dict(r) for r in rows], "summary": summary(rows),
+    }  # fmt: skip
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        rtype, namespace, name = parse_target(args.target, args.namespace)
+        if args.filename:
+            inputs = from_file(Path(args.filename), rtype, namespace, name)
+        else:
+            inputs = asyncio.run(from_cluster(args, rtype, namespace, name))
+        if rtype is ResourceType.SECRETPROVIDERCLASS:
+            inputs.notes.append(CSI_NOTE)
+        cfg = planning.Config(match=MatchConfig(auto_reload_all=args.auto_reload_all),
+                              strategy=Strategy(args.reload_strategy))  # fmt: skip
+        cap = args.max_concurrent_rollouts
+        state = impact.State(cap=cap, freeze=args.freeze, in_flight=in_flight(inputs.rolling, cap))
+        rows = impact.preview(
+            inputs.change, inputs.workloads, config=cfg, now=time.time(), state=state,
+            namespace_annotations=inputs.namespace_annotations,
+            default_strategy=evicting.PodStrategy(args.default_strategy), evictable=_evictable,
+        )  # fmt: skip
+    except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - total: one line, never a traceback
+        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    text = (
+        json.dumps(to_json(inputs, rows, state), indent=2) + "\n"
+        if args.format == "json"
+        else render_text(inputs, rows)
+    )
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader is gone, and so is the point
+        return 0
+    return 0
+
+
+def _evictable(kind: str) -> bool:
+    spec = BUILTIN.get(kind)
+    return spec is not None and spec.evictable

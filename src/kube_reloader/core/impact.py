@@ -1,0 +1,224 @@
+"""`kube-reloader impact`: what one content change of a ConfigMap or Secret would do, as a value.
+
+For every workload of the namespace, in the order the controller handles them (by kind, then
+name): would it reload (`planning`), how (its strategy), and would that be written now or wait
+(`scheduling.decide`: freeze, window, circuit breaker, running Job, order, rollout slot, with
+its place in line). The slots fill as the controller fills them: each write whose rollout is
+followed takes one until it finishes; Jobs and CronJobs, whose runs are not followed, take none.
+As in the controller's scheduler, workloads that follow each other (`reload-after`, directly or
+through others) ignore that order, and a workload held for one it follows is looked at again,
+at the end of the queue, once that one is written and its run is not followed (Jobs, CronJobs).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.planning import Change, Outcome
+from kube_reloader.core.scheduling import Hold, Verdict
+
+#: kinds whose rollout the controller follows (a write holds a slot until it finishes)
+FOLLOWED_KINDS = frozenset({
+    WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFULSET, WorkloadKind.DAEMONSET,
+    WorkloadKind.ROLLOUT,
+})  # fmt: skip
+
+Resource = tuple[ResourceType, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What the controller holds when the change arrives."""
+
+    #: `--max-concurrent-rollouts` (0: no cap), `--freeze`
+    cap: int = 0
+    freeze: bool = False
+    #: workloads whose rollout holds a slot, and those already waiting for one (in order)
+    in_flight: frozenset[ObjectKey] = frozenset()
+    line: tuple[ObjectKey, ...] = ()
+    #: resources whose content the circuit breaker holds -> that content's hash
+    halted: Mapping[Resource, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    workload: ObjectKey
+    #: the plan's outcome (`planning.Outcome`) and its reason
+    outcome: str
+    reason: str
+    #: how it would be reloaded: env-vars, annotations, evict, or "" when it would not be
+    strategy: str = ""
+    #: written now, or held (and why, until when, place in line); None: nothing to write
+    verdict: Verdict | None = None
+    window: str = ""
+    after: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def strategy_of(
+    w: planning.Workload, config: planning.Config, default: evicting.PodStrategy,
+    evictable: bool,
+) -> str | None:  # fmt: skip
+    """env-vars / annotations (the template written), evict, or None when unreadable."""
+    policy, _ = evicting.policy_of(w.kind, w.annotations, default, evictable=evictable)
+    if policy is None:
+        return None
+    if policy.strategy is evicting.PodStrategy.EVICT:
+        return "evict"
+    return config.strategy.value
+
+
+def preview(
+    change: Change,
+    workloads: Sequence[planning.Workload],
+    *,
+    config: planning.Config,
+    now: float,
+    state: State = State(),
+    namespace_annotations: Mapping[str, str] | None = None,
+    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
+    evictable: Callable[[str], bool] = lambda kind: kind in evicting.EVICTABLE_KINDS,
+) -> list[Row]:
+    """Every workload of the change's namespace, what the change would do to it."""
+    mine = sorted((w for w in workloads if w.namespace == change.namespace), key=lambda w: w.key)
+    run = _Run(change, {w.key: w for w in mine}, config, now, state, namespace_annotations or {},
+               default_strategy, evictable)  # fmt: skip
+    rows = {w.key: Row(w.key, p.outcome.value, p.message)
+            for w in mine if (p := run.plans[w.key]).outcome is not Outcome.RELOAD}  # fmt: skip
+    # the reloads are handled in key order, as the fan-out queues them; a workload held
+    # because it follows one is looked at again (at the end of the queue) when that one is
+    # written and nothing follows its rollout (Jobs, CronJobs), as the controller does
+    queue = deque(w.key for w in mine if w.key not in rows)
+    while queue:
+        key = queue.popleft()
+        row = rows[key] = run.handle(run.by_key[key])
+        v = row.verdict
+        if v is not None and v.write and key in run.written:
+            for f in sorted(run.followers.pop(key, ())):
+                held = rows[f].verdict
+                if (
+                    held is not None
+                    and not held.write
+                    and f not in queue
+                    and not (held.hold is Hold.WINDOW and held.until is not None)
+                ):
+                    queue.append(f)  # a window's hold waits for its timer instead
+    return [rows[w.key] for w in mine]
+
+
+@dataclass
+class _Run:
+    """The controller's scheduling state while the change's reloads are handled."""
+
+    change: Change
+    by_key: dict[ObjectKey, planning.Workload]
+    config: planning.Config
+    now: float
+    state: State
+    ns_annotations: Mapping[str, str]
+    default_strategy: evicting.PodStrategy
+    evictable: Callable[[str], bool]
+    plans: dict[ObjectKey, planning.Plan] = field(init=False)
+    in_flight: set[ObjectKey] = field(init=False)
+    line: list[ObjectKey] = field(init=False)
+    #: written, and taking no slot (Jobs, CronJobs)
+    written: set[ObjectKey] = field(default_factory=set, init=False)
+    #: followed workload -> the workloads that waited for it
+    followers: dict[ObjectKey, set[ObjectKey]] = field(default_factory=dict, init=False)
+    #: handled once, and held (their changes wait in the controller's coalescer)
+    handled: set[ObjectKey] = field(default_factory=set, init=False)
+    held: set[ObjectKey] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        now = int(self.now)
+        self.plans = {k: planning.plan(change=self.change, workload=w, config=self.config, now=now)
+                      for k, w in self.by_key.items()}  # fmt: skip
+        self.in_flight = set(self.state.in_flight)
+        self.line = list(self.state.line)
+
+    def handle(self, w: planning.Workload) -> Row:
+        """One reload handled: written now, or held (the slots and the line as the
+        controller's scheduler keeps them)."""
+        row = self._handle(w)
+        self.handled.add(w.key)
+        if row.verdict is not None and not row.verdict.write:
+            self.held.add(w.key)
+        else:
+            self.held.discard(w.key)
+        return row
+
+    def _handle(self, w: planning.Workload) -> Row:
+        p, state, change = self.plans[w.key], self.state, self.change
+        how = strategy_of(w, self.config, self.default_strategy, self.evictable(str(w.kind)))
+        if how is None:
+            unreadable = ("kube-reloader.io/strategy is unreadable: not reloaded",)
+            return Row(w.key, p.outcome.value, p.message, warnings=unreadable)
+        if how == "evict" and change.rtype is ResourceType.SECRETPROVIDERCLASS:
+            csi = ("kube-reloader.io/strategy: evict does not follow Secrets Store CSI "
+                   "rotations; not reloaded for them",)  # fmt: skip
+            return Row(w.key, p.outcome.value, p.message, how, warnings=csi)
+        rules, warnings = scheduling.rules_of(w.key, w.annotations, self.ns_annotations,
+                                              freeze=state.freeze)  # fmt: skip
+        waiting: list[ObjectKey] = []
+        for k in rules.after:
+            if scheduling.follows(k, w.key, self._annotations):
+                warnings.append(f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this "
+                                "workload too (a cycle); that order is ignored")  # fmt: skip
+            elif k not in self.written and self._unfinished(k):
+                waiting.append(k)
+                self.followers.setdefault(k, set()).add(w.key)
+        line = self.line
+        resource = (change.rtype, change.namespace, change.name)
+        facts = scheduling.Facts(
+            now=self.now, urgent=scheduling.urgent(change.annotations),
+            halted=(str(change),) if state.halted.get(resource) == change.hash else (),
+            job_active=w.active, waiting_on=tuple(waiting), cap=state.cap,
+            in_flight=len(self.in_flight) - (w.key in self.in_flight),
+            ahead=(line.index(w.key) if w.key in line else len(line)) if state.cap > 0 else 0,
+        )  # fmt: skip
+        verdict = scheduling.decide(rules, facts)
+        if verdict.write and (how == "evict" or w.kind in FOLLOWED_KINDS):
+            self.in_flight.add(w.key)
+        elif verdict.write:
+            self.written.add(w.key)
+        if verdict.hold is Hold.SLOTS:
+            if w.key not in line:
+                line.append(w.key)
+        elif w.key in line:
+            line.remove(w.key)
+        return Row(
+            w.key, p.outcome.value, p.message, how, verdict,
+            window="" if rules.window is None else f"{rules.window.source} ({rules.window_from})",
+            after=tuple(f"{k.kind}/{k.name}" for k in rules.after), warnings=tuple(warnings),
+        )  # fmt: skip
+
+    def _annotations(self, key: ObjectKey) -> Mapping[str, str] | None:
+        w = self.by_key.get(key)
+        return None if w is None else w.annotations
+
+    def _unfinished(self, k: ObjectKey) -> bool:
+        """Would a workload that follows `k` wait for it (as `runtime.scheduling` decides)?
+        A reload that leaves no hash on the template (evict, a CronJob's trigger) is pending
+        only while its change waits: not handled yet, or held."""
+        if k in self.in_flight or k in self.line:
+            return True
+        w = self.by_key.get(k)
+        if w is None:
+            return False
+        if self.plans[k].outcome is Outcome.RELOAD:
+            how = strategy_of(w, self.config, self.default_strategy, self.evictable(str(w.kind)))
+            carries = how != "evict" and w.kind != WorkloadKind.CRONJOB
+            if carries or k not in self.handled or k in self.held:
+                return True
+        return _progressing(w)
+
+
+def _progressing(w: planning.Workload) -> bool:
+    st = w.status
+    return st is not None and (
+        rollouts.state(str(w.kind), st.generation, st) is rollouts.RolloutState.PROGRESSING
+    )
