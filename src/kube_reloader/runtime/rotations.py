@@ -86,8 +86,9 @@ class Rotations:
     supervisor: Supervisor
     #: the cached workload (its rollout status: how many pods it should have); None: gone
     lookup: Callable[[ObjectKey], planning.Workload | None]
-    #: told when a rotation ends, and whether it replaced every pod (frees its slot)
-    on_done: Callable[[ObjectKey, bool], None] = field(default=lambda _k, _ok: None)
+    #: told when a rotation ends (frees its slot): True when it replaced every pod, False
+    #: when it failed, None when it was dropped (lost lease, workload gone)
+    on_done: Callable[[ObjectKey, bool | None], None] = field(default=lambda _k, _ok: None)
     _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
     _active: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_ACTIVE))
 
@@ -123,7 +124,7 @@ class Rotations:
 
     async def _run(self, rotation: Rotation) -> None:
         key = rotation.workload.key
-        ok = False
+        ok: bool | None = None
         try:
             async with self._active:  # at most MAX_ACTIVE rotations look at their pods at once
                 ok = await self._rotate(rotation)
@@ -132,6 +133,7 @@ class Rotations:
         except _Dropped:
             log.info("no longer leading, rotation dropped", extra={"workload": str(key)})
         except errors.KubeError as exc:
+            ok = False
             self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted)
         except Exception as exc:  # noqa: BLE001 - one workload's bug never stops the others
             self.reporter.object_failed("rotation", key, exc)
@@ -145,8 +147,9 @@ class Rotations:
                 del self._running[key]
                 self.on_done(key, ok)
 
-    async def _rotate(self, rotation: Rotation) -> bool:
-        """Replace the pods; True when every one was replaced."""
+    async def _rotate(self, rotation: Rotation) -> bool | None:
+        """Replace the pods; True when every one was replaced, False when it failed, None
+        when it stopped (lost lease, the workload gone or reloaded by patch again)."""
         w = rotation.workload
         obj = await self._read(w.key)
         raw_spec = obj.get("spec")
@@ -165,7 +168,7 @@ class Rotations:
         uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
         while not rotation.gone:
             if not self.fence.may_write():
-                return False  # leadership lost: the next leader's catch-up carries on
+                return None  # leadership lost: the next leader's catch-up carries on
             w = self.lookup(w.key) or w
             cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
             if self.clock.wall() < cutoff:  # a replacement must be newer than the change
@@ -214,7 +217,7 @@ class Rotations:
             await self._sleep(
                 limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
             )
-        return False  # forgotten: gone, or reloaded by patch again
+        return None  # forgotten: gone, or reloaded by patch again
 
     async def _evict(self, rotation: Rotation, pods: tuple[evicting.Pod, ...]) -> bool:
         """Evict `pods` in order; True when one was refused (the rest wait for the retry)."""

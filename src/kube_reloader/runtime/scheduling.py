@@ -168,9 +168,15 @@ class Scheduler:
         self._free(key)
         self._wake_followers(key)
 
-    def rotation_done(self, key: ObjectKey, ok: bool) -> None:
-        done = rollouts.RolloutState.COMPLETE if ok else rollouts.RolloutState.FAILED
-        self.finished(key, done)
+    def rotation_done(self, key: ObjectKey, ok: bool | None) -> None:
+        """A rotation ended: replaced every pod (True), failed (False: counts for the
+        breaker), or was dropped (None: lost lease, workload gone)."""
+        if ok is None:
+            self.finished(key, None)
+        else:
+            self.finished(
+                key, rollouts.RolloutState.COMPLETE if ok else rollouts.RolloutState.FAILED
+            )
 
     def idle(self, key: ObjectKey) -> None:
         """The workload has nothing to write (up to date, or unreadable rules)."""

@@ -353,3 +353,22 @@ async def test_without_a_cap_nothing_is_held_or_adopted() -> None:
     assert len(r.written()) == 20
     assert not r.scheduler.adopt(r.stores.index.workloads[keys[0]])
     assert r.scheduler.held == {}
+
+
+async def test_a_dropped_rotation_frees_its_slot_and_counts_no_failure_for_the_breaker() -> None:
+    r = rig(max_concurrent_rollouts=2, halt_after_failures=1)
+    keys = [r.add(manifest(f"w{i}", annotations={"kube-reloader.io/strategy": "evict"}))
+            for i in range(2)]  # fmt: skip
+    c = r.change(content="bad")
+    for k in keys:
+        w = r.stores.index.workloads[k]
+        plan = planning.plan(change=c, workload=w, config=r.options.plan, now=int(EPOCH))
+        assert r.scheduler.admit(w, [plan]).write
+        r.scheduler.wrote(k, [plan], written=True, rolling=True)
+    r.scheduler.rotation_done(keys[0], None)  # lost the lease, or the workload went away
+    assert r.scheduler.in_flight == {keys[1]}
+    assert r.scheduler.breaker.halted == {}
+    r.scheduler.rotation_done(keys[1], False)  # its replacements never became available
+    assert r.scheduler.in_flight == set()
+    assert r.scheduler.breaker.holding([plan]) == ("Secret ns/db",)
+    await r.room.spawned.run()  # the Events
