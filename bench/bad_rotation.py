@@ -181,7 +181,8 @@ def main() -> int:
         "results": {},
     }  # fmt: skip
     try:
-        cluster.up(nodes=2)
+        # kwok nodes take 250 pods each: the Deployments' pods, and as many surge pods
+        cluster.up(nodes=2 * args.deployments // 250 + 1)
         asyncio.run(run(args, cluster.kubeconfig, bins, out, workdir))
     finally:
         cluster.down()

@@ -536,7 +536,7 @@ async def test_max_concurrent_rollouts_counts_rollouts_already_in_flight_at_star
     before = await generation(client, namespace, "fourth")
 
     async with tenant.controller(kubeconfig_path, [namespace],
-                                 "--max-concurrent-rollouts=3") as ctl:  # fmt: skip
+                                 "--max-concurrent-rollouts=4") as ctl:  # fmt: skip
         try:
 
             async def adopted() -> bool:
@@ -545,7 +545,10 @@ async def test_max_concurrent_rollouts_counts_rollouts_already_in_flight_at_star
             await eventually(adopted, what="the three rollouts adopted", timeout=20)
             await update_cm(client, namespace, "fourth-cfg", v1)
             event = await deferred(client, namespace, "fourth", "in line for a slot")
-            assert "3 of 3 rollouts in flight" in event["message"], event["message"]
+            # one namespace never takes the last of the 4 slots
+            assert "its namespace holds 3 of the 4 rollout slots" in event["message"], event[
+                "message"
+            ]
             await unchanged_for(6, lambda: generation(client, namespace, "fourth"),
                                 "the fourth Deployment waiting for a slot")  # fmt: skip
             assert await generation(client, namespace, "fourth") == before

@@ -50,8 +50,11 @@ ELSEWHERE = ObjectKey(D, "other", "busy")
 #: (workloads, preview keywords, what each workload is told: now, a hold, "slot N", or "no")
 CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]] = {
     "the slots fill in key order, the rest wait in line": (
-        [wl(D, n) for n in "abcd"], {"state": impact.State(cap=2)},
+        [wl(D, n) for n in "abcd"], {"state": impact.State(cap=3)},
         {"a": "now", "b": "now", "c": "slot 1", "d": "slot 2"}),
+    "one namespace never takes the last slot": (
+        [wl(D, n) for n in "abc"], {"state": impact.State(cap=2)},
+        {"a": "now", "b": "slot 1", "c": "slot 2"}),
     "rollouts in flight elsewhere count against the cap": (
         [wl(D, "a"), wl(D, "b")], {"state": impact.State(cap=2, in_flight=frozenset({ELSEWHERE}))},
         {"a": "now", "b": "slot 1"}),
@@ -110,7 +113,7 @@ CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]]
         {"a": "order", "j": "window"}),
     "a follower of a job goes to the end of the line": (
         [wl(D, "a", **after("job/j")), wl(D, "b"), wl(J, "j"), wl(S, "s")],
-        {"state": impact.State(cap=2)}, {"a": "slot 1", "b": "now", "j": "now", "s": "now"}),
+        {"state": impact.State(cap=3)}, {"a": "slot 1", "b": "now", "j": "now", "s": "now"}),
     "workloads that follow each other ignore that order": (
         [wl(D, "a", **after("deployment/b")), wl(D, "b", **after("deployment/c")),
          wl(D, "c", **after("deployment/a"))], {}, {"a": "now", "b": "now", "c": "now"}),

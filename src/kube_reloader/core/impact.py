@@ -173,12 +173,12 @@ class _Run:
                 self.followers.setdefault(k, set()).add(w.key)
         line = self.line
         resource = (change.rtype, change.namespace, change.name)
+        others, mine, ahead = scheduling.slots(w.key, state.cap, self.in_flight, line)
         facts = scheduling.Facts(
             now=self.now, urgent=scheduling.urgent(change.annotations),
             halted=(str(change),) if state.halted.get(resource) == change.hash else (),
             job_active=w.active, waiting_on=tuple(waiting), cap=state.cap,
-            in_flight=len(self.in_flight) - (w.key in self.in_flight),
-            ahead=(line.index(w.key) if w.key in line else len(line)) if state.cap > 0 else 0,
+            in_flight=others, namespace_in_flight=mine, ahead=ahead,
         )  # fmt: skip
         verdict = scheduling.decide(rules, facts)
         if verdict.write and (how == "evict" or w.kind in FOLLOWED_KINDS):

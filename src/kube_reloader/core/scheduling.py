@@ -10,7 +10,8 @@ A reload that `planning` says must be written still waits when, in this order:
 4. it is a Job with running pods and `kube-reloader.io/job-policy: after-completion`;
 5. a workload it must follow (`kube-reloader.io/reload-after: KIND/NAME,...`) has not finished
    its rollout for the same change;
-6. `--max-concurrent-rollouts` rollouts are in flight (it waits for a slot, in turn).
+6. `--max-concurrent-rollouts` rollouts are in flight (it waits for a slot, in turn), or its
+   namespace holds all the slots but one (one is always left to the other namespaces).
 
 The controller, `kube-reloader impact` and the tests all call `decide`; every input is a
 value, so the same facts give the same verdict.
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -190,6 +192,8 @@ class Facts:
     in_flight: int = 0
     #: workloads already waiting for a slot ahead of this one
     ahead: int = 0
+    #: of `in_flight`, the rollouts of this workload's namespace
+    namespace_in_flight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,26 @@ class Verdict:
     until: float | None = None
     #: 1-based place in the slot queue (hold SLOTS)
     position: int = 0
+
+
+def slots(
+    key: ObjectKey, cap: int, in_flight: Iterable[ObjectKey], line: Iterable[ObjectKey],
+    called: Collection[ObjectKey] = (),
+) -> tuple[int, int, int]:  # fmt: skip
+    """The slot facts of `key`: rollouts in flight without it, how many of them are of its
+    namespace, and how many in `line` (first come, first served) are ahead of it: those of
+    its namespace, and those of others that may take a slot (a namespace holding all the
+    slots but one may not). `called`: released from the
+    line, about to take a slot (`key` among them is next)."""
+    holding = Counter(k.namespace for k in (*in_flight, *called) if k != key)
+    ahead = 0
+    if cap > 0 and key not in called:
+        for k in line:
+            if k == key:
+                break
+            if cap < 2 or holding[k.namespace] < cap - 1 or k.namespace == key.namespace:
+                ahead += 1
+    return sum(holding.values()), holding[key.namespace], ahead
 
 
 def decide(rules: Rules, facts: Facts) -> Verdict:
@@ -230,13 +254,18 @@ def decide(rules: Rules, facts: Facts) -> Verdict:
         names = ", ".join(f"{k.kind}/{k.name}" for k in facts.waiting_on)
         return Verdict(False, f"waiting for {names} to finish rolling out this change",
                        Hold.ORDER)  # fmt: skip
-    if facts.cap > 0 and (facts.ahead > 0 or facts.in_flight >= facts.cap):
+    share = facts.cap >= 2 and facts.namespace_in_flight >= facts.cap - 1
+    if facts.cap > 0 and (facts.ahead > 0 or facts.in_flight >= facts.cap or share):
         position = facts.ahead + 1
-        return Verdict(
-            False, f"{facts.in_flight} of {facts.cap} rollouts in flight "
-            f"(--max-concurrent-rollouts); number {position} in line for a slot",
-            Hold.SLOTS, position=position,
-        )  # fmt: skip
+        if share and facts.in_flight < facts.cap:
+            why = (
+                f"its namespace holds {facts.namespace_in_flight} of the {facts.cap} rollout "
+                "slots (--max-concurrent-rollouts: one is left to the other namespaces)"
+            )
+        else:
+            why = f"{facts.in_flight} of {facts.cap} rollouts in flight (--max-concurrent-rollouts)"
+        return Verdict(False, f"{why}; number {position} in line for a slot", Hold.SLOTS,
+                       position=position)  # fmt: skip
     urgent = " (urgent: the maintenance window is bypassed)" if facts.urgent and w else ""
     return Verdict(True, f"written now{urgent}")
 

@@ -8,6 +8,7 @@ failures are read back from the workloads' own status (runtime/breaker.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +27,9 @@ from kube_reloader.runtime.stores import Stores
 #: a window opens "±30 s": look again this long after its start, so a clock that lags a
 #: little does not find it still closed
 WINDOW_MARGIN = 1.0
+#: the longest a rollout holds a slot: the default progress deadline plus its grace (a
+#: workload's own progressDeadlineSeconds, which its tenant writes, never holds one longer)
+SLOT_SECONDS = rollouts.DEFAULT_DEADLINE_SECONDS + rollouts.GRACE_SECONDS
 
 
 @dataclass
@@ -49,8 +53,11 @@ class Scheduler:
     _followers: dict[ObjectKey, set[ObjectKey]] = field(default_factory=dict, init=False)
     #: every held workload and why
     held: dict[ObjectKey, Hold] = field(default_factory=dict, init=False)
-    #: rollouts found in flight at start (not written by this process), and their deadlines
-    _adopted: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+    #: rollouts found in flight at start (not written by this process: the tracker does not
+    #: follow them, their status frees the slot)
+    _adopted: set[ObjectKey] = field(default_factory=set, init=False)
+    #: how long each slot may still be held (whatever a workload's progressDeadlineSeconds)
+    _deadlines: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
@@ -70,7 +77,7 @@ class Scheduler:
         if verdict.write:
             self._leave_line(key)
             self.held.pop(key, None)
-            self.in_flight.add(key)
+            self._take(key)
             return verdict
         if verdict.hold is Hold.SLOTS:
             self._called.discard(key)
@@ -87,14 +94,7 @@ class Scheduler:
     ) -> scheduling.Facts:
         key = workload.key
         cap = self.options.max_concurrent_rollouts
-        others = len(self.in_flight) - (key in self.in_flight)
-        others += len(self._called) - (key in self._called)
-        if key in self._called:
-            ahead = 0
-        elif key in self._line:
-            ahead = next(i for i, k in enumerate(self._line) if k == key)
-        else:
-            ahead = len(self._line)
+        others, mine, ahead = scheduling.slots(key, cap, self.in_flight, self._line, self._called)
         return scheduling.Facts(
             now=self.clock.wall(),
             urgent=any(scheduling.urgent(p.change.annotations) for p in todo),
@@ -103,7 +103,8 @@ class Scheduler:
             waiting_on=self._waiting_on(workload, rules.after, todo),
             cap=cap,
             in_flight=others,
-            ahead=ahead if cap > 0 else 0,
+            ahead=ahead,
+            namespace_in_flight=mine,
         )
 
     def _waiting_on(
@@ -185,6 +186,9 @@ class Scheduler:
             self._call()
 
     def _free(self, key: ObjectKey) -> None:
+        timer = self._deadlines.pop(key, None)
+        if timer is not None:
+            timer.cancel()
         if key in self.in_flight:
             self.in_flight.discard(key)
             self._call()
@@ -196,13 +200,29 @@ class Scheduler:
         return called
 
     def _call(self) -> None:
-        """Free slots go to the first in line."""
+        """Free slots go to those in line: first the namespaces holding the fewest slots (a
+        namespace holding all but one is skipped), in order of arrival within each."""
         cap = self.options.max_concurrent_rollouts
         while self._line and (cap <= 0 or len(self.in_flight) + len(self._called) < cap):
-            key = next(iter(self._line))
+            key = self._next(cap)
+            if key is None:
+                return
             del self._line[key]
             self._called.add(key)
             self.coalescer.schedule(key, 0)
+
+    def _next(self, cap: int) -> ObjectKey | None:
+        holding = Counter(k.namespace for k in (*self.in_flight, *self._called))
+        best: ObjectKey | None = None
+        for key in self._line:
+            n = holding[key.namespace]
+            if cap >= 2 and n >= cap - 1:
+                continue
+            if best is None or n < holding[best.namespace]:
+                best = key
+            if n == 0:
+                break
+        return best
 
     def adopt(self, workload: planning.Workload) -> bool:
         """A rollout in flight found at start (or on winning the lease) holds a slot: a
@@ -214,19 +234,27 @@ class Scheduler:
         if not strategies.carries_reload(workload.template):
             return False
         key = workload.key
-        self.in_flight.add(key)
-        limit = rollouts.deadline(workload.status)
-        self._adopted[key] = self.clock.call_later(
-            limit, lambda: self._adopted_done(key, rollouts.RolloutState.STUCK)
-        )
+        self._take(key)
+        self._adopted.add(key)
         log.info("rollout in flight at start holds a slot", extra={"workload": str(key)})
         return True
 
-    def _adopted_done(self, key: ObjectKey, result: rollouts.RolloutState) -> None:
-        timer = self._adopted.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-            self.finished(key, result)
+    def _take(self, key: ObjectKey) -> None:
+        """`key` holds a slot, for at most SLOT_SECONDS (a tenant's progressDeadlineSeconds
+        never holds one longer: the slot is then freed, and nothing counts as failed)."""
+        self.in_flight.add(key)
+        if self.options.max_concurrent_rollouts > 0 and key not in self._deadlines:
+            self._deadlines[key] = self.clock.call_later(SLOT_SECONDS, lambda: self._expired(key))
+
+    def _expired(self, key: ObjectKey) -> None:
+        self._deadlines.pop(key, None)
+        if key in self.in_flight:
+            extra = {"workload": str(key), "seconds": SLOT_SECONDS}
+            log.info("rollout slot held too long, freed", extra=extra)
+            self._adopted.discard(key)
+            self._written.pop(key, None)
+            self._free(key)
+            self._wake_followers(key)
 
     # -- watching ---------------------------------------------------------------------------
     def observe(self, workload: planning.Workload) -> None:
@@ -237,8 +265,9 @@ class Scheduler:
         if st is not None:
             self.breaker.observe(workload, self.options.plan.strategy, _progressing(workload))
         if key in self._adopted and st is not None and not _progressing(workload):
+            self._adopted.discard(key)
             failed = st.progress_deadline_exceeded
-            self._adopted_done(
+            self.finished(
                 key, rollouts.RolloutState.FAILED if failed else rollouts.RolloutState.COMPLETE
             )
         if self.held.get(key) is Hold.JOB_RUNNING and workload.active == 0:
@@ -258,9 +287,7 @@ class Scheduler:
         self._written.pop(key, None)
         self._followers.pop(key, None)
         self.breaker.recovered(key)
-        timer = self._adopted.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self._adopted.discard(key)
         if self._leave_line(key):
             self._call()
         self._free(key)

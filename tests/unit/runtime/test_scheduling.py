@@ -22,7 +22,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
-from kube_reloader.runtime.scheduling import Scheduler
+from kube_reloader.runtime.scheduling import SLOT_SECONDS, Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -34,10 +34,10 @@ Manifest = dict[str, Any]
 
 
 def manifest(name: str, *, kind: str = "Deployment", annotations: dict[str, str] | None = None,
-             secret: str = "db") -> Manifest:  # fmt: skip
+             secret: str = "db", namespace: str = "ns") -> Manifest:  # fmt: skip
     return {
         "kind": kind,
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1,
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "generation": 1,
                      "annotations": {"reloader.stakater.com/auto": "true", **(annotations or {})}},
         "spec": {"replicas": 2, "progressDeadlineSeconds": 60, "template": {"spec": {
             "containers": [{"name": "app", "envFrom": [{"secretRef": {"name": secret}}]}]}}},
@@ -102,7 +102,7 @@ class Rig:
         room.fence.start_leading()
 
     def add(self, m: Manifest) -> ObjectKey:
-        key = ObjectKey(m["kind"], "ns", m["metadata"]["name"])
+        key = ObjectKey(m["kind"], m["metadata"]["namespace"], m["metadata"]["name"])
         self.manifests[key] = m
         self.seen(key)
         return key
@@ -135,7 +135,7 @@ class Rig:
         c = Change(ResourceType.SECRET, "ns", "db", hashing.secret_hash({"k": content.encode()}),
                    annotations=annotations or {})  # fmt: skip
         for k in keys:
-            self.coalescer.add(k, c, None, 0)
+            self.coalescer.add(k, dataclasses.replace(c, namespace=k.namespace), None, 0)
         return c
 
     async def drain(self) -> None:
@@ -153,7 +153,7 @@ def rig(**options: Any) -> Rig:
 
 
 async def test_at_most_n_rollouts_are_in_flight_and_a_finished_one_frees_a_slot_in_order() -> None:
-    r = rig(max_concurrent_rollouts=2)
+    r = rig(max_concurrent_rollouts=3)  # one namespace: all the slots but one
     keys = [r.add(manifest(f"w{i}")) for i in range(5)]
     r.change(*keys, content="v2")
     await r.drain()
@@ -207,7 +207,7 @@ async def test_a_waiting_workload_that_became_up_to_date_leaves_the_line() -> No
 async def test_the_breaker_halts_a_content_after_n_failed_rollouts_and_new_content_resumes() -> (
     None
 ):
-    r = rig(max_concurrent_rollouts=2, halt_after_failures=2)
+    r = rig(max_concurrent_rollouts=3, halt_after_failures=2)
     keys = [r.add(manifest(f"w{i}")) for i in range(6)]
     bad = r.change(*keys, content="bad")
     await r.drain()
@@ -356,7 +356,7 @@ async def test_without_a_cap_nothing_is_held_or_adopted() -> None:
 
 
 async def test_a_dropped_rotation_frees_its_slot_and_counts_no_failure_for_the_breaker() -> None:
-    r = rig(max_concurrent_rollouts=2, halt_after_failures=1)
+    r = rig(max_concurrent_rollouts=3, halt_after_failures=1)
     keys = [r.add(manifest(f"w{i}", annotations={"kube-reloader.io/strategy": "evict"}))
             for i in range(2)]  # fmt: skip
     c = r.change(content="bad")
@@ -372,3 +372,40 @@ async def test_a_dropped_rotation_frees_its_slot_and_counts_no_failure_for_the_b
     assert r.scheduler.in_flight == set()
     assert r.scheduler.breaker.holding([plan]) == ("Secret ns/db",)
     await r.room.spawned.run()  # the Events
+
+
+async def test_one_namespace_never_holds_the_last_slot_and_freed_slots_go_to_the_others_first(
+) -> None:  # fmt: skip
+    r = rig(max_concurrent_rollouts=4)
+    hog = [r.add(manifest(f"h{i}", namespace="hog")) for i in range(6)]
+    r.change(*hog, content="v2")
+    await r.drain()
+    assert r.written() == ["h0", "h1", "h2"], "all the slots but one"
+    other = [r.add(manifest(f"o{i}", namespace="other")) for i in range(2)]
+    r.change(*other, content="v2")
+    await r.drain()
+    assert r.written()[3:] == ["o0"], "the slot left free"
+    r.rolled(hog[0])
+    await r.drain()
+    assert r.written()[4:] == ["o1"], "the namespace holding fewer slots first (h3 came earlier)"
+    r.rolled(hog[1])
+    await r.drain()
+    assert r.written()[5:] == ["h3"]
+
+
+async def test_a_rollout_that_never_finishes_holds_its_slot_for_at_most_the_default_deadline(
+) -> None:  # fmt: skip
+    r = rig(max_concurrent_rollouts=1)
+    stuck = r.add(manifest("stuck"))
+    r.manifests[stuck]["spec"]["progressDeadlineSeconds"] = 2_000_000_000  # its tenant's choice
+    waiting = r.add(manifest("next", namespace="other"))
+    r.change(stuck, waiting, content="v2")
+    await r.drain()
+    assert r.written() == ["stuck"]
+    r.room.clock.advance(SLOT_SECONDS - 1)
+    await r.drain()
+    assert r.written() == ["stuck"]
+    r.room.clock.advance(1)
+    await r.drain()
+    assert r.written() == ["stuck", "next"]
+    assert r.scheduler.breaker.halted == {}, "a slot freed by time is no failure"
