@@ -6,6 +6,7 @@ report one outcome."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,7 @@ class Reconciler:
             result = "error"
             self.reporter.handler_error()
             self.reporter.object_failed("reconcile", key, exc)
+            self.scheduler.idle(key)  # a slot it was called for goes to the next in line
             workload = self.stores.workload(key)
             if workload is not None:
                 self.reporter.warn_once(
@@ -129,9 +131,10 @@ class Reconciler:
         workload = self.stores.resolve(cached)
         now = int(self.clock.wall())
         plans = [
-            planning.plan(change=c, workload=workload, config=self.options.plan, now=now)
+            planning.plan(change=self._current(c), workload=workload, config=self.options.plan,
+                          now=now)
             for c in item.changes.values()
-        ]
+        ]  # fmt: skip
         todo = [p for p in plans if p.outcome is Outcome.RELOAD]
         if not todo:
             self.failures.pop(key, None)
@@ -171,7 +174,7 @@ class Reconciler:
         self.coalescer.put_back(item)
         if verdict.hold is Hold.WINDOW and verdict.until is not None:
             delay = max(0.0, verdict.until - self.clock.wall()) + WINDOW_MARGIN
-            self.coalescer.schedule(item.key, delay)
+            self.scheduler.wake_at(item.key, delay)
 
     async def _write(
         self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan]
@@ -260,6 +263,19 @@ class Reconciler:
         self.failures.pop(workload.key, None)
         self.throttle.reloaded(workload.key)
         return workload.key in self.rotations
+
+    def _current(self, change: planning.Change) -> planning.Change:
+        """The change with its resource's content as cached now: a change that waited (a
+        window, a freeze, a slot) and was reverted meanwhile writes nothing."""
+        if change.event is not planning.Event.UPDATED:
+            return change
+        if change.rtype is ResourceType.SECRETPROVIDERCLASS:
+            return change
+        entry = self.stores.config(change.rtype, change.namespace, change.name)
+        if entry is None or entry.hash == change.hash:
+            return change
+        return dataclasses.replace(change, hash=entry.hash,
+                                   annotations=entry.metadata.annotations)  # fmt: skip
 
     def _changed_at(self, change: planning.Change) -> float | None:
         """When the config's content was last written (the API server's whole seconds)."""

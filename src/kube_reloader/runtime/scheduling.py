@@ -58,6 +58,8 @@ class Scheduler:
     _adopted: set[ObjectKey] = field(default_factory=set, init=False)
     #: how long each slot may still be held (whatever a workload's progressDeadlineSeconds)
     _deadlines: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+    #: when a workload held by its window looks again (the window's opening)
+    _timers: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
@@ -76,7 +78,8 @@ class Scheduler:
         verdict = scheduling.decide(rules, facts)
         if verdict.write:
             self._leave_line(key)
-            self.held.pop(key, None)
+            self._unhold(key)
+            self._adopted.discard(key)  # written again: the tracker follows it now
             self._take(key)
             return verdict
         if verdict.hold is Hold.SLOTS:
@@ -180,10 +183,29 @@ class Scheduler:
             )
 
     def idle(self, key: ObjectKey) -> None:
-        """The workload has nothing to write (up to date, or unreadable rules)."""
-        self.held.pop(key, None)
+        """The workload has nothing to write (up to date, or unreadable rules), or its
+        reconcile failed before a decision (its called slot goes to the next in line)."""
+        self._unhold(key)
         if self._leave_line(key):
             self._call()
+
+    def wake_at(self, key: ObjectKey, delay: float) -> None:
+        """Look at a held workload again after `delay` (its window opens)."""
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self._wake(key)
+
+        self._timers[key] = self.clock.call_later(delay, fire)
+
+    def _unhold(self, key: ObjectKey) -> None:
+        self.held.pop(key, None)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
 
     def _free(self, key: ObjectKey) -> None:
         timer = self._deadlines.pop(key, None)
@@ -270,8 +292,9 @@ class Scheduler:
             self.finished(
                 key, rollouts.RolloutState.FAILED if failed else rollouts.RolloutState.COMPLETE
             )
-        if self.held.get(key) is Hold.JOB_RUNNING and workload.active == 0:
-            self._wake(key)
+        hold = self.held.get(key)
+        if (hold is Hold.JOB_RUNNING and workload.active == 0) or hold is Hold.WINDOW:
+            self._wake(key)  # a window may have been changed or removed
         if key in self._followers:
             self._wake_followers(key)
 
@@ -282,10 +305,10 @@ class Scheduler:
                 self._wake(key)
 
     def forget(self, key: ObjectKey) -> None:
-        """The workload is gone."""
-        self.held.pop(key, None)
+        """The workload is gone (those that follow it no longer wait for it)."""
+        self._unhold(key)
         self._written.pop(key, None)
-        self._followers.pop(key, None)
+        self._wake_followers(key)
         self.breaker.recovered(key)
         self._adopted.discard(key)
         if self._leave_line(key):
@@ -293,8 +316,9 @@ class Scheduler:
         self._free(key)
 
     def _wake(self, key: ObjectKey) -> None:
+        """Queue a held workload now, whatever timer the coalescer runs for it."""
         if key in self.coalescer:
-            self.coalescer.schedule(key, 0)
+            self.coalescer.requeue(key)
 
     def _wake_followers(self, key: ObjectKey) -> None:
         for follower in sorted(self._followers.pop(key, ())):

@@ -14,7 +14,8 @@ import msgspec
 from kube_reloader.core import hashing, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan
-from kube_reloader.runtime.cache import workload_entry
+from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime.cache import ConfigEntry, workload_entry
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
@@ -409,3 +410,64 @@ async def test_a_rollout_that_never_finishes_holds_its_slot_for_at_most_the_defa
     await r.drain()
     assert r.written() == ["stuck", "next"]
     assert r.scheduler.breaker.halted == {}, "a slot freed by time is no failure"
+
+
+def cache_content(r: Rig, content: str) -> None:
+    """The Secret's content as the watch cache holds it now."""
+    entry = ConfigEntry(ObjectMeta(name="db", namespace="ns"), ResourceType.SECRET,
+                        hashing.secret_hash({"k": content.encode()}))  # fmt: skip
+    r.stores.config = lambda _t, _ns, _n: entry  # type: ignore[method-assign]
+
+
+async def test_a_change_reverted_while_its_window_is_closed_writes_nothing_when_it_opens() -> None:
+    r = rig()
+    m = manifest("w", annotations=WINDOW)
+    m["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "STAKATER_DB_SECRET", "value": hashing.secret_hash({"k": b"v0"})}]  # fmt: skip
+    k = r.add(m)
+    cache_content(r, "v1")
+    r.change(k, content="v1")
+    await r.drain()
+    assert r.scheduler.held == {k: "window"}
+    cache_content(r, "v0")  # reverted: the fan-out sees nothing to reload and queues nothing
+    r.room.clock.advance(201.0)
+    await r.drain()
+    assert r.written() == []
+    assert r.scheduler.held == {}
+
+
+async def test_an_urgent_change_during_a_window_hold_is_written_at_once() -> None:
+    r = rig()
+    k = r.add(manifest("w", annotations=WINDOW))
+    r.change(k, content="v2")
+    await r.drain()
+    assert r.written() == []
+    r.change(k, content="v3", annotations={"kube-reloader.io/reload-urgent": "true"})
+    await r.drain()
+    assert r.written() == ["w"]
+    assert all(t < 200 for t in r.room.clock.pending()), "the window's timer is gone"
+
+
+async def test_removing_a_workloads_window_writes_its_held_change() -> None:
+    r = rig()
+    k = r.add(manifest("w", annotations={"kube-reloader.io/reload-window": "0 0 31 2 * 1h"}))
+    r.change(k, content="v2")
+    await r.drain()
+    assert r.scheduler.held == {k: "window"}, "a window that never opens"
+    del r.manifests[k]["metadata"]["annotations"]["kube-reloader.io/reload-window"]
+    r.seen(k)
+    await r.drain()
+    assert r.written() == ["w"]
+
+
+async def test_a_deleted_followed_workload_no_longer_holds_its_followers() -> None:
+    r = rig()
+    a = r.add(manifest("a"))
+    b = r.add(manifest("b", annotations={"kube-reloader.io/reload-after": "Deployment/a"}))
+    r.change(a, b, content="v2")
+    await r.drain()
+    assert r.scheduler.held == {b: "order"}
+    r.stores.index.remove(a)
+    r.reconciler.forget(a)
+    await r.drain()
+    assert r.written() == ["a", "b"]
