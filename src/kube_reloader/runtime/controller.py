@@ -169,6 +169,7 @@ class Controller:
                 if not spec.discovered:
                     stores.workloads.append(sources.workloads(self.client, opts, spec, ns))
         stores.namespaces = sources.namespaces(self.client, opts)
+        stores.namespaces_select = bool(opts.namespace_selector)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""

@@ -21,7 +21,7 @@ from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
@@ -58,6 +58,15 @@ class Intake:
     async def synced(self) -> None:
         """Wait for every required initial list; then the stashed changes fan out."""
         await asyncio.gather(*(r.synced.wait() for r in self.stores.required()))
+        policies = self.stores.namespaces
+        listed = policies is None or policies.synced.is_set() or policies.forbidden
+        while not listed:  # the list, or RBAC saying no: no one event tells both
+            await asyncio.sleep(0.1)
+            listed = policies is None or policies.synced.is_set() or policies.forbidden
+        if policies is not None and not policies.synced.is_set():
+            log.warning("namespaces cannot be listed: freeze and reload-window annotations "
+                        "on namespaces are not read (grant list/watch on namespaces, or set "
+                        "--namespace-policies=false)")  # fmt: skip
         self.ready.set()
         self.reporter.synced()
         stashed, self._stashed = self._stashed, {}

@@ -25,6 +25,10 @@ class Stores:
         self.optional: list[Reflector[WorkloadEntry]] = []
         self.spcs: list[Reflector[projections.Object]] = []
         self.namespaces: Reflector[projections.Object] | None = None
+        #: the namespaces decide what is watched (`--namespace-selector`): their list gates
+        #: readiness; watched only for their policies (freeze, windows), it waits for the list
+        #: or for RBAC to forbid it (`Intake.synced`)
+        self.namespaces_select = False
 
     def all_reflectors(self) -> list[Reflector[Any]]:
         out: list[Reflector[Any]] = [*self.workloads, *self.configs, *self.optional, *self.spcs]
@@ -35,7 +39,7 @@ class Stores:
     def required(self) -> list[Reflector[Any]]:
         """The reflectors whose initial list gates readiness."""
         out: list[Reflector[Any]] = [*self.workloads, *self.configs]
-        if self.namespaces is not None:
+        if self.namespaces is not None and self.namespaces_select:
             out.append(self.namespaces)
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 
 import pytest
@@ -92,3 +93,30 @@ async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out
     await i.on_config(event(EventType.MODIFIED, "h4", "h3"), "configmaps", initial=False)
     assert [c.hash for c in delivered] == ["h3", "h4"]
     assert room.reporter.stats.changes == 3
+
+
+class NamespaceList:
+    """A namespaces reflector's state: listed, or forbidden by RBAC."""
+
+    def __init__(self, *, forbidden: bool = False) -> None:
+        self.synced = asyncio.Event()
+        self.forbidden = forbidden
+
+
+@pytest.mark.parametrize(
+    ("select", "forbidden", "ready"),
+    [
+        (False, True, True),  # policies only, RBAC says no: ready, policies not read
+        (False, False, False),  # policies only, the list still running: wait for it
+        (True, True, False),  # the selector decides what is watched: its list gates readiness
+    ],
+)
+async def test_namespaces_watched_for_their_policies_never_keep_a_forbidden_controller_unready(
+    select: bool, forbidden: bool, ready: bool
+) -> None:
+    i = intake(Room())
+    i.stores.namespaces = NamespaceList(forbidden=forbidden)  # type: ignore[assignment]
+    i.stores.namespaces_select = select
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(i.synced(), 0.5)
+    assert i.ready.is_set() is ready
