@@ -70,6 +70,8 @@ class Workload:
     template_changed_at: float | None = None
     #: rollout progress (Deployments, StatefulSets, DaemonSets)
     status: rollouts.Status | None = None
+    #: the field manager of the last write to the pod template (from managedFields)
+    template_manager: str = ""
     #: a Job's running pods (`status.active`), or 1 while it is finishing (its success or
     #: failure recorded, `Complete`/`Failed` not yet)
     active: int = 0

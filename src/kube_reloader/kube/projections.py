@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -341,6 +342,19 @@ def _repair(value: Any, tp: Any) -> Any:
             if x is not _MISSING
         }
     return _MISSING
+
+
+def last_writer(meta: ObjectMeta, *fields: bytes) -> str:
+    """The field manager of the latest write that touched any of `fields` ("" if unknown)."""
+    latest, writer = "", ""
+    for entry in meta.managedFields:
+        if (
+            not entry.subresource
+            and entry.time >= latest
+            and any(f in bytes(entry.fieldsV1) for f in fields)
+        ):
+            latest, writer = entry.time, entry.manager
+    return sys.intern(writer)
 
 
 def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:

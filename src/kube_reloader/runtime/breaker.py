@@ -4,8 +4,9 @@ still wait for it are held); the resource's next content change lifts the halt, 
 held or failed workload then gets one rollout to the new content.
 
 Failures are level-based where the cluster records them: a workload whose status says its
-progress deadline was exceeded, for the generation it runs, failed with the hashes its pod
-template carries (so a restarted controller reads them back from the watch). A rollout the
+progress deadline was exceeded, for the generation it runs, whose pod template kube-reloader
+wrote last (managedFields), failed with the current content it carries (so a restarted
+controller reads them back from the watch). A rollout the
 tracker calls stuck (no progress deadline: StatefulSets, DaemonSets) counts from memory."""
 
 from __future__ import annotations
@@ -49,16 +50,22 @@ class Breaker:
         )  # fmt: skip
 
     def observe(
-        self, workload: planning.Workload, strategy: strategies.Strategy, progressing: bool
-    ) -> None:
-        """A workload's status: a failed rollout counts against the content it carries; a
-        finished one no longer counts."""
+        self, workload: planning.Workload, strategy: strategies.Strategy, progressing: bool,
+        field_manager: str,
+    ) -> None:  # fmt: skip
+        """A workload's status: a failed rollout of a template we wrote last counts against
+        the current content it carries (not an image change, not older content); a finished
+        one no longer counts."""
         st = workload.status
         if self.limit <= 0 or st is None or st.observed_generation < st.generation:
             return
         if st.progress_deadline_exceeded:
+            if workload.template_manager != field_manager:
+                return  # someone else's change failed
             for (rtype, name), h in planning.carried_hashes(workload, strategy).items():
-                if rtype is not ResourceType.SECRETPROVIDERCLASS:
+                entry = self.stores.config(rtype, workload.namespace, name)
+                if rtype is not ResourceType.SECRETPROVIDERCLASS and entry is not None \
+                        and entry.hash == h:  # fmt: skip
                     self.fail(workload.key, ((rtype, workload.namespace, name), h))
         elif not progressing:
             self.recovered(workload.key)

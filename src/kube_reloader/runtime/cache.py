@@ -165,6 +165,7 @@ def workload_entry(
         owner_kind=_owner_kind(meta),
         workload_ref=ref,
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
+        template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
         status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
         active=_job_running(obj) if kind == WorkloadKind.JOB and isinstance(obj, p.Workload) else 0,
     )

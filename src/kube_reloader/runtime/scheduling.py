@@ -285,7 +285,8 @@ class Scheduler:
         key = workload.key
         st = workload.status
         if st is not None:
-            self.breaker.observe(workload, self.options.plan.strategy, _progressing(workload))
+            self.breaker.observe(workload, self.options.plan.strategy, _progressing(workload),
+                                 self.options.field_manager)  # fmt: skip
         if key in self._adopted and st is not None and not _progressing(workload):
             self._adopted.discard(key)
             failed = st.progress_deadline_exceeded

@@ -78,3 +78,29 @@ async def test_a_newer_reload_replaces_the_deadline_and_forget_cancels_it() -> N
     room.clock.advance(100.0)
     await room.spawned.run()
     assert room.events.sent == []
+
+
+async def test_a_slow_rollout_that_keeps_progressing_is_never_stuck_and_a_paused_one_waits() -> (
+    None
+):
+    room = Room()
+    w = workload(status=dataclasses.replace(STATUS, replicas=10, updated=0, available=10,
+                                            outdated=10))  # fmt: skip
+    seen = {w.key: w}
+    t = tracker(room, seen)
+    t.started(w, ANSWER)
+    for n in range(1, 10):  # one more pod every 60 s: each within the 90 s deadline
+        room.clock.advance(60.0)
+        t.observe(dataclasses.replace(w, status=dataclasses.replace(
+            w.status, observed_generation=2, updated=n, outdated=10 - n)))  # fmt: skip
+    assert w.key in t, "not stuck after 540 s of steady progress"
+    paused = dataclasses.replace(w, paused=True)
+    seen[w.key] = paused
+    room.clock.advance(1000.0)
+    assert w.key in t, "a paused Deployment is not stuck"
+    seen[w.key] = w
+    room.clock.advance(100.0)
+    assert w.key not in t
+    assert room.sample("kube_reloader_rollouts_total", workload_kind="Deployment",
+                       result="stuck") == 1  # fmt: skip
+    await room.spawned.run()
