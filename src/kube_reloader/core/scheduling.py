@@ -20,6 +20,7 @@ value, so the same facts give the same verdict.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -81,6 +82,7 @@ def job_policy(annotations: Mapping[str, str]) -> tuple[JobPolicy, str | None]:
     )
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_after(value: str, namespace: str, own: ObjectKey) -> tuple[tuple[ObjectKey, ...], str]:
     """`KIND/NAME[,KIND/NAME...]` (same namespace): the workloads to follow, or "" and a
     one-line error (an unreadable list follows nothing)."""

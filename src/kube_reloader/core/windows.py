@@ -218,6 +218,7 @@ def _irregular_starts(
     return sorted(starts)
 
 
+@functools.lru_cache(maxsize=2048)
 def parse_window(value: str) -> tuple[Window | None, str | None]:
     """`(window, None)` or `(None, error)`; the error is one line and names the bad part."""
     if len(value) > MAX_LENGTH:
