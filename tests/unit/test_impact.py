@@ -361,3 +361,21 @@ def test_rollouts_in_flight_are_the_progressing_ones_that_carry_a_reload(
     doc = json.loads(out)
     assert doc["in_flight"] == in_flight
     assert doc["rows"][0]["verdict"]["write"] is True, "its own slot does not hold it back"
+
+
+def test_without_namespace_policies_the_namespaces_freeze_is_not_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "frozen.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns, annotations: "
+        "{kube-reloader.io/freeze: 'true'}}\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: ns}\ndata: {a: '1'}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ns, "
+        "annotations: {reloader.stakater.com/auto: 'true'}}\nspec: {template: {spec: "
+        "{containers: [{name: app, envFrom: [{configMapRef: {name: cfg}}]}]}}}\n"
+    )
+    assert cli.main(["impact", "cm/ns/cfg", "-f", str(path)]) == 0
+    assert "Deployment/web  reload  env-vars  held: frozen" in capsys.readouterr().out
+    assert cli.main(["impact", "cm/ns/cfg", "-f", str(path), "--namespace-policies=false"]) == 0
+    assert "Deployment/web  reload  env-vars  now" in capsys.readouterr().out

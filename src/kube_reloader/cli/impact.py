@@ -27,7 +27,6 @@ import hashlib
 import json
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,12 @@ from typing import Any
 import msgspec
 import yaml
 
+from kube_reloader.cli import impact_report
 from kube_reloader.cli.explain import content_hash
 from kube_reloader.core import evicting, impact, planning, rollouts, strategies
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
-from kube_reloader.core.scheduling import Hold
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
@@ -70,7 +69,6 @@ CSI_NOTE = (
     "are not reloaded for them"
 )
 Doc = dict[str, Any]
-ORDER_TAIL = " to finish rolling out this change"
 
 
 @dataclasses.dataclass
@@ -106,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent-rollouts", type=_count, default=0, metavar="N",
                    help="as the controller's flag (0: no cap)")  # fmt: skip
     p.add_argument("--freeze", action="store_true", help="as the controller's flag")
+    p.add_argument("--namespace-policies", choices=("true", "false"), default="true",
+                   help="as the controller's flag (namespace freeze and window)")  # fmt: skip
     return p
 
 
@@ -274,77 +274,6 @@ async def _cluster_rolling(client: Client, mine: list[planning.Workload], ns: st
     return out
 
 
-def describe(row: impact.Row) -> str:
-    """`reload  env-vars  now`, `... held: window (opens ...)`, `... waits: slot #3`, `no: ...`."""
-    v = row.verdict
-    if v is None:
-        why = row.warnings[0] if row.outcome == "reload" and row.warnings else row.reason
-        return f"no: {why}"
-    head = f"reload  {row.strategy}  "
-    if v.write:
-        return head + ("now (urgent: the window is bypassed)" if "urgent" in v.message else "now")
-    if v.hold is Hold.SLOTS:
-        return head + f"waits: slot #{v.position}"
-    if v.hold is Hold.ORDER:
-        names = v.message.removeprefix("waiting for ").removesuffix(ORDER_TAIL)
-        return head + f"waits: order (after {names})"
-    if v.hold is Hold.WINDOW:
-        opens = "never" if v.until is None else _utc(v.until)
-        source, _, where = row.window.rpartition(" (")
-        return head + f"held: window (opens {opens}; {source!r} of the {where.rstrip(')')})"
-    return head + f"held: {v.hold} ({v.message})"
-
-
-def _utc(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def summary(rows: Sequence[impact.Row]) -> dict[str, Any]:
-    held = Counter(str(r.verdict.hold) for r in rows if r.verdict and not r.verdict.write)
-    now = sum(1 for r in rows if r.verdict is not None and r.verdict.write)
-    return {"now": now, "held": dict(sorted(held.items())),
-            "not_reloaded": sum(1 for r in rows if r.verdict is None)}  # fmt: skip
-
-
-def render_text(inputs: Inputs, rows: Sequence[impact.Row]) -> str:
-    c = inputs.change
-    lines = [f"{c.rtype.kind} {c.namespace}/{c.name}: one content change (hash {c.hash})"]
-    lines += [f"note: {n}" for n in inputs.notes]
-    width = max((len(f"{r.workload.kind}/{r.workload.name}") for r in rows), default=0)
-    for r in rows:
-        lines.append(f"{r.workload.kind}/{r.workload.name}".ljust(width) + "  " + describe(r))
-        lines += [f"  warning: {w}" for w in r.warnings]
-    if not rows:
-        lines.append(f"no workloads in namespace {c.namespace}")
-    s = summary(rows)
-    held = sum(s["held"].values())
-    by = ", ".join(f"{k} {n}" for k, n in s["held"].items())
-    lines.append(f"summary: {s['now']} reload now, {held} held" + (f" ({by})" if by else "")
-                 + f", {s['not_reloaded']} not reloaded")  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-def row_dict(row: impact.Row) -> dict[str, Any]:
-    out = dataclasses.asdict(row)
-    out["workload"] = {"kind": row.workload.kind, "namespace": row.workload.namespace,
-                       "name": row.workload.name}  # fmt: skip
-    v = out["verdict"]
-    if v is not None:
-        v["hold"] = None if v["hold"] is None else str(v["hold"])
-        v["until_utc"] = None if v["until"] is None else _utc(v["until"])
-    return out
-
-
-def to_json(inputs: Inputs, rows: Sequence[impact.Row], state: impact.State) -> dict[str, Any]:
-    c = inputs.change
-    return {
-        "resource": {"kind": c.rtype.kind, "namespace": c.namespace, "name": c.name},
-        "hash": c.hash, "notes": inputs.notes,
-        "in_flight": [str(k) for k in sorted(state.in_flight)],
-        "rows": [row_dict(r) for r in rows], "summary": summary(rows),
-    }  # fmt: skip
-
-
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -361,7 +290,8 @@ def main(argv: Sequence[str]) -> int:
         state = impact.State(cap=cap, freeze=args.freeze, in_flight=in_flight(inputs.rolling, cap))
         rows = impact.preview(
             inputs.change, inputs.workloads, config=cfg, now=time.time(), state=state,
-            namespace_annotations=inputs.namespace_annotations,
+            namespace_annotations=(inputs.namespace_annotations
+                                   if args.namespace_policies == "true" else {}),
             default_strategy=evicting.PodStrategy(args.default_strategy), evictable=_evictable,
         )  # fmt: skip
     except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
@@ -371,9 +301,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 1
     text = (
-        json.dumps(to_json(inputs, rows, state), indent=2) + "\n"
+        json.dumps(impact_report.to_json(inputs, rows, state), indent=2) + "\n"
         if args.format == "json"
-        else render_text(inputs, rows)
+        else impact_report.render_text(inputs, rows)
     )
     try:
         sys.stdout.write(text)
