@@ -301,9 +301,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 1
     text = (
-        json.dumps(impact_report.to_json(inputs, rows, state), indent=2) + "\n"
+        json.dumps(impact_report.to_json(inputs.change, inputs.notes, rows, state), indent=2) + "\n"
         if args.format == "json"
-        else impact_report.render_text(inputs, rows)
+        else impact_report.render_text(inputs.change, inputs.notes, rows)
     )
     try:
         sys.stdout.write(text)

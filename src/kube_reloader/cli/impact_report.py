@@ -6,13 +6,10 @@ import dataclasses
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kube_reloader.core import impact
+from kube_reloader.core import impact, planning
 from kube_reloader.core.scheduling import Hold
-
-if TYPE_CHECKING:
-    from kube_reloader.cli.impact import Inputs
 
 ORDER_TAIL = " to finish rolling out this change"
 
@@ -49,10 +46,9 @@ def summary(rows: Sequence[impact.Row]) -> dict[str, Any]:
             "not_reloaded": sum(1 for r in rows if r.verdict is None)}  # fmt: skip
 
 
-def render_text(inputs: Inputs, rows: Sequence[impact.Row]) -> str:
-    c = inputs.change
+def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impact.Row]) -> str:
     lines = [f"{c.rtype.kind} {c.namespace}/{c.name}: one content change (hash {c.hash})"]
-    lines += [f"note: {n}" for n in inputs.notes]
+    lines += [f"note: {n}" for n in notes]
     width = max((len(f"{r.workload.kind}/{r.workload.name}") for r in rows), default=0)
     for r in rows:
         lines.append(f"{r.workload.kind}/{r.workload.name}".ljust(width) + "  " + describe(r))
@@ -78,11 +74,11 @@ def row_dict(row: impact.Row) -> dict[str, Any]:
     return out
 
 
-def to_json(inputs: Inputs, rows: Sequence[impact.Row], state: impact.State) -> dict[str, Any]:
-    c = inputs.change
+def to_json(c: planning.Change, notes: Sequence[str], rows: Sequence[impact.Row],
+            state: impact.State) -> dict[str, Any]:  # fmt: skip
     return {
         "resource": {"kind": c.rtype.kind, "namespace": c.namespace, "name": c.name},
-        "hash": c.hash, "notes": inputs.notes,
+        "hash": c.hash, "notes": list(notes),
         "in_flight": [str(k) for k in sorted(state.in_flight)],
         "rows": [row_dict(r) for r in rows], "summary": summary(rows),
     }  # fmt: skip

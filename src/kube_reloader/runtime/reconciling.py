@@ -205,6 +205,7 @@ class Reconciler:
                 self._retry(key)
                 return False, False
             self.coalescer.requeue(key)
+            self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
             return False, False
         except errors.Transient as exc:
             # put the changes back (newer ones that arrived meanwhile win) and back off

@@ -58,6 +58,8 @@ class Scheduler:
     _adopted: set[ObjectKey] = field(default_factory=set, init=False)
     #: how long each slot may still be held (whatever a workload's progressDeadlineSeconds)
     _deadlines: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+    #: admitted writes that met a conflict and are re-planned at once
+    _again: set[ObjectKey] = field(default_factory=set, init=False)
     #: when a workload held by its window looks again (the window's opening)
     _timers: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
@@ -157,10 +159,18 @@ class Scheduler:
         rollout tracker or a rotation), which frees the slot when it finishes."""
         if written and rolling:
             self._written[key] = breaker.contents(todo)
-        if not (written and rolling):
+        if not written and key in self._again:
+            self._again.discard(key)
+            self._free(key, keep=True)
+        elif not (written and rolling):
             self._free(key)
             if written:
                 self._wake_followers(key)
+
+    def again(self, key: ObjectKey) -> None:
+        """An admitted write met a conflict and is re-planned at once: it keeps its turn (the
+        slot its `wrote` frees is handed back to it first, not to the line)."""
+        self._again.add(key)
 
     def finished(self, key: ObjectKey, result: rollouts.RolloutState | None) -> None:
         """A followed rollout (or rotation) ended; `result` None: it was dropped."""
@@ -207,13 +217,17 @@ class Scheduler:
         if timer is not None:
             timer.cancel()
 
-    def _free(self, key: ObjectKey) -> None:
+    def _free(self, key: ObjectKey, *, keep: bool = False) -> None:
+        """`key` no longer holds a slot; `keep`: it is about to take one again (called)."""
         timer = self._deadlines.pop(key, None)
         if timer is not None:
             timer.cancel()
         if key in self.in_flight:
             self.in_flight.discard(key)
-            self._call()
+            if keep:
+                self._called.add(key)
+            else:
+                self._call()
 
     def _leave_line(self, key: ObjectKey) -> bool:
         called = key in self._called
@@ -309,6 +323,7 @@ class Scheduler:
         """The workload is gone (those that follow it no longer wait for it)."""
         self._unhold(key)
         self._written.pop(key, None)
+        self._again.discard(key)
         self._wake_followers(key)
         self.breaker.recovered(key)
         self._adopted.discard(key)

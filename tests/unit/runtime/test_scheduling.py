@@ -15,6 +15,7 @@ import pytest
 from kube_reloader.core import hashing, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan
+from kube_reloader.kube import errors
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.runtime.cache import ConfigEntry, workload_entry
 from kube_reloader.runtime.coalescing import Coalescer
@@ -482,3 +483,14 @@ async def test_a_deleted_followed_workload_no_longer_holds_its_followers() -> No
     r.reconciler.forget(a)
     await r.drain()
     assert r.written() == ["a", "b"]
+
+
+async def test_a_write_that_met_a_conflict_keeps_its_turn_for_the_slot() -> None:
+    r = rig(max_concurrent_rollouts=1)
+    a, b = r.add(manifest("a")), r.add(manifest("b"))
+    r.writer.fail.append(errors.Conflict(409, "the object has been modified"))
+    r.writer.objects[a] = copy.deepcopy(r.manifests[a])
+    r.change(a, b, content="v2")
+    await r.drain()
+    assert r.written() == ["a"], "a again, not b"
+    assert r.scheduler.held == {b: "slots"}
