@@ -41,6 +41,7 @@ from kube_reloader.devcluster.versions import RELOADER
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 
+from .observation import carried_hashes
 from .reload_bench import gather_limited
 
 ENV = "STAKATER_DB_SECRET"
@@ -69,11 +70,7 @@ def deployment(name: str, ns: str, bad: str) -> dict[str, Any]:
 
 
 def carried(d: dict[str, Any]) -> str | None:
-    for c in d["spec"]["template"]["spec"]["containers"]:
-        for e in c.get("env", []):
-            if e["name"] == ENV:
-                return str(e.get("value"))
-    return None
+    return carried_hashes(d).get(("ENV", ENV))
 
 
 def settled(d: dict[str, Any]) -> bool:

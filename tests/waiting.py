@@ -37,3 +37,22 @@ def observed(obj: Mapping[str, Any], *, as_string: bool = False) -> bool:
     generation = obj["metadata"]["generation"]
     want = str(generation) if as_string else generation
     return bool((obj.get("status") or {}).get("observedGeneration") == want)
+
+
+def rolled_out(d: Mapping[str, Any]) -> bool:
+    """Whether a Deployment's controller has rolled its current spec out completely: every
+    pod updated and available, no old pod left."""
+    s = d.get("status") or {}
+    want = d["spec"]["replicas"]
+    return observed(d) and all(
+        s.get(f, 0) == want for f in ("replicas", "updatedReplicas", "availableReplicas")
+    )
+
+
+def template_env(obj: Mapping[str, Any], name: str) -> str | None:
+    """The value of env var `name` in any container of `obj`'s pod template."""
+    for c in obj["spec"]["template"]["spec"]["containers"]:
+        for e in c.get("env") or []:
+            if e["name"] == name:
+                return str(e.get("value"))
+    return None

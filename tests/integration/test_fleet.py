@@ -18,7 +18,7 @@ from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 from tests import builders
 from tests.harness import find_event, running
-from tests.waiting import eventually, observed
+from tests.waiting import eventually, rolled_out, template_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(420)]
 ENV = strategies.env_var_name("db", ResourceType.SECRET)
@@ -37,11 +37,7 @@ def app(name: str, namespace: str, bad: str, *, annotations: dict[str, str] | No
 
 
 def carried(d: dict[str, Any]) -> str | None:
-    for c in d["spec"]["template"]["spec"]["containers"]:
-        for e in c.get("env", []):
-            if e["name"] == ENV:
-                return str(e.get("value"))
-    return None
+    return template_env(d, ENV)
 
 
 def rolling(d: dict[str, Any]) -> bool:
@@ -49,10 +45,7 @@ def rolling(d: dict[str, Any]) -> bool:
     s = d.get("status", {})
     failed = any(c.get("reason") == "ProgressDeadlineExceeded" and c.get("status") == "False"
                  for c in s.get("conditions", []))  # fmt: skip
-    want = d["spec"]["replicas"]
-    done = observed(d) and all(s.get(f) == want for f in ("replicas", "updatedReplicas",
-                                                          "availableReplicas"))  # fmt: skip
-    return not failed and not done
+    return not failed and not rolled_out(d)
 
 
 async def deployments(client: Client, namespace: str) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from kube_reloader.kube.client import Client, PatchType
 from tests import builders
 from tests.adversarial import tenant
 from tests.harness import find_event, generation, running, update_cm
-from tests.waiting import eventually
+from tests.waiting import eventually, rolled_out, template_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(300)]
 
@@ -98,28 +98,12 @@ async def deployment(client: Client, namespace: str, name: str) -> dict[str, Any
 
 def carried(obj: dict[str, Any], configmap: str) -> str | None:
     """The reload env var's value for `configmap` in a workload's (or a Job's) template."""
-    for c in obj["spec"]["template"]["spec"]["containers"]:
-        for e in c.get("env") or []:
-            if e["name"] == env_name(configmap):
-                return str(e.get("value"))
-    return None
+    return template_env(obj, env_name(configmap))
 
 
-def settled(d: dict[str, Any]) -> bool:
-    """kube-controller-manager has rolled the Deployment's current spec out completely."""
-    s = d.get("status") or {}
-    want = d["spec"]["replicas"]
-    return bool(
-        s.get("observedGeneration") == d["metadata"]["generation"]
-        and s.get("updatedReplicas", 0) == want
-        and s.get("availableReplicas", 0) == want
-        and s.get("replicas", 0) == want
-    )
-
-
-async def all_settled(client: Client, namespace: str, names: list[str]) -> None:
+async def all_rolled_out(client: Client, namespace: str, names: list[str]) -> None:
     async def probe() -> bool:
-        return all([settled(await deployment(client, namespace, n)) for n in names])
+        return all([rolled_out(await deployment(client, namespace, n)) for n in names])
 
     await eventually(probe, what=f"{names} rolled out", timeout=60)
 
@@ -264,7 +248,7 @@ async def test_a_change_outside_the_window_is_applied_once_when_it_opens_after_t
     await create_current(client, namespace, "urgent", "urgent-cfg", v0,
                          annotations={WINDOW: window}, cm_annotations={URGENT: "true"})  # fmt: skip
     names = ["web", "rev", "urgent"]
-    await all_settled(client, namespace, names)
+    await all_rolled_out(client, namespace, names)
     before = await generations(client, namespace, names)
     web_sets = await replicasets(client, namespace, "web")
     assert len(web_sets) == 1, web_sets
@@ -343,7 +327,7 @@ async def test_a_frozen_namespace_holds_every_reload_until_the_freeze_is_lifted(
 ) -> None:
     v0, v1 = {"v": "0"}, {"v": "1"}
     await create_current(client, namespace, "web", "cfg", v0)
-    await all_settled(client, namespace, ["web"])
+    await all_rolled_out(client, namespace, ["web"])
     await client.patch(resources.NAMESPACES, namespace,
                        {"metadata": {"annotations": {FREEZE: "true"}}},
                        patch_type=PatchType.MERGE)  # fmt: skip
@@ -518,7 +502,7 @@ async def test_max_concurrent_rollouts_counts_rollouts_already_in_flight_at_star
         d = current_deployment(name, namespace, cm, v0, GATE="ok")
         d["spec"]["progressDeadlineSeconds"] = 600
         await client.create(resources.DEPLOYMENTS, builders.never_ready_if_env(d, "stuck"))
-    await all_settled(client, namespace, [*rolling, "fourth"])
+    await all_rolled_out(client, namespace, [*rolling, "fourth"])
     for name in rolling:  # a rollout that stays in flight: its new pod never gets Ready
         await gate(client, namespace, name, "stuck")
 
@@ -562,7 +546,7 @@ async def test_max_concurrent_rollouts_counts_rollouts_already_in_flight_at_star
                 return carried(d, "fourth-cfg") == content(v1)
 
             await eventually(rolled, what="the fourth rolled once a slot freed", timeout=30)
-            assert settled(await deployment(client, namespace, "r0"))
+            assert rolled_out(await deployment(client, namespace, "r0"))
             assert await generation(client, namespace, "fourth") == before + 1
         except BaseException:
             print(ctl.log()[-6000:])

@@ -159,14 +159,10 @@ def in_flight(workloads: Iterable[planning.Workload], cap: int) -> frozenset[Obj
     return frozenset(
         w.key
         for w in workloads
-        if cap > 0 and _rolling(w) and strategies.carries_reload(w.template)
+        if cap > 0
+        and rollouts.rolling(str(w.kind), w.status)
+        and strategies.carries_reload(w.template)
     )
-
-
-def _rolling(w: planning.Workload) -> bool:
-    st = w.status
-    progressing = rollouts.RolloutState.PROGRESSING
-    return st is not None and rollouts.state(str(w.kind), st.generation, st) is progressing
 
 
 def _change(rtype: ResourceType, ns: str, name: str, obj: Mapping[str, Any]) -> planning.Change:

@@ -214,11 +214,4 @@ class _Run:
             carries = how != "evict" and w.kind != WorkloadKind.CRONJOB
             if carries or k not in self.handled or k in self.held:
                 return True
-        return _progressing(w)
-
-
-def _progressing(w: planning.Workload) -> bool:
-    st = w.status
-    return st is not None and (
-        rollouts.state(str(w.kind), st.generation, st) is rollouts.RolloutState.PROGRESSING
-    )
+        return rollouts.rolling(str(w.kind), w.status)

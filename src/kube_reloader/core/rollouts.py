@@ -56,6 +56,11 @@ def state(kind: str, written_generation: int, s: Status) -> RolloutState:
     return RolloutState.COMPLETE if done else RolloutState.PROGRESSING
 
 
+def rolling(kind: str, s: Status | None) -> bool:
+    """Whether the workload's current spec is still rolling out (no status: it is not)."""
+    return s is not None and state(kind, s.generation, s) is RolloutState.PROGRESSING
+
+
 #: kube-controller-manager reports a missed progress deadline a little after it passes
 GRACE_SECONDS = 30.0
 

@@ -218,9 +218,11 @@ def slots(
     its namespace, and those of others that may take a slot (a namespace holding all the
     slots but one may not). `called`: released from the
     line, about to take a slot (`key` among them is next)."""
+    if cap <= 0:
+        return 0, 0, 0  # no cap: nothing to count (every rollout in flight would be walked)
     holding = Counter(k.namespace for k in (*in_flight, *called) if k != key)
     ahead = 0
-    if cap > 0 and key not in called:
+    if key not in called:
         for k in line:
             if k == key:
                 break

@@ -143,15 +143,11 @@ class Scheduler:
         # a reload that leaves no hash on its template (pods evicted, a CronJob triggered):
         # pending while its changes wait
         carries = not _evicts(w, self.options) and w.kind != WorkloadKind.CRONJOB
-        for p in todo:
-            change = planning.Change(
-                p.change.rtype, w.namespace, p.change.name, p.change.hash, p.change.event,
-                p.change.annotations,
-            )  # fmt: skip
-            mine = planning.plan(change=change, workload=w, config=self.options.plan, now=now)
+        for p in todo:  # the same namespace: the same change
+            mine = planning.plan(change=p.change, workload=w, config=self.options.plan, now=now)
             if mine.outcome is Outcome.RELOAD and (carries or k in self.coalescer):
                 return True  # it has not been written (or triggered) for this content yet
-        return w.status is not None and _progressing(w)
+        return rollouts.rolling(str(w.kind), w.status)
 
     # -- slots ------------------------------------------------------------------------------
     def wrote(self, key: ObjectKey, todo: list[Plan], *, written: bool, rolling: bool) -> None:
@@ -265,7 +261,7 @@ class Scheduler:
         template that carries a reload and is still rolling out. True when it was taken."""
         if self.options.max_concurrent_rollouts <= 0 or workload.key in self.in_flight:
             return False
-        if workload.status is None or not _progressing(workload):
+        if not rollouts.rolling(str(workload.kind), workload.status):
             return False
         if not strategies.carries_reload(workload.template):
             return False
@@ -298,10 +294,11 @@ class Scheduler:
         waiting on it are looked at again."""
         key = workload.key
         st = workload.status
+        rolling = rollouts.rolling(str(workload.kind), st)
         if st is not None:
-            self.breaker.observe(workload, self.options.plan.strategy, _progressing(workload),
+            self.breaker.observe(workload, self.options.plan.strategy, rolling,
                                  self.options.field_manager)  # fmt: skip
-        if key in self._adopted and st is not None and not _progressing(workload):
+        if key in self._adopted and st is not None and not rolling:
             self._adopted.discard(key)
             failed = st.progress_deadline_exceeded
             self.finished(
@@ -353,13 +350,6 @@ class Scheduler:
         for hold in self.held.values():
             out[hold.value] += 1
         return out
-
-
-def _progressing(w: planning.Workload) -> bool:
-    st = w.status
-    if st is None:
-        return False
-    return rollouts.state(str(w.kind), st.generation, st) is rollouts.RolloutState.PROGRESSING
 
 
 def _evicts(w: planning.Workload, options: Options) -> bool:
