@@ -74,3 +74,28 @@ def view(pod: PodObject) -> evicting.Pod:
 def controlled_by(pod: PodObject, uid: str) -> bool:
     """Whether `pod`'s controller (its managing owner reference) is the object `uid`."""
     return any(o.uid == uid and o.controller for o in pod.metadata.ownerReferences)
+
+
+#: kinds whose pods `owned` finds without a `pod-selector` annotation
+OWNED_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Rollout"})
+
+
+def owned(pod: PodObject, kind: str, name: str, uid: str, selector: str | None) -> bool:
+    """Whether a listed pod belongs to workload `kind`/`name` (`uid`). With `pod-selector`,
+    any pod it selects that a controller re-creates (never a bare pod, never a Job's);
+    otherwise a Deployment's or an Argo Rollout's pods belong to its ReplicaSets
+    (`<name>-<pod-template-hash>`), a StatefulSet's and a DaemonSet's to the workload."""
+    controller = next((o for o in pod.metadata.ownerReferences if o.controller), None)
+    if controller is None:
+        return False
+    if selector is not None:
+        return controller.kind not in ("Job", "")
+    label = {"Deployment": "pod-template-hash", "Rollout": "rollouts-pod-template-hash"}.get(kind)
+    if label is not None:
+        template_hash = pod.metadata.labels.get(label, "")
+        return (
+            controller.kind == "ReplicaSet"
+            and bool(template_hash)
+            and controller.name == f"{name}-{template_hash}"
+        )
+    return controller.uid == uid

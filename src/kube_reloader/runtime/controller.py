@@ -5,8 +5,9 @@ stops them in order; each room owns one thing (see docs/architecture.md):
       ->  coalescing (one work item per workload)  ->  reconciling (re-plan on the latest
           state, throttling; scheduling: slots, windows, freeze, breaker, order; the kind's
           strategy)  ->  tracking (rollout progress frees the slot)
-    resyncing (catch-up at start and on winning the lease), discovery (optional APIs),
-    reporting (log lines, metrics, Events, alerts), fencing (who may write), supervisor.
+    resyncing (catch-up at start and on winning the lease; freshness: its look at pods),
+    discovery (optional APIs), reporting (log lines, metrics, Events, alerts), fencing
+    (who may write), supervisor.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.discovery import Discovery
 from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.freshness import Freshness
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.memory import release_free_memory
 from kube_reloader.runtime.observing import ControllerCollector
@@ -88,6 +90,8 @@ class Controller:
             self.clock, self.writer, self.fence, self.reporter, self.supervisor,
             self.stores.workload,
         )  # fmt: skip
+        self.resync.freshness = Freshness(self.writer, self.fence, self.reporter,
+                                          self.supervisor, self.resync.queue)  # fmt: skip
         self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
         self.scheduler = Scheduler(options, self.clock, self.stores, self.coalescer, self.reporter)
         self.tracker.on_finished = self.scheduler.finished
@@ -213,14 +217,10 @@ class Controller:
         await self.intake.synced()
         # The initial LISTs' pages are garbage now; hand their memory back to the OS.
         release_free_memory()
-        log.info(
-            "caches synced",
-            extra={
-                "seconds": round(self.clock.monotonic() - started, 3),
-                "workloads": len(self.index),
-                "configs": sum(len(r.store) for r in self.stores.configs),
-            },
-        )
+        log.info("caches synced", extra={
+            "seconds": round(self.clock.monotonic() - started, 3), "workloads": len(self.index),
+            "configs": sum(len(r.store) for r in self.stores.configs),
+        })  # fmt: skip
 
     async def _stop(self) -> None:
         log.info(

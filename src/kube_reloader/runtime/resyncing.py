@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, scheduling
-from kube_reloader.core.objects import WorkloadKind
+from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.freshness import Freshness, Suspect
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
@@ -34,6 +35,9 @@ class Resync:
     namespace_wanted: Callable[[str], bool] = field(default=lambda _ns: True)
     #: a rollout in flight found here takes a slot of `--max-concurrent-rollouts`
     adopt: Callable[[planning.Workload], bool] = field(default=lambda _w: False)
+    #: where changes missed on time alone go to have the workload's pods looked at first
+    #: (`freshness.Freshness`); None: they are caught up at once
+    freshness: Freshness | None = None
 
     async def loop(self) -> None:
         """Catch up each time this replica starts writing (startup, or a won election)."""
@@ -46,7 +50,8 @@ class Resync:
 
     def reconcile_missed(self) -> int:
         """Queue a reload for every workload whose configs changed while nobody watched;
-        returns how many workloads were queued. Kinds without catch-up (Jobs, CronJobs: their
+        returns how many workloads were queued (or have their pods looked at first, see
+        `freshness`). Kinds without catch-up (Jobs, CronJobs: their
         next run reads the current content anyway) are left out."""
         now = int(self.clock.wall())
         queued = 0
@@ -82,6 +87,7 @@ class Resync:
         )  # fmt: skip
         evicts = policy is not None and policy.strategy is evicting.PodStrategy.EVICT
         queued = 0
+        on_time: list[Suspect] = []
         for rtype, name in sorted(self.stores.wanted(workload)):
             entry = self.stores.config(rtype, workload.namespace, name)
             if entry is None:
@@ -95,12 +101,15 @@ class Resync:
                 # its template carries nothing: the rotation compares its pods with the change
                 missed, why = True, f"{change}: pods older than its last write are replaced"
             else:
+                carried = planning.carried(p, workload, self.options.plan.strategy)
                 missed, why = planning.missed_while_away(
-                    plan=p,
-                    carried_hash=planning.carried(p, workload, self.options.plan.strategy),
-                    config_changed_at=entry.changed_at,
+                    plan=p, carried_hash=carried, config_changed_at=entry.changed_at,
                     template_changed_at=workload.template_changed_at,
-                )
+                )  # fmt: skip
+                on_time_only = missed and carried is None and entry.changed_at is not None
+                if on_time_only and self.freshness is not None:  # time alone: ask its pods
+                    on_time.append(Suspect(change, entry.changed_at or 0.0, why))
+                    continue
             if not missed:
                 continue
             self.reporter.log_change(
@@ -110,7 +119,13 @@ class Resync:
             if workload.key not in self.coalescer:
                 queued = 1
             self.coalescer.add(workload.key, change, None, self.options.coalesce_window)
+        if on_time and self.freshness is not None and self.freshness.check(workload, on_time):
+            queued = 1
         return queued
+
+    def queue(self, key: ObjectKey, change: Change) -> None:
+        """Catch `change` up for workload `key` (after the coalescing window)."""
+        self.coalescer.add(key, change, None, self.options.coalesce_window)
 
 
 def _held_job(workload: planning.Workload) -> bool:

@@ -29,7 +29,7 @@ from kube_reloader.core import evicting, limiting, planning, rollouts, selectors
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import PodObject, view
+from kube_reloader.kube.pods import PodObject, owned, view
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter, log
@@ -175,7 +175,8 @@ class Rotations:
                 await self._sleep(cutoff - self.clock.wall())
                 continue
             listed = await self._pods(w.namespace, selector)
-            mine = [view(p) for p in listed if _owned(p, w, uid, rotation.policy.pod_selector)]
+            pick = rotation.policy.pod_selector
+            mine = [view(p) for p in listed if owned(p, w.kind, w.name, uid, pick)]
             if rotation.targets_for != rotation.changed_at:  # fixed at the first look
                 rotation.targets = evicting.targets(mine, rotation.changed_at)
                 rotation.targets_for = rotation.changed_at
@@ -277,26 +278,6 @@ class Rotations:
             await woken.wait()
         finally:
             timer.cancel()
-
-
-def _owned(pod: PodObject, w: planning.Workload, uid: str, selector: str | None) -> bool:
-    """Whether a listed pod is one the rotation may replace. With `pod-selector`, any pod it
-    selects that a controller re-creates (never a bare pod, never a Job's); otherwise a
-    Deployment's pods belong to its ReplicaSets (`<name>-<pod-template-hash>`), a
-    StatefulSet's and a DaemonSet's to the workload itself."""
-    controller = next((o for o in pod.metadata.ownerReferences if o.controller), None)
-    if controller is None:
-        return False
-    if selector is not None:
-        return controller.kind not in ("Job", "")
-    if w.kind == "Deployment":
-        template_hash = pod.metadata.labels.get("pod-template-hash", "")
-        return (
-            controller.kind == "ReplicaSet"
-            and bool(template_hash)
-            and (controller.name == f"{w.name}-{template_hash}")
-        )
-    return controller.uid == uid
 
 
 def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from kube_reloader.core import hashing, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan, workload_from_manifest
+from kube_reloader.kube import errors
+from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
+from kube_reloader.kube.projections import OwnerReference
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter
@@ -168,6 +174,57 @@ def workload(
 
 def change(name: str = "cm", content: str = "v1") -> Change:
     return Change(ResourceType.CONFIGMAP, "ns", name, hashing.configmap_hash({"k": content}))
+
+
+def stamp(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class PodWriter(FakeWriter):
+    """A writer over a Deployment's pods: an eviction marks the pod terminating; `replace`
+    plays the ReplicaSet controller and the kubelet."""
+
+    pod_list: list[PodObject] = field(default_factory=list)
+    evictions: list[str] = field(default_factory=list)
+    refuse: int = 0
+    uids: Any = field(default_factory=itertools.count)
+    selector: str = "app=web"
+    #: the pods' controller: the Deployment's ReplicaSet, or (None) the workload itself
+    owner: OwnerReference | None = None
+
+    def add(self, created: float, *, ready_at: float | None) -> None:
+        n = next(self.uids)
+        cond = () if ready_at is None else (PodCondition("Ready", "True", stamp(ready_at)),)
+        owner = self.owner or OwnerReference(apiVersion="apps/v1", kind="ReplicaSet",
+                                             name="web-5d8f", uid="rs-1", controller=True)  # fmt: skip
+        meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
+                       labels={"app": "web", "pod-template-hash": "5d8f"},
+                       ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
+        self.pod_list.append(PodObject(meta, PodStatus(cond)))
+
+    async def pods(self, namespace: str, selector: str) -> list[PodObject]:
+        assert selector == self.selector
+        return list(self.pod_list)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise errors.TooManyRequests(
+                429, "Cannot evict pod as it would violate the pod's disruption budget."
+            )
+        self.evictions.append(uid)
+        for i, p in enumerate(self.pod_list):
+            if p.metadata.uid == uid:
+                meta = msgspec.structs.replace(p.metadata, deletionTimestamp="now")
+                self.pod_list[i] = msgspec.structs.replace(p, metadata=meta)
+
+    def replace(self, now: float, *, ready: bool = True) -> None:
+        """Terminating pods are gone; each gets a replacement, Ready at once if `ready`."""
+        gone = [p for p in self.pod_list if p.metadata.deletionTimestamp]
+        self.pod_list = [p for p in self.pod_list if not p.metadata.deletionTimestamp]
+        for _ in gone:
+            self.add(now, ready_at=now if ready else None)
 
 
 KEYS = Keys()

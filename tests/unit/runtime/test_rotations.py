@@ -7,76 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
-import itertools
-from typing import Any
-
-import msgspec
 
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.evicting import PodPolicy, PodStrategy
 from kube_reloader.core.objects import ObjectKey
-from kube_reloader.kube import errors
-from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
 from kube_reloader.kube.projections import OwnerReference
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.supervisor import Supervisor
 
-from .fakes import EPOCH, FakeWriter, Room, change, workload
+from .fakes import EPOCH, PodWriter, Room, change, stamp, workload
 
 KEY = ObjectKey("Deployment", "ns", "web")
 EVICT = PodPolicy(PodStrategy.EVICT)
-
-
-def stamp(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclasses.dataclass
-class PodWriter(FakeWriter):
-    """A writer over a Deployment's pods: an eviction marks the pod terminating; `replace`
-    plays the ReplicaSet controller and the kubelet."""
-
-    pod_list: list[PodObject] = dataclasses.field(default_factory=list)
-    evictions: list[str] = dataclasses.field(default_factory=list)
-    refuse: int = 0
-    uids: Any = dataclasses.field(default_factory=itertools.count)
-    selector: str = "app=web"
-    #: the pods' controller: the Deployment's ReplicaSet, or (None) the workload itself
-    owner: OwnerReference | None = None
-
-    def add(self, created: float, *, ready_at: float | None) -> None:
-        n = next(self.uids)
-        cond = () if ready_at is None else (PodCondition("Ready", "True", stamp(ready_at)),)
-        owner = self.owner or OwnerReference(apiVersion="apps/v1", kind="ReplicaSet",
-                                             name="web-5d8f", uid="rs-1", controller=True)  # fmt: skip
-        meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
-                       labels={"app": "web", "pod-template-hash": "5d8f"},
-                       ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
-        self.pod_list.append(PodObject(meta, PodStatus(cond)))
-
-    async def pods(self, namespace: str, selector: str) -> list[PodObject]:
-        assert selector == self.selector
-        return list(self.pod_list)
-
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        if self.refuse:
-            self.refuse -= 1
-            raise errors.TooManyRequests(
-                429, "Cannot evict pod as it would violate the pod's disruption budget."
-            )
-        self.evictions.append(uid)
-        for i, p in enumerate(self.pod_list):
-            if p.metadata.uid == uid:
-                meta = msgspec.structs.replace(p.metadata, deletionTimestamp="now")
-                self.pod_list[i] = msgspec.structs.replace(p, metadata=meta)
-
-    def replace(self, now: float, *, ready: bool = True) -> None:
-        """Terminating pods are gone; each gets a replacement, Ready at once if `ready`."""
-        gone = [p for p in self.pod_list if p.metadata.deletionTimestamp]
-        self.pod_list = [p for p in self.pod_list if not p.metadata.deletionTimestamp]
-        for _ in gone:
-            self.add(now, ready_at=now if ready else None)
 
 
 @dataclasses.dataclass
