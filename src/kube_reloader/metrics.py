@@ -2,9 +2,9 @@
 
 One private registry and one `Recorder`; every name lives in this module (checked by a golden
 test). Outside it, only the controller's reporting point (`runtime.reporting`) touches metric
-objects; the manager uses `api_request` and `set_leader` (checked by
-tests/unit/test_architecture.py). Reloader's names are kept exactly, so dashboards and alerts
-built for Reloader keep working; ours use the `kube_reloader_` prefix.
+objects; the manager passes the recorder to the API client as its request observer and uses
+`set_leader` (checked by tests/unit/test_architecture.py). Reloader's names are kept exactly,
+so dashboards and alerts built for Reloader keep working; ours use the `kube_reloader_` prefix.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 ACTION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: Reloader v1's buckets for client-go's request latency
+REST_CLIENT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30)
 BY_NAMESPACE = "reloader_reload_executed_total_by_namespace"
 
 
@@ -87,6 +89,16 @@ class Recorder:
         self.workloads_matched = Counter(
             "reloader_workloads_matched", "Workloads that matched a change", ["kind"], registry=r
         )
+        # client-go's request metrics, with the labels Reloader v1's adapters give them
+        self.rest_requests = Counter(
+            "rest_client_requests", "API server requests (each attempt), by code, method, host",
+            ["code", "method", "host"], registry=r,
+        )  # fmt: skip
+        self.rest_latency = Histogram(
+            "rest_client_request_duration_seconds",
+            "API server request duration with its retries (watches excepted), by verb and host",
+            ["verb", "host"], buckets=REST_CLIENT_BUCKETS, registry=r,
+        )  # fmt: skip
 
         # ---- kube-reloader's own
         self.reload_latency = Histogram(
@@ -169,8 +181,16 @@ class Recorder:
         if success and seconds is not None:
             self.reload_latency.labels(workload_kind=kind).observe(seconds)
 
-    def api_request(self, verb: str, code: str) -> None:
-        self.api_requests.labels(verb=verb, code=code).inc()
+    def api_request(self, method: str, code: str, host: str) -> None:
+        """One attempt of a request (`kube.transport.RequestObserver`); `code` is client-go's
+        (`<error>` when nothing answered, `error` in our own counter)."""
+        self.rest_requests.labels(code=code, method=method, host=host).inc()
+        ours = "error" if code == "<error>" else code
+        self.api_requests.labels(verb=method, code=ours).inc()
+
+    def api_request_done(self, verb: str, host: str, seconds: float) -> None:
+        """One request, its retries included (`kube.transport.RequestObserver`)."""
+        self.rest_latency.labels(verb=verb, host=host).observe(seconds)
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)

@@ -86,16 +86,21 @@ async def test_list_reduced_reduces_each_page_before_fetching_the_next(
 ) -> None:
     for i in range(5):
         await client.create(resources.CONFIGMAPS, builders.configmap(f"r-{i}", namespace))
-    responses = 0
 
-    def count(method: str, status: str) -> None:
-        nonlocal responses
-        responses += 1
+    class Count:
+        responses = 0
 
+        def api_request(self, method: str, code: str, host: str) -> None:
+            self.responses += 1
+
+        def api_request_done(self, verb: str, host: str, seconds: float) -> None:
+            pass
+
+    count = Count()
     seen_at: list[int] = []
 
     def reduce(obj: Object) -> str:
-        seen_at.append(responses)
+        seen_at.append(count.responses)
         return obj.metadata.name
 
     async with Client(connection, user_agent="kube-reloader-tests", observer=count) as c:

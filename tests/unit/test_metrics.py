@@ -15,6 +15,8 @@ RELOADER_V1 = [
     "reloader_workloads_matched_total", "reloader_workloads_scanned_total",
     "reloader_workqueue_adds_total", "reloader_workqueue_depth", "reloader_workqueue_latency_seconds",
 ]  # fmt: skip
+#: client-go's, registered by Reloader v1 with these labels (its metrics adapters)
+CLIENT_GO = ["rest_client_request_duration_seconds", "rest_client_requests_total"]
 OURS = [
     "kube_reloader_api_requests_total", "kube_reloader_coalesced_total", "kube_reloader_decisions_total",
     "kube_reloader_deferred_total", "kube_reloader_evictions_total", "kube_reloader_halted",
@@ -34,7 +36,28 @@ def test_golden_metric_names() -> None:
         for n in metrics.names(metrics.Recorder(by_namespace=False))
         if not n.startswith("process_")
     ]
-    assert names == sorted(OURS + RELOADER_V1)
+    assert names == sorted(OURS + RELOADER_V1 + CLIENT_GO)
+
+
+def test_client_gos_request_metrics_have_reloaders_labels_and_buckets() -> None:
+    recorder = metrics.Recorder(by_namespace=False)
+    recorder.api_request("GET", "200", "10.96.0.1:443")
+    recorder.api_request("PATCH", "<error>", "10.96.0.1:443")
+    recorder.api_request_done("GET", "10.96.0.1:443", 0.02)
+    text = recorder.exposition().decode()
+    assert 'rest_client_requests_total{code="200",host="10.96.0.1:443",method="GET"} 1.0' in text
+    assert (
+        'rest_client_requests_total{code="<error>",host="10.96.0.1:443",method="PATCH"} 1.0' in text
+    )
+    buckets = [
+        line.split('le="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("rest_client_request_duration_seconds_bucket")
+    ]
+    assert buckets == ["0.001", "0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "10.0", "30.0", "+Inf"]
+    assert 'rest_client_request_duration_seconds_count{host="10.96.0.1:443",verb="GET"} 1.0' in text
+    # our own counter keeps its labels and values
+    assert 'kube_reloader_api_requests_total{code="error",verb="PATCH"} 1.0' in text
 
 
 def test_reload_executed_is_pre_initialised_with_both_labels() -> None:

@@ -2,7 +2,9 @@
 
 Every request of `Client` goes through `Transport._open`: it presents the current
 credentials, retries what is worth retrying, re-authenticates once after a 401, and turns
-every failure into a `kube.errors` class.
+every failure into a `kube.errors` class. An injected `RequestObserver` is told what
+client-go tells its metrics adapters: every attempt's status code, and every request's
+duration with its retries (watches excepted), both with the API server's host.
 
 Watch streams hold their connection for minutes, one each (HTTP/1.1 has no multiplexing), so
 they get a connection pool of their own, sized by nothing but the number of watches: with
@@ -16,10 +18,11 @@ import asyncio
 import contextlib
 import random
 import ssl
+import time
 from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Protocol, Self
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
@@ -34,6 +37,25 @@ from kube_reloader.kube.credentials import AuthState
 RawObject = dict[str, Any]
 
 USER_AGENT = f"kube-reloader/{__version__}"
+#: the code of an attempt that got no answer, as client-go reports it
+NO_ANSWER = "<error>"
+
+
+class RequestObserver(Protocol):
+    """Told about requests, as client-go tells its metrics adapters (`rest_client_*`)."""
+
+    def api_request(self, method: str, code: str, host: str) -> None:
+        """One attempt ended: its status code, or `NO_ANSWER`; each retry is an attempt."""
+        ...
+
+    def api_request_done(self, verb: str, host: str, seconds: float) -> None:
+        """One request ended, its retries and reading the answer included (not a watch)."""
+        ...
+
+
+def host_of(server: str) -> str:
+    """The host (and port, when given) of the API server's URL, as Go's `url.URL.Host`."""
+    return urlsplit(server).netloc.rpartition("@")[2] or "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +91,14 @@ class Transport:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         max_connections: int = 100,
-        observer: Callable[[str, str], None] | None = None,
+        observer: RequestObserver | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        #: told (verb, status code or "error") after every request, e.g. to count them
+        #: told about every attempt and every request, e.g. to count and time them
         self.observer = observer
+        self.host = host_of(config.server)
+        self._monotonic = monotonic
         self._user_agent = user_agent
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -195,7 +220,7 @@ class Transport:
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 if self.observer is not None:
-                    self.observer(method, "error")
+                    self.observer.api_request(method, NO_ANSWER, self.host)
                 err: errors.KubeError = errors.ConnectionFailed(
                     f"{method} {path}: cannot reach {self.config.server}: {describe(exc)}"
                 )
@@ -205,7 +230,7 @@ class Transport:
                     continue
                 raise err from exc
             if self.observer is not None:
-                self.observer(method, str(resp.status))
+                self.observer.api_request(method, str(resp.status), self.host)
             if resp.status < 400:
                 try:
                     yield resp
@@ -250,15 +275,20 @@ class Transport:
     ) -> bytes:
         """Any request; returns the raw response body. `retry=False`: a 429 is the caller's
         to retry (an eviction refused by a disruption budget)."""
-        async with self._open(
-            method, path, params=params, body=body, content_type=content_type, retry=retry
-        ) as resp:
-            try:
-                return await resp.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise errors.ConnectionFailed(
-                    f"{method} {path}: connection broke while reading: {describe(exc)}"
-                ) from exc
+        started = self._monotonic()
+        try:
+            async with self._open(
+                method, path, params=params, body=body, content_type=content_type, retry=retry
+            ) as resp:
+                try:
+                    return await resp.read()
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    raise errors.ConnectionFailed(
+                        f"{method} {path}: connection broke while reading: {describe(exc)}"
+                    ) from exc
+        finally:
+            if self.observer is not None:
+                self.observer.api_request_done(method, self.host, self._monotonic() - started)
 
     # ----------------------------------------------------------------- helpers
 

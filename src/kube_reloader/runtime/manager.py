@@ -26,6 +26,7 @@ from typing import Protocol
 from kube_reloader import __version__
 from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
+from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
@@ -113,7 +114,8 @@ class ClientFactory(Protocol):
         /,
         *,
         user_agent: str,
-        observer: Callable[[str, str], None] | None,
+        observer: RequestObserver | None,
+        monotonic: Callable[[], float],
     ) -> Client: ...
 
 
@@ -206,8 +208,9 @@ class Manager:
             return 1
         try:
             async with self.new_client(
-                conn, user_agent=f"kube-reloader/{__version__}", observer=self._observe
-            ) as client:
+                conn, user_agent=f"kube-reloader/{__version__}", observer=self.recorder,
+                monotonic=self.clock.monotonic,
+            ) as client:  # fmt: skip
                 options = await self._options(client)
                 if options is None:
                     return 1
@@ -225,9 +228,6 @@ class Manager:
             extra={"reloads": controller.stats.reloads, "changes": controller.stats.changes},
         )
         return 0
-
-    def _observe(self, verb: str, code: str) -> None:
-        self.recorder.api_request(verb, code)
 
     async def _options(self, client: Client) -> Options | None:
         """The controller's options, with the hash key read (or created) when one is used;

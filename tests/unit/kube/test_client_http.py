@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kube_reloader.kube import config, credentials, errors, resources
+from kube_reloader.kube import config, credentials, errors, resources, transport
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.transport import RetryPolicy
 
@@ -276,3 +277,90 @@ async def test_a_watch_event_whose_object_does_not_fit_its_type_is_skipped_not_r
         async for ev in c.watch(resources.CONFIGMAPS, resource_version="5", type=Object):
             seen.append((ev.type, ev.object if ev.type == "BOOKMARK" else ev.object.metadata.name))
     assert seen == [("BOOKMARK", "6"), ("ADDED", "ok")], "skipped, and the resume point moved"
+
+
+# ---------------------------------------------------------------------- request metrics
+
+
+class Requests:
+    """A `RequestObserver` that records what it is told, on a clock that moves by 0.25 s
+    per reading."""
+
+    def __init__(self) -> None:
+        self.attempts: list[tuple[str, str, str]] = []
+        self.done: list[tuple[str, str, float]] = []
+        self.readings = 0
+
+    def api_request(self, method: str, code: str, host: str) -> None:
+        self.attempts.append((method, code, host))
+
+    def api_request_done(self, verb: str, host: str, seconds: float) -> None:
+        self.done.append((verb, host, seconds))
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        return self.readings * 0.25
+
+
+def observed_client(url: str, seen: Requests) -> Client:
+    creds = credentials.StaticCredentials(credentials.AuthState(token="t"))
+    return Client(config.ConnectionConfig(server=url, credentials=creds), retry=FAST,
+                  observer=seen, monotonic=seen.monotonic)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answers", "attempts"),
+    [
+        ([lambda r: web.json_response({})], [("PATCH", "200")]),
+        ([lambda r: status(429, "TooManyRequests"), lambda r: web.json_response({})],
+         [("PATCH", "429"), ("PATCH", "200")]),
+        ([lambda r: status(422, "Invalid")], [("PATCH", "422")]),
+    ],
+)  # fmt: skip
+async def test_every_attempt_is_counted_with_its_code_and_the_request_timed_once(
+    serve: Any, answers: list[Callable[[web.Request], web.StreamResponse]],
+    attempts: list[tuple[str, str]],
+) -> None:  # fmt: skip
+    url = await serve(Scripted(*answers))
+    host = url.removeprefix("http://")
+    seen = Requests()
+    async with observed_client(url, seen) as c:
+        with contextlib.suppress(errors.Invalid):
+            await c.patch(resources.DEPLOYMENTS, "d", {"spec": {}}, namespace="ns")
+    assert seen.attempts == [(method, code, host) for method, code in attempts]
+    assert seen.done == [("PATCH", host, 0.25)], "one duration, its retries included"
+
+
+async def test_an_attempt_that_gets_no_answer_is_counted_as_client_gos_error_code() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    seen = Requests()
+    async with observed_client(f"http://127.0.0.1:{port}", seen) as c:
+        with pytest.raises(errors.ConnectionFailed):
+            await c.get(resources.CONFIGMAPS, "cm", namespace="ns")
+    assert seen.attempts == [("GET", "<error>", f"127.0.0.1:{port}")] * FAST.attempts
+    assert [(verb, host) for verb, host, _s in seen.done] == [("GET", f"127.0.0.1:{port}")]
+
+
+async def test_a_watch_counts_its_attempt_but_is_not_timed(serve: Any) -> None:
+    url = await serve(Scripted(lambda r: web.Response(body=b"")))
+    seen = Requests()
+    async with observed_client(url, seen) as c:
+        async for _ in c.watch(resources.CONFIGMAPS, namespace="ns"):
+            pass
+    assert seen.attempts == [("GET", "200", url.removeprefix("http://"))]
+    assert seen.done == []
+
+
+@pytest.mark.parametrize(
+    ("server", "host"),
+    [
+        ("https://10.96.0.1:443", "10.96.0.1:443"),
+        ("https://kubernetes.default.svc", "kubernetes.default.svc"),
+        ("https://user:pw@api.example.com:6443/prefix", "api.example.com:6443"),
+        ("https://[fd00::1]:6443", "[fd00::1]:6443"),
+    ],
+)
+def test_the_host_label_is_the_servers_host_and_port_as_go_reads_it(server: str, host: str) -> None:
+    assert transport.host_of(server) == host

@@ -50,10 +50,13 @@ async def until(predicate: Callable[[], bool], what: str) -> None:
 
 
 class FakeClient:
-    def __init__(self, conn: config.ConnectionConfig, *, user_agent: str, observer: Any) -> None:
+    def __init__(
+        self, conn: config.ConnectionConfig, *, user_agent: str, observer: Any, monotonic: Any
+    ) -> None:
         self.conn = conn  # the one `run` was given
         self.user_agent = user_agent
         self.observer = observer
+        self.monotonic = monotonic
         self.secret: dict[str, Any] | Exception = {}  # what a GET of the hash key answers
         self.reads: list[tuple[str, str, str | None]] = []
         self.open = False
@@ -224,11 +227,17 @@ async def test_without_ha_the_controller_writes_from_the_start_and_the_probes_fo
     assert (rig.clients[0].open, rig.clients[0].conn) == (True, CONN)
     assert controller.clock is rig.manager.clock, "one clock for the whole process"
     assert rig.clients[0].user_agent.startswith("kube-reloader/")
+    assert rig.clients[0].monotonic == rig.manager.clock.monotonic
     for verb, code in [("GET", "200"), ("GET", "200"), ("PATCH", "409")]:
-        rig.clients[0].observer(verb, code)  # what the client reports after each request
+        rig.clients[0].observer.api_request(verb, code, "h:6443")  # what the client reports
+    rig.clients[0].observer.api_request_done("GET", "h:6443", 0.02)
     requests = rig.manager.recorder.registry.get_sample_value
     assert requests("kube_reloader_api_requests_total", {"verb": "GET", "code": "200"}) == 2
     assert requests("kube_reloader_api_requests_total", {"verb": "PATCH", "code": "409"}) == 1
+    rest = {"code": "200", "method": "GET", "host": "h:6443"}
+    assert requests("rest_client_requests_total", rest) == 2
+    assert requests("rest_client_request_duration_seconds_count",
+                    {"verb": "GET", "host": "h:6443"}) == 1  # fmt: skip
     assert await rig.probe("/readyz") == (503, "caches not synced (single)")
     controller.ready.set()
     await until(lambda: rig.manager.health.synced, "readiness after the sync")
