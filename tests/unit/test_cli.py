@@ -30,6 +30,11 @@ def test_no_command_runs_the_controller_which_needs_credentials(
     assert "no Kubernetes credentials" in capsys.readouterr().err
 
 
+def test_an_unknown_flag_exits_one_as_reloader_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--no-such-flag=1"]) == 1
+    assert capsys.readouterr().err.strip() == "error: unrecognized arguments: --no-such-flag=1"
+
+
 def test_a_bad_flag_value_fails_with_one_line_naming_the_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -4,22 +4,31 @@ pflag semantics are reproduced: boolean flags accept `--flag` and `--flag=<bool>
 `--flag value`); string-slice flags may repeat and each value is split as CSV (so
 `--namespace-selector="a in (b,c)"` survives); several "booleans" are really strings that
 count only when exactly `true`. Invalid values stop the program at startup with one line
-naming the flag.
+naming the flag (exit 1, as Reloader's), except where Reloader only warns (the log level
+and format), so a deployment that starts Reloader starts kube-reloader too.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kube_reloader.cli import fleet
+from kube_reloader.cli.flagset import (
+    ANNOTATION_FLAGS,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    FlagError,
+    build_parser,
+    normalize_bools,
+    split_csv,
+)
 from kube_reloader.core import evicting, matching, planning
-from kube_reloader.core.annotations import Keys, parse_bool
+from kube_reloader.core.annotations import Keys
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
 from kube_reloader.core.objects import ResourceType
@@ -31,41 +40,7 @@ from kube_reloader.runtime.leadership import HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import AlertSettings, Options
 
-BOOL_FLAGS = (
-    "reconcile-on-start",
-    "auto-reload-all",
-    "enable-ha",
-    "sync-after-restart",
-    "enable-pprof",
-    "enable-csi-integration",
-)
-# (flag, default, Keys field) for the annotation-renaming flags
-ANNOTATION_FLAGS = (
-    ("configmap-annotation", "configmap_reload"),
-    ("secret-annotation", "secret_reload"),
-    ("auto-annotation", "auto"),
-    ("ignore-annotation", "ignore"),
-    ("configmap-auto-annotation", "configmap_auto"),
-    ("secret-auto-annotation", "secret_auto"),
-    ("auto-search-annotation", "search"),
-    ("search-match-annotation", "match"),
-    ("pause-deployment-annotation", "pause_period"),
-    ("pause-deployment-time-annotation", "paused_at"),
-)
-SLICE_FLAGS = (
-    "resources-to-ignore",
-    "ignored-workload-types",
-    "namespaces",
-    "namespaces-to-ignore",
-    "namespace-selector",
-    "resource-label-selector",
-)
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
-class FlagError(ValueError):
-    """One line, naming the flag."""
+__all__ = ["FlagError", "RunSettings", "parse"]
 
 
 @dataclass(frozen=True)
@@ -83,98 +58,6 @@ class RunSettings:
     hash_key: HashKeySettings | None = None
 
 
-def _bool(flag: str) -> Callable[[str], bool]:
-    def parse(value: str) -> bool:
-        parsed = parse_bool(value)
-        if parsed is None:
-            raise argparse.ArgumentTypeError(f"--{flag}: {value!r} is not a boolean")
-        return parsed
-
-    return parse
-
-
-def _csv(value: str) -> list[str]:
-    if value == "":
-        return []
-    return [v for row in csv.reader([value]) for v in row]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kube-reloader",
-        description=(
-            "Run the reload controller (Stakater Reloader v1 compatible flags). "
-            "Other commands: `kube-reloader dev-cluster ...`, `kube-reloader run [flags]`."
-        ),
-        allow_abbrev=False,
-    )
-    for flag in BOOL_FLAGS:
-        # ours: --reconcile-on-start (default true) applies changes made while no replica ran
-        default = flag == "reconcile-on-start"
-        parser.add_argument(f"--{flag}", type=_bool(flag), default=default, metavar="BOOL")
-    for flag, field in ANNOTATION_FLAGS:
-        parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
-    for flag in SLICE_FLAGS:
-        parser.add_argument(f"--{flag}", action="append", default=[], metavar="LIST")
-    parser.add_argument("--log-format", default="", help="json, or empty for text")
-    parser.add_argument("--log-level", default="info")
-    parser.add_argument("--webhook-url", default="")
-    parser.add_argument(
-        "--is-Argo-Rollouts", "--is-argo-rollouts", dest="is_argo_rollouts", default="false"
-    )
-    parser.add_argument("--reload-strategy", default="env-vars")
-    parser.add_argument("--reload-on-create", default="false")
-    parser.add_argument("--reload-on-delete", default="false")
-    parser.add_argument("--pprof-addr", default=":6060")
-    parser.add_argument(
-        "--is-openshift", default="", help="DeploymentConfig support: auto (default), true, false"
-    )
-    # ours, not Reloader's
-    parser.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)",
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context")
-    parser.add_argument("--workers", type=int, default=4, help="concurrent workload patches")
-    parser.add_argument(
-        "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
-    )
-    parser.add_argument(
-        "--reload-coalesce-window", default="300ms",
-        help="changes to one workload within this window become one reload (0 disables)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reload-min-interval", default="5s",
-        help="minimum time between two reloads of one workload; later ones wait (0 disables)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reload-rate", type=float, default=50.0, help="reloads/s, cluster-wide (0 disables)"
-    )
-    parser.add_argument(
-        "--reload-burst", type=float, default=200.0, help="burst of the reload rate"
-    )
-    parser.add_argument("--leader-election-lease-duration", default="15s")
-    parser.add_argument("--leader-election-renew-deadline", default="10s")
-    parser.add_argument("--leader-election-retry-period", default="2s")
-    # ours: keyed content hashes (not Reloader-identical) for clusters where the unsalted
-    # SHA-1 of a short Secret must not be readable from env vars and annotations
-    parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
-    parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
-    # ours: pod-level reloads for workloads without kube-reloader.io/strategy
-    parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
-    parser.add_argument("--workload-kind", action="append", default=[],
-                        metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
-    fleet.add(parser)  # ours: fleet-safe rotations
-    return parser
-
-
-def normalize_bools(argv: Sequence[str]) -> list[str]:
-    """pflag: a bare boolean flag means `=true`."""
-    bare = {f"--{f}" for f in (*BOOL_FLAGS, *fleet.BOOL_FLAGS)}
-    return [f"{a}=true" if a in bare else a for a in argv]
-
-
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
     env = os.environ if env is None else env
     parser = build_parser()
@@ -182,15 +65,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     warnings: list[str] = []
 
     def slice_of(flag: str) -> list[str]:
-        return [v for raw in getattr(ns, flag.replace("-", "_")) for v in _csv(raw)]
+        return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
 
     strategy = ns.reload_strategy
     if strategy not in (s.value for s in Strategy):
         raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
-    if ns.log_format not in ("", "json", "text"):
-        raise FlagError(f"--log-format: {ns.log_format!r} must be json or empty")
-    if ns.log_level not in LEVELS:
-        raise FlagError(f"--log-level: {ns.log_level!r} must be one of {', '.join(LEVELS)}")
+    log_format, log_level = _logging(ns.log_format, ns.log_level, warnings)
     if ns.workers < 1:
         raise FlagError("--workers: must be at least 1")
 
@@ -235,7 +115,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
 
     namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
     for n in namespaces:
-        if not _DNS_LABEL.match(n):
+        if not DNS_LABEL.match(n):
             raise FlagError(f"--namespaces: {n!r} is not a valid namespace name")
     scope: tuple[str, ...] | None = tuple(namespaces) or None
     if scope is None and env.get("KUBERNETES_NAMESPACE", "").strip():
@@ -344,7 +224,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
                 "--hash-algorithm=hmac-sha256: the POD_NAMESPACE environment variable is required "
                 "(the key Secret lives in the controller's namespace)"
             )
-        if not _DNS_SUBDOMAIN.match(ns.hash_key_secret):
+        if not DNS_SUBDOMAIN.match(ns.hash_key_secret):
             raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
         hash_key = HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
     pprof = None
@@ -355,13 +235,26 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         metrics_addr=ns.metrics_addr,
         pprof_addr=pprof,
         ha=ha,
-        log_format=ns.log_format,
-        log_level=ns.log_level,
+        log_format=log_format,
+        log_level=log_level,
         kubeconfig=ns.kubeconfig,
         context=ns.context,
         warnings=tuple(warnings),
         hash_key=hash_key,
     )
+
+
+def _logging(fmt: str, level: str, warnings: list[str]) -> tuple[str, str]:
+    """Reloader's leniency: a level in any case (`WARNING`, `Info`); an unknown level or
+    format is a warning and the defaults are used (and, as Reloader does, an unknown
+    format leaves the level at info too)."""
+    if fmt not in ("", "json", "text"):
+        warnings.append(f"--log-format: unsupported logging formatter {fmt!r}; using text")
+        return "", "info"
+    if level.lower() not in LEVELS:
+        warnings.append(f"--log-level: {level!r} is not one of {', '.join(LEVELS)}; using info")
+        return fmt, "info"
+    return fmt, level.lower()
 
 
 def _fleet(ns: argparse.Namespace) -> dict[str, Any]:

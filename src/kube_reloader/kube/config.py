@@ -3,8 +3,10 @@
 Follows client-go's loading rules so kube-reloader connects wherever kubectl and Reloader do:
 an explicit `--kubeconfig`, else every file in `KUBECONFIG` merged (the first file to define a
 name wins, relative paths resolve against the file that holds them), else `~/.kube/config`,
-else the pod's service account. The files are read in `kubeconfig`, the credentials (which
-refresh themselves) live in `credentials`, and the proxy is chosen in `proxies`.
+else the pod's service account. As in Reloader, a `KUBECONFIG` that names no existing file
+in a pod (`KUBERNETES_SERVICE_HOST` set) falls back to the service account. The files are
+read in `kubeconfig`, the credentials (which refresh themselves) live in `credentials`, and
+the proxy is chosen in `proxies`.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ def load(
         return load_kubeconfig([Path(kubeconfig)], context=context, env=env)
     if env.get("KUBECONFIG"):
         paths = [Path(p) for p in env["KUBECONFIG"].split(os.pathsep) if p]
-        return load_kubeconfig(paths, context=context, env=env)
+        if any(p.exists() for p in paths) or not env.get("KUBERNETES_SERVICE_HOST"):
+            return load_kubeconfig(paths, context=context, env=env)
+        # Reloader: a KUBECONFIG that names no file falls back to the service account
+        return load_in_cluster(env=env, root=in_cluster_root)
     home = Path(env.get("HOME") or Path.home())
     default = home / ".kube" / "config"
     if default.exists():

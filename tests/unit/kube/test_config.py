@@ -251,6 +251,19 @@ async def test_in_cluster_reads_service_account_files(tmp_path: Path) -> None:
     assert (await cfg.credentials.current()).token == "sa-token"
 
 
+def test_a_kubeconfig_variable_naming_no_file_falls_back_to_the_service_account_in_a_pod(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    env = {"KUBECONFIG": str(tmp_path / "gone"), "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+           "HOME": str(tmp_path)}  # fmt: skip
+    assert config.load(env=env, in_cluster_root=tmp_path).server == "https://10.0.0.1:443"
+    del env["KUBERNETES_SERVICE_HOST"]
+    with pytest.raises(ConfigError, match="gone"):
+        config.load(env=env, in_cluster_root=tmp_path)
+
+
 def test_in_cluster_ipv6_host_is_bracketed(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("t")
     (tmp_path / "ca.crt").write_bytes(b"CA")

@@ -1,0 +1,149 @@
+"""The controller's command line as argparse sees it: Reloader v1's flags (compat-spec §6.1)
+and ours, with pflag's conventions (`flags.parse` turns the result into `Options`)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from kube_reloader.cli import fleet
+from kube_reloader.core.annotations import Keys, parse_bool
+
+BOOL_FLAGS = (
+    "reconcile-on-start",
+    "auto-reload-all",
+    "enable-ha",
+    "sync-after-restart",
+    "enable-pprof",
+    "enable-csi-integration",
+)
+# (flag, default, Keys field) for the annotation-renaming flags
+ANNOTATION_FLAGS = (
+    ("configmap-annotation", "configmap_reload"),
+    ("secret-annotation", "secret_reload"),
+    ("auto-annotation", "auto"),
+    ("ignore-annotation", "ignore"),
+    ("configmap-auto-annotation", "configmap_auto"),
+    ("secret-auto-annotation", "secret_auto"),
+    ("auto-search-annotation", "search"),
+    ("search-match-annotation", "match"),
+    ("pause-deployment-annotation", "pause_period"),
+    ("pause-deployment-time-annotation", "paused_at"),
+)
+SLICE_FLAGS = (
+    "resources-to-ignore",
+    "ignored-workload-types",
+    "namespaces",
+    "namespaces-to-ignore",
+    "namespace-selector",
+    "resource-label-selector",
+)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class FlagError(ValueError):
+    """One line, naming the flag."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error (an unknown flag, a value argparse refuses) is a `FlagError`: the
+    program prints one line and exits 1, as Reloader (cobra) does, not argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise FlagError(message)
+
+
+def _bool(flag: str) -> Callable[[str], bool]:
+    def parse(value: str) -> bool:
+        parsed = parse_bool(value)
+        if parsed is None:
+            raise argparse.ArgumentTypeError(f"--{flag}: {value!r} is not a boolean")
+        return parsed
+
+    return parse
+
+
+def split_csv(value: str) -> list[str]:
+    if value == "":
+        return []
+    return [v for row in csv.reader([value]) for v in row]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kube-reloader",
+        description=(
+            "Run the reload controller (Stakater Reloader v1 compatible flags). "
+            "Other commands: `kube-reloader dev-cluster ...`, `kube-reloader run [flags]`."
+        ),
+        allow_abbrev=False,
+    )
+    for flag in BOOL_FLAGS:
+        # ours: --reconcile-on-start (default true) applies changes made while no replica ran
+        default = flag == "reconcile-on-start"
+        parser.add_argument(f"--{flag}", type=_bool(flag), default=default, metavar="BOOL")
+    for flag, field in ANNOTATION_FLAGS:
+        parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
+    for flag in SLICE_FLAGS:
+        parser.add_argument(f"--{flag}", action="append", default=[], metavar="LIST")
+    parser.add_argument("--log-format", default="", help="json, or empty for text")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--webhook-url", default="")
+    parser.add_argument(
+        "--is-Argo-Rollouts", "--is-argo-rollouts", dest="is_argo_rollouts", default="false"
+    )
+    parser.add_argument("--reload-strategy", default="env-vars")
+    parser.add_argument("--reload-on-create", default="false")
+    parser.add_argument("--reload-on-delete", default="false")
+    parser.add_argument("--pprof-addr", default=":6060")
+    parser.add_argument(
+        "--is-openshift", default="", help="DeploymentConfig support: auto (default), true, false"
+    )
+    # ours, not Reloader's
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    parser.add_argument("--workers", type=int, default=4, help="concurrent workload patches")
+    parser.add_argument(
+        "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
+    )
+    parser.add_argument(
+        "--reload-coalesce-window", default="300ms",
+        help="changes to one workload within this window become one reload (0 disables)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reload-min-interval", default="5s",
+        help="minimum time between two reloads of one workload; later ones wait (0 disables)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reload-rate", type=float, default=50.0, help="reloads/s, cluster-wide (0 disables)"
+    )
+    parser.add_argument(
+        "--reload-burst", type=float, default=200.0, help="burst of the reload rate"
+    )
+    parser.add_argument("--leader-election-lease-duration", default="15s")
+    parser.add_argument("--leader-election-renew-deadline", default="10s")
+    parser.add_argument("--leader-election-retry-period", default="2s")
+    # ours: keyed content hashes (not Reloader-identical) for clusters where the unsalted
+    # SHA-1 of a short Secret must not be readable from env vars and annotations
+    parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
+    parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
+    # ours: pod-level reloads for workloads without kube-reloader.io/strategy
+    parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
+    parser.add_argument("--workload-kind", action="append", default=[],
+                        metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
+    fleet.add(parser)  # ours: fleet-safe rotations
+    return parser
+
+
+def normalize_bools(argv: Sequence[str]) -> list[str]:
+    """pflag: a bare boolean flag means `=true`."""
+    bare = {f"--{f}" for f in (*BOOL_FLAGS, *fleet.BOOL_FLAGS)}
+    return [f"{a}=true" if a in bare else a for a in argv]
