@@ -17,7 +17,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
+from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
+from kube_reloader.devcluster.peers import PEERS, PeerBuilds
 from kube_reloader.devcluster.versions import (
     OPENSHIFT_API_FALLBACK,
     RELOADER,
@@ -59,7 +60,7 @@ class Binaries:
         return [self.stages / Path(s).name for s in KWOK_STAGES]
 
 
-class Builder(GoBuilder):
+class Builder(PeerBuilds):
     """Builds missing control-plane components; `ensure()` is cheap when all are present."""
 
     cold_note = "first use only; a cold build takes 10-30 min on 2 cores"
@@ -76,7 +77,8 @@ class Builder(GoBuilder):
         self.versions = versions or Versions()
         self.binaries = Binaries(root or cache_dir(self.versions))
         super().__init__(self.binaries.root, report=report, go=go)
-        #: optional components built on request (e.g. "reloader" for the benchmark)
+        #: optional components built on request ("reloader" for the benchmark; the peers of
+        #: `peers.PEERS`, "reloader-v1" and "reloader-v2", for compatibility tests)
         self.extra = extra
 
     def ensure(self) -> Binaries:
@@ -94,9 +96,12 @@ class Builder(GoBuilder):
             "kubernetes": [b.path(c) for c in K8S_COMMANDS],
             "helm": [b.path("helm")],
             **({"reloader": [b.path("reloader")]} if "reloader" in self.extra else {}),
+            **self._peer_components(self.extra),
         }
 
     def _stamp_text(self, component: str) -> str:
+        if component in PEERS:
+            return self._peer_stamp(component)
         v = self.versions
         return {
             "etcd": f"etcd v{v.etcd}",

@@ -26,6 +26,12 @@ ARGO_ROLLOUTS = "1.10.1"
 #: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
 #: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
 OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
+#: the Stakater Reloader peers built from the unmodified source trees of the shared peers
+#: folder (`devcluster/peers.py`), for compatibility tests; the refs its README records
+RELOADER_V1_REF = "v1.4.21"
+RELOADER_V1_COMMIT = "392be733e05b8e52c94199263abfd0f7632faab1"
+RELOADER_V2_REF = "v2"
+RELOADER_V2_COMMIT = "7a94f29a7142646cf49f5d13c0a024ba5e429572"
 
 
 @dataclass(frozen=True, slots=True)
