@@ -92,11 +92,9 @@ MATRIX: dict[str, dict[str, Any]] = {
             "deployment": {"env": {"secret": {"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack",
                                               "ALERT_WEBHOOK_URL": "https://hooks.slack.example/x", "ALERT_WEBHOOK_PROXY": "http://proxy:3128"},
                                    "open": {"EXTRA": "1"}, "field": {"NODE": "spec.nodeName"}},
-                           "resources": {"limits": {"cpu": "200m"}}, "gomaxprocsOverride": "2"},
-            "legacy": {"rbac": True},
+                           "resources": {"limits": {"cpu": "200m"}}},
         },
         "global": {"imagePullSecrets": ["regcred", {"name": "other"}]},
-        "kubernetes": {"host": "https://x"},
     },
 }  # fmt: skip
 
@@ -201,17 +199,72 @@ def test_helm_lint_passes() -> None:
             "reloader.namespaces needs reloader.watchGlobally: false",
         ),
         ({"reloader": {"reloadStrategy": "rolling"}}, "reloadStrategy"),
+        ({"reloader": {"logLevel": "loud"}}, 'reloader.logLevel: "loud" is not one of'),
         (
-            {"reloader": {"serviceMonitor": {"enabled": True}}},
-            "needs the monitoring.coreos.com/v1 API",
+            {"reloader": {"serviceMonitor": {"enable": True}}},
+            "reloader.serviceMonitor.enable: not a key",
+        ),
+        (
+            {"reloader": {"podMonitor": {"bearerTokenFile": "/t"}}},
+            "reloader.podMonitor.bearerTokenFile: not a key",
+        ),
+        (
+            {"reloader": {"serviceMonitor": {"podTargetLabels": ["a"]}}},
+            "reloader.serviceMonitor.podTargetLabels: not a key",
+        ),
+        (
+            {"reloader": {"verticalPodAutoscaler": {"updateMode": "Off"}}},
+            "reloader.verticalPodAutoscaler.updateMode: not a key",
+        ),
+        (
+            {"reloader": {"custom_annotations": {"reload": "x"}}},
+            "reloader.custom_annotations.reload: not a key",
+        ),
+        (
+            {"reloader": {"deployment": {"nodeSelectors": {"a": "b"}}}},
+            "reloader.deployment.nodeSelectors: not a key",
+        ),
+        ({"reloader": {"watchGloballly": False}}, "reloader.watchGloballly: not a key"),
+        ({"image": {"registry": "r.example"}}, "image.registry: not a key"),
+        (
+            {"reloader": {"deployment": {"gomaxprocsOverride": "2"}}},
+            "reloader.deployment.gomaxprocsOverride tunes the Go runtime",
+        ),
+        (
+            {"reloader": {"deployment": {"gomemlimitOverride": "400MiB"}}},
+            "reloader.deployment.gomemlimitOverride tunes the Go runtime",
+        ),
+        ({"reloader": {"legacy": {"rbac": True}}}, "reloader.legacy.rbac: true is not supported"),
+        ({"kubernetes": {"host": "https://api.example:6443"}}, "kubernetes.host is not used"),
+        (
+            {"reloader": {"watchGlobally": False, "ignoreNamespaces": "a"}},
+            "reloader.ignoreNamespaces needs reloader.watchGlobally: true",
+        ),
+        (
+            {"reloader": {"watchGlobally": False, "namespaceSelector": "a=b"}},
+            "reloader.namespaceSelector needs reloader.watchGlobally: true",
+        ),
+        (
+            {
+                "reloader": {
+                    "podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": 1}
+                }
+            },
+            "reloader.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+        ),
+        (
+            {"reloader": {"deployment": {"env": {"field": {"NODE": ""}}}}},
+            "reloader.deployment.env.field.NODE needs a field path",
         ),
     ],
 )
 def test_bad_values_fail_rendering_with_a_clear_message(
     values: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(AssertionError, match=re.escape(message)):
+    with pytest.raises(AssertionError, match=re.escape(message)) as failed:
         render(values)
+    # one line: "Error: execution error at (...): <message>", then helm's --debug hint
+    assert len(str(failed.value).strip().splitlines()) <= 3
 
 
 def test_service_monitor_renders_when_the_api_is_there() -> None:
@@ -246,8 +299,9 @@ DIGEST = "sha256:" + "ab" * 32
         (
             {"digest": DIGEST, "tag": "9"},
             "mirror.example",
-            f"mirror.example/kube-reloader/kube-reloader@{DIGEST}",
+            f"mirror.example/kube-reloader/kube-reloader:9@{DIGEST}",
         ),
+        ({"digest": DIGEST, "tag": "9"}, "", f"kube-reloader/kube-reloader:9@{DIGEST}"),
     ],
 )
 def test_the_image_keeps_its_digest_with_or_without_a_global_registry(
@@ -490,3 +544,372 @@ def test_pod_reloads_and_workload_kinds_render_their_flags_and_exactly_their_rba
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in rules
     plain = [r for d in render({}) if d["kind"] == "ClusterRole" for r in d["rules"]]
     assert not any("pods" in r["resources"] or "pods/eviction" in r["resources"] for r in plain)
+
+
+# ------------------------------------------------------------------ Stakater's chart 2.x keys
+
+APIS = ("--api-versions", "monitoring.coreos.com/v1", "--api-versions", "autoscaling.k8s.io/v1")
+
+
+def helm_template(values: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm()), "template", "rel", str(CHART), "--namespace", "ns", "--kube-version", "1.36.3",
+         "-f", "-", *extra],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def nested(path: str, value: Any, into: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(into or {}))
+    *parents, last = path.split(".")
+    node = out
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return out
+
+
+# Every key of Stakater Reloader's chart 2.x values.yaml (v1.4.21), the commented-out ones
+# included, and the values it only reads with another key set (the second element).
+STAKATER_KEYS: list[tuple[str, Any, dict[str, Any]]] = [
+    ("global.imageRegistry", "mirror.example", {}),
+    ("global.imagePullSecrets", ["regcred"], {}),
+    ("kubernetes.host", "https://api.example:6443", {}),
+    ("nameOverride", "other", {}),
+    ("fullnameOverride", "other", {}),
+    ("image.name", "team/kr", {"global": {"imageRegistry": "mirror.example"}}),
+    ("image.repository", "r.example/kr", {}),
+    ("image.tag", "9", {}),
+    ("image.digest", DIGEST, {}),
+    ("image.pullPolicy", "Always", {}),
+    *((f"reloader.{key}", True, {}) for key in (
+        "autoReloadAll", "isArgoRollouts", "isOpenshift", "ignoreSecrets", "ignoreConfigMaps", "ignoreJobs",
+        "ignoreCronJobs", "reloadOnCreate", "reloadOnDelete", "syncAfterRestart", "enableHA", "enablePProf",
+        "enableCSIIntegration", "enableMetricsByNamespace")),
+    ("reloader.reloadStrategy", "annotations", {}),
+    ("reloader.ignoreNamespaces", "kube-system", {}),
+    ("reloader.namespaceSelector", "team=a", {}),
+    ("reloader.resourceLabelSelector", "reload=yes", {}),
+    ("reloader.logFormat", "json", {}),
+    ("reloader.logLevel", "debug", {}),
+    ("reloader.watchGlobally", False, {}),
+    ("reloader.namespaces", ["team-a"], {"reloader": {"watchGlobally": False}}),
+    ("reloader.pprofAddr", ":7070", {"reloader": {"enablePProf": True}}),
+    ("reloader.readOnlyRootFileSystem", False, {}),
+    ("reloader.legacy.rbac", True, {}),
+    ("reloader.matchLabels", {"tier": "ops"}, {}),
+    ("reloader.deployment.dnsConfig", {"options": [{"name": "ndots", "value": "1"}]}, {}),
+    ("reloader.deployment.replicas", 2, {}),
+    ("reloader.deployment.revisionHistoryLimit", 5, {}),
+    ("reloader.deployment.hostUsers", False, {}),
+    ("reloader.deployment.nodeSelector", {"pool": "ops"}, {}),
+    ("reloader.deployment.affinity", {"nodeAffinity": {}}, {}),
+    ("reloader.deployment.volumeMounts", [{"name": "x", "mountPath": "/x"}], {}),
+    ("reloader.deployment.volumes", [{"name": "x", "emptyDir": {}}], {}),
+    ("reloader.deployment.securityContext", {"runAsUser": 1000}, {}),
+    ("reloader.deployment.containerSecurityContext", {"privileged": False}, {}),
+    ("reloader.deployment.tolerations", [{"key": "k", "operator": "Exists"}], {}),
+    ("reloader.deployment.topologySpreadConstraints", [{"maxSkew": 1, "topologyKey": "zone",
+                                                        "whenUnsatisfiable": "DoNotSchedule"}], {}),
+    ("reloader.deployment.annotations", {"a": "b"}, {}),
+    ("reloader.deployment.labels", {"a": "b"}, {}),
+    ("reloader.deployment.env.open", {"EXTRA": ""}, {}),
+    ("reloader.deployment.env.secret", {"ALERT_ADDITIONAL_INFO": "prod"}, {}),
+    ("reloader.deployment.env.field", {"NODE": "spec.nodeName"}, {}),
+    ("reloader.deployment.env.existing", {"alerts": {"ALERT_SINK": "sink"}}, {}),
+    *((f"reloader.deployment.{probe}.{key}", 7, {}) for probe in ("livenessProbe", "readinessProbe")
+      for key in ("timeoutSeconds", "failureThreshold", "periodSeconds", "successThreshold", "initialDelaySeconds")),
+    ("reloader.deployment.resources", {"limits": {"cpu": "1"}}, {}),
+    ("reloader.deployment.pod.annotations", {"a": "b"}, {}),
+    ("reloader.deployment.priorityClassName", "critical", {}),
+    ("reloader.deployment.imagePullSecrets", [{"name": "myregistrykey"}], {}),
+    ("reloader.deployment.gomaxprocsOverride", "2", {}),
+    ("reloader.deployment.gomemlimitOverride", "400MiB", {}),
+    ("reloader.deployment.automountServiceAccountToken", False, {}),
+    ("reloader.service.labels", {"a": "b"}, {"reloader": {"service": {"port": 9090}}}),
+    ("reloader.service.annotations", {"a": "b"}, {"reloader": {"service": {"port": 9090}}}),
+    ("reloader.service.port", 8080, {"reloader": {"service": {"labels": {}}}}),
+    ("reloader.service.ipFamilyPolicy", "PreferDualStack", {"reloader": {"service": {"port": 9090}}}),
+    ("reloader.service.ipFamilies", ["IPv4"], {"reloader": {"service": {"port": 9090}}}),
+    ("reloader.rbac.enabled", False, {}),
+    ("reloader.rbac.labels", {"a": "b"}, {}),
+    ("reloader.serviceAccount.create", False, {}),
+    ("reloader.serviceAccount.labels", {"a": "b"}, {}),
+    ("reloader.serviceAccount.annotations", {"a": "b"}, {}),
+    ("reloader.serviceAccount.name", "sa", {}),
+    ("reloader.serviceAccount.automountServiceAccountToken", False, {}),
+    *((f"reloader.custom_annotations.{key}", f"example.com/{key}", {}) for key in (
+        "configmap", "secret", "auto", "secret_auto", "configmap_auto", "search", "match", "ignore",
+        "pausePeriod", "pauseTime")),
+    *((f"reloader.{monitor}.{key}", value, {"reloader": {monitor: {"enabled": True}}})
+      for monitor, extra in (("serviceMonitor", (("bearerTokenFile", "/t"), ("targetLabels", ["team"]))),
+                             ("podMonitor", (("bearerTokenSecret", {"name": "s", "key": "k"}),
+                                             ("podTargetLabels", ["team"]))))
+      for key, value in (("namespace", "monitoring"), ("interval", "10s"), ("scheme", "https"),
+                         ("tlsConfig", {"insecureSkipVerify": True}), ("timeout", "5s"), ("labels", {"a": "b"}),
+                         ("annotations", {"a": "b"}), ("honorLabels", False),
+                         ("metricRelabelings", [{"action": "keep", "regex": "reloader_.*"}]),
+                         ("relabelings", [{"action": "labeldrop", "regex": "pod"}]), *extra)),
+    ("reloader.serviceMonitor.enabled", True, {}),
+    ("reloader.podMonitor.enabled", True, {}),
+    ("reloader.podDisruptionBudget.enabled", True, {}),
+    ("reloader.podDisruptionBudget.minAvailable", 0, {"reloader": {"podDisruptionBudget": {"enabled": True}}}),
+    ("reloader.podDisruptionBudget.maxUnavailable", 1, {"reloader": {"podDisruptionBudget": {"enabled": True}}}),
+    ("reloader.netpol.enabled", True, {}),
+    ("reloader.netpol.from", [{"podSelector": {}}], {"reloader": {"netpol": {"enabled": True}}}),
+    ("reloader.netpol.to", [{"ipBlock": {"cidr": "10.0.0.1/32"}}], {"reloader": {"netpol": {"enabled": True}}}),
+    ("reloader.verticalPodAutoscaler.enabled", True, {}),
+    *((f"reloader.verticalPodAutoscaler.{key}", value, {"reloader": {"verticalPodAutoscaler": {"enabled": True}}})
+      for key, value in (("recommenders", [{"name": "custom"}]), ("controlledResources", ["cpu"]),
+                         ("controlledValues", "RequestsOnly"), ("maxAllowed", {"memory": "1Gi"}),
+                         ("minAllowed", {"memory": "64Mi"}), ("updatePolicy", {"updateMode": "Off"}),
+                         ("updatePolicy.minReplicas", 1))),
+    ("reloader.webhookUrl", "https://hook.example/x", {}),
+]  # fmt: skip
+REFUSED = {
+    "kubernetes.host",
+    "reloader.legacy.rbac",
+    "reloader.deployment.gomaxprocsOverride",
+    "reloader.deployment.gomemlimitOverride",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "context"), STAKATER_KEYS, ids=[k[0] for k in STAKATER_KEYS]
+)
+def test_every_key_of_stakaters_chart_is_rendered_or_refused_naming_it(
+    path: str, value: Any, context: dict[str, Any]
+) -> None:
+    before = helm_template(context, *APIS)
+    assert before.returncode == 0, before.stderr
+    after = helm_template(nested(path, value, context), *APIS)
+    if path in REFUSED:
+        assert after.returncode != 0
+        assert path in after.stderr.strip().splitlines()[0]
+    else:
+        assert after.returncode == 0, after.stderr
+        assert after.stdout != before.stdout, f"{path} changed nothing in the rendered chart"
+
+
+def test_a_vertical_pod_autoscaler_is_rendered_as_stakaters_chart_does() -> None:
+    vpa_values = {"enabled": True, "recommenders": [{"name": "custom"}], "controlledResources": ["cpu", "memory"],
+                  "controlledValues": "RequestsOnly", "maxAllowed": {"memory": "1Gi"}, "minAllowed": {"cpu": "10m"},
+                  "updatePolicy": {"updateMode": "Initial", "minReplicas": 1}}  # fmt: skip
+    docs = render({"reloader": {"verticalPodAutoscaler": vpa_values}}, extra=APIS)
+    vpa = next(d for d in docs if d["kind"] == "VerticalPodAutoscaler")
+    assert vpa["apiVersion"] == "autoscaling.k8s.io/v1"
+    assert (vpa["metadata"]["name"], vpa["metadata"]["namespace"]) == ("rel-reloader", "ns")
+    assert vpa["spec"] == {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "rel-reloader"},
+        "recommenders": [{"name": "custom"}],
+        "resourcePolicy": {"containerPolicies": [{
+            "containerName": "rel-reloader", "controlledResources": ["cpu", "memory"],
+            "controlledValues": "RequestsOnly", "maxAllowed": {"memory": "1Gi"}, "minAllowed": {"cpu": "10m"}}]},
+        "updatePolicy": {"updateMode": "Initial", "minReplicas": 1},
+    }  # fmt: skip
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]  # fmt: skip
+    assert container["name"] == "rel-reloader"  # what containerName points at
+    defaults = render({"reloader": {"verticalPodAutoscaler": {"enabled": True}}}, extra=APIS)
+    vpa = next(d for d in defaults if d["kind"] == "VerticalPodAutoscaler")
+    assert vpa["spec"]["resourcePolicy"] == {
+        "containerPolicies": [{"containerName": "rel-reloader"}]
+    }
+    assert vpa["spec"]["updatePolicy"] == {"updateMode": "Auto"}
+
+
+def test_without_the_autoscaling_api_the_vpa_is_skipped_as_in_stakaters_chart() -> None:
+    docs = render({"reloader": {"verticalPodAutoscaler": {"enabled": True}}})
+    assert not any(d["kind"] == "VerticalPodAutoscaler" for d in docs)
+    assert not any(d["kind"] == "VerticalPodAutoscaler" for d in render({}, extra=APIS))
+
+
+@pytest.mark.parametrize("monitor", ["serviceMonitor", "podMonitor"])
+def test_monitors_render_every_key_of_stakaters_chart(monitor: str) -> None:
+    pod = monitor == "podMonitor"
+    cfg = {"enabled": True, "interval": "10s", "timeout": "5s", "scheme": "https",
+           "tlsConfig": {"insecureSkipVerify": True}, "labels": {"team": "{{ .Release.Name }}"},
+           "annotations": {"owner": "{{ .Release.Name }}-ops"}, "honorLabels": False,
+           "metricRelabelings": [{"action": "keep", "regex": "{{ .Release.Name }}_.*", "sourceLabels": ["__name__"]}],
+           "relabelings": [{"action": "labeldrop", "regex": "pod"}]}  # fmt: skip
+    if pod:
+        cfg |= {
+            "bearerTokenSecret": {"name": "scrape", "key": "token"},
+            "podTargetLabels": ["team"],
+        }
+    else:
+        cfg |= {"bearerTokenFile": "/var/run/token", "targetLabels": ["team"]}
+    docs = render({"reloader": {monitor: cfg}}, extra=APIS)
+    kind = "PodMonitor" if pod else "ServiceMonitor"
+    mon = next(d for d in docs if d["kind"] == kind)
+    assert mon["metadata"]["labels"]["team"] == "rel"
+    assert mon["metadata"]["annotations"] == {"owner": "rel-ops"}
+    assert mon["spec"]["jobLabel"] == "rel-reloader"
+    assert mon["spec"]["podTargetLabels" if pod else "targetLabels"] == ["team"]
+    assert ("targetLabels" if pod else "podTargetLabels") not in mon["spec"]
+    assert mon["spec"]["selector"] == {"matchLabels": {"app": "rel-reloader", "release": "rel"}}
+    assert mon["spec"]["namespaceSelector"] == {"matchNames": ["ns"]}
+    endpoint = {"path": "/metrics", "interval": "10s", "scrapeTimeout": "5s", "scheme": "https",
+                "tlsConfig": {"insecureSkipVerify": True}, "honorLabels": False,
+                "metricRelabelings": [{"action": "keep", "regex": "rel_.*", "sourceLabels": ["__name__"]}],
+                "relabelings": [{"action": "labeldrop", "regex": "pod"}]}  # fmt: skip
+    if pod:
+        endpoint |= {"port": "http", "bearerTokenSecret": {"name": "scrape", "key": "token"}}
+    else:
+        endpoint |= {"targetPort": "http", "bearerTokenFile": "/var/run/token"}
+    assert mon["spec"]["podMetricsEndpoints" if pod else "endpoints"] == [endpoint]
+
+
+@pytest.mark.parametrize("monitor", ["serviceMonitor", "podMonitor"])
+def test_a_templated_monitor_namespace_goes_through_tpl(monitor: str) -> None:
+    docs = render(
+        {
+            "reloader": {
+                monitor: {"enabled": True, "namespace": "{{ .Release.Namespace }}-monitoring"}
+            }
+        },
+        extra=APIS,
+    )
+    mon = next(d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor"))
+    assert mon["metadata"]["namespace"] == "ns-monitoring"
+    assert mon["spec"]["namespaceSelector"] == {"matchNames": ["ns"]}  # where the pods are
+
+
+def test_without_the_monitoring_api_the_pod_monitor_renders_and_the_service_monitor_not() -> None:
+    docs = render(
+        {"reloader": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
+    )
+    kinds = [d["kind"] for d in docs]
+    assert "PodMonitor" in kinds
+    assert "ServiceMonitor" not in kinds
+    with_api = render({"reloader": {"serviceMonitor": {"enabled": True}}}, extra=APIS)
+    assert "ServiceMonitor" in [d["kind"] for d in with_api]
+
+
+@pytest.mark.cluster
+async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing_api(
+    kubeconfig_path: Path,
+) -> None:
+    values = {
+        "reloader": {
+            "serviceMonitor": {"enabled": True},
+            "verticalPodAutoscaler": {"enabled": True},
+        }
+    }
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
+         "--kubeconfig", str(kubeconfig_path), "-f", "-"],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    notes = out.stdout.split("NOTES:", 1)[1]
+    assert "reloader.serviceMonitor.enabled: no ServiceMonitor was created" in notes
+    assert "reloader.verticalPodAutoscaler.enabled: no VerticalPodAutoscaler was created" in notes
+    manifests = out.stdout.split("NOTES:", 1)[0]
+    assert "kind: ServiceMonitor" not in manifests
+    assert "kind: VerticalPodAutoscaler" not in manifests
+
+
+@pytest.mark.parametrize(
+    "level", ["WARNING", "Warn", "warning", "TRACE", "Debug", "INFO", "error", "Fatal", "PANIC"]
+)
+def test_the_log_level_is_accepted_in_any_case_as_the_binary_reads_it(level: str) -> None:
+    docs = render({"reloader": {"logLevel": level}})
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]  # fmt: skip
+    assert f"--log-level={level.lower()}" in container["args"]
+    settings = parse(container["args"], env={})
+    assert settings.options is not None
+
+
+def test_an_empty_log_level_renders_no_flag_and_the_binary_default_applies() -> None:
+    docs = render({"reloader": {"logLevel": ""}})
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["args"]  # fmt: skip
+    assert not any(a.startswith("--log-level") for a in args)
+
+
+@pytest.mark.parametrize(
+    ("reloader", "container", "want"),
+    [
+        ({}, {}, True),
+        ({"readOnlyRootFileSystem": False}, {}, False),
+        ({"readOnlyRootFileSystem": True}, {}, True),
+        ({}, {"readOnlyRootFilesystem": False}, False),
+        ({"readOnlyRootFileSystem": False}, {"readOnlyRootFilesystem": True}, True),
+        ({"readOnlyRootFileSystem": True}, {"readOnlyRootFilesystem": False}, True),
+    ],
+)
+def test_read_only_root_filesystem_is_on_by_default_and_either_key_turns_it_off(
+    reloader: dict[str, Any], container: dict[str, Any], want: bool
+) -> None:
+    values = {"reloader": reloader | {"deployment": {"containerSecurityContext": container}}}
+    docs = render(values)
+    c = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is want
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_default_version_label_is_this_charts_app_version() -> None:
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    deployment = next(d for d in render({}) if d["kind"] == "Deployment")
+    assert deployment["metadata"]["labels"]["version"] == app_version
+    assert deployment["spec"]["template"]["metadata"]["labels"]["version"] == app_version
+    assert (
+        deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/version"]
+        == app_version
+    )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"reloader": {"watchGlobally": False, "enableHA": True, "hashAlgorithm": "hmac-sha256"}},
+        {"reloader": {"watchGlobally": False, "namespaces": ["team-a"]}},
+    ],
+    ids=["cluster-wide", "namespaced, ha, hmac", "scoped"],
+)
+def test_rbac_labels_are_on_every_rbac_object(values: dict[str, Any]) -> None:
+    docs = render(nested("reloader.rbac.labels", {"audit": "yes"}, values))
+    rbac = [d for d in docs if d["apiVersion"].startswith("rbac.authorization.k8s.io/")]
+    assert rbac
+    for doc in rbac:
+        assert doc["metadata"]["labels"].get("audit") == "yes", (
+            doc["kind"],
+            doc["metadata"]["name"],
+        )
+
+
+def test_pull_secrets_of_the_deployment_are_added_to_the_global_ones() -> None:
+    docs = render({"global": {"imagePullSecrets": ["regcred"]},
+                   "reloader": {"deployment": {"imagePullSecrets": [{"name": "myregistrykey"}]}}})  # fmt: skip
+    spec = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "myregistrykey"}]
+
+
+def test_probe_keys_beyond_the_timings_are_rendered_as_given() -> None:
+    docs = render({"reloader": {"deployment": {
+        "livenessProbe": {"terminationGracePeriodSeconds": 3, "timeoutSeconds": 0},
+        "readinessProbe": {"tcpSocket": {"port": "http"}}}}})  # fmt: skip
+    c = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    live, ready = c["livenessProbe"], c["readinessProbe"]
+    assert live["terminationGracePeriodSeconds"] == 3
+    assert live["timeoutSeconds"] == 0
+    assert live["httpGet"] == {"path": "/live", "port": "http"}
+    assert ready["tcpSocket"] == {"port": "http"}
+    assert "httpGet" not in ready
+    assert (ready["periodSeconds"], ready["initialDelaySeconds"]) == (10, 5)
+
+
+def test_an_open_env_var_with_an_empty_value_is_rendered() -> None:
+    docs = render({"reloader": {"deployment": {"env": {"open": {"EMPTY": "", "SET": "1"}}}}})
+    env = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["env"]  # fmt: skip
+    assert {"name": "EMPTY", "value": ""} in env
+    assert {"name": "SET", "value": "1"} in env

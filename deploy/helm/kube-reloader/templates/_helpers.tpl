@@ -42,14 +42,17 @@ heritage: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* `<repository>@<digest>` or `<repository>:<tag>`; with global.imageRegistry the repository
-is `<registry>/<image.name>`, and the digest still wins (Stakater's chart drops it there). */}}
+{{/* `<repository>:<tag>`, `<repository>@<digest>`, or both (`<repository>:<tag>@<digest>`: the
+digest is what is pulled); with global.imageRegistry the repository is `<registry>/<image.name>`,
+and the digest is kept (Stakater's chart drops it there). */}}
 {{- define "reloader.image" -}}
 {{- $repository := .Values.image.repository -}}
 {{- if .Values.global.imageRegistry -}}
 {{- $repository = printf "%s/%s" (trimSuffix "/" .Values.global.imageRegistry) .Values.image.name -}}
 {{- end -}}
-{{- if .Values.image.digest -}}
+{{- if and .Values.image.digest .Values.image.tag -}}
+{{- printf "%s:%s@%s" $repository .Values.image.tag .Values.image.digest -}}
+{{- else if .Values.image.digest -}}
 {{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
@@ -133,4 +136,125 @@ period's resume, the Job about to be recreated); Events are only created. */}}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- end -}}
+
+{{/* Fails the render, in one line naming the key, on a key the chart does not read (a typo, or
+a key of another chart version): a values key is rendered or refused, never silently dropped.
+Takes dict "path" "reloader.x" "values" <the map> "allowed" <list of keys>. */}}
+{{- define "reloader.knownKeys" -}}
+{{- $path := .path -}}
+{{- $allowed := .allowed -}}
+{{- if kindIs "map" .values -}}
+{{- range $key := keys .values | sortAlpha -}}
+{{- if not (has $key $allowed) -}}
+{{- fail (printf "%s.%s: not a key of this chart (%s takes %s)" $path $key $path (join ", " (sortAlpha $allowed))) -}}
+{{- end -}}
+{{- end -}}
+{{- else if not (kindIs "invalid" .values) -}}
+{{- fail (printf "%s must be a map" $path) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The keys of the monitor blocks (monitoring.yaml renders each of them). */}}
+{{- define "reloader.monitorKeys" -}}
+{{- $common := list "enabled" "namespace" "interval" "scheme" "tlsConfig" "timeout" "labels" "annotations" "honorLabels" "metricRelabelings" "relabelings" -}}
+{{- toJson (dict
+  "serviceMonitor" (concat $common (list "bearerTokenFile" "targetLabels"))
+  "podMonitor" (concat $common (list "bearerTokenSecret" "podTargetLabels"))) -}}
+{{- end -}}
+
+{{- define "reloader.logLevels" -}}trace,debug,info,warning,warn,error,fatal,panic{{- end -}}
+
+{{/* Checks of the values as a whole, run by deployment.yaml. Adding a values key means adding it
+to the lists below (the default values fail to render otherwise). */}}
+{{- define "reloader.validate" -}}
+{{- $r := .Values.reloader -}}
+{{- include "reloader.knownKeys" (dict "path" "image" "values" .Values.image
+    "allowed" (list "repository" "name" "tag" "digest" "pullPolicy")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader" "values" $r "allowed" (list
+    "autoReloadAll" "isArgoRollouts" "isOpenshift" "ignoreSecrets" "ignoreConfigMaps" "ignoreJobs"
+    "ignoreCronJobs" "reloadOnCreate" "reloadOnDelete" "syncAfterRestart" "reloadStrategy"
+    "ignoreNamespaces" "namespaceSelector" "resourceLabelSelector" "logFormat" "logLevel"
+    "watchGlobally" "namespaces" "enableHA" "enablePProf" "enableCSIIntegration" "pprofAddr"
+    "readOnlyRootFileSystem" "legacy" "matchLabels" "enableMetricsByNamespace" "deployment"
+    "service" "rbac" "serviceAccount" "custom_annotations" "serviceMonitor" "podMonitor"
+    "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
+    "hashAlgorithm" "defaultStrategy" "podReloads" "workloadKinds" "maxConcurrentRollouts"
+    "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard")) -}}
+{{- $d := default dict $r.deployment -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.deployment" "values" $d "allowed" (list
+    "dnsConfig" "replicas" "revisionHistoryLimit" "hostUsers" "nodeSelector" "affinity" "volumeMounts"
+    "volumes" "securityContext" "containerSecurityContext" "tolerations" "topologySpreadConstraints"
+    "annotations" "labels" "env" "livenessProbe" "readinessProbe" "resources" "pod" "priorityClassName"
+    "imagePullSecrets" "gomaxprocsOverride" "gomemlimitOverride" "automountServiceAccountToken"
+    "runtimeClassName" "schedulerName")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.deployment.env" "values" $d.env
+    "allowed" (list "open" "secret" "existing" "field")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.deployment.pod" "values" $d.pod
+    "allowed" (list "annotations")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.custom_annotations" "values" $r.custom_annotations
+    "allowed" (list "configmap" "secret" "auto" "configmap_auto" "secret_auto" "search" "match" "ignore" "pausePeriod" "pauseTime")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.service" "values" $r.service
+    "allowed" (list "port" "labels" "annotations" "ipFamilyPolicy" "ipFamilies")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.rbac" "values" $r.rbac
+    "allowed" (list "enabled" "labels")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.serviceAccount" "values" $r.serviceAccount
+    "allowed" (list "create" "name" "labels" "annotations" "automountServiceAccountToken")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.podDisruptionBudget" "values" $r.podDisruptionBudget
+    "allowed" (list "enabled" "minAvailable" "maxUnavailable")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.netpol" "values" $r.netpol
+    "allowed" (list "enabled" "from" "to" "apiServerPorts" "extraEgressPorts")) -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.verticalPodAutoscaler" "values" $r.verticalPodAutoscaler
+    "allowed" (list "enabled" "recommenders" "controlledResources" "controlledValues" "maxAllowed" "minAllowed" "updatePolicy")) -}}
+{{- range $key, $allowed := include "reloader.monitorKeys" . | fromJson -}}
+{{- include "reloader.knownKeys" (dict "path" (printf "reloader.%s" $key) "values" (index $r $key) "allowed" $allowed) -}}
+{{- end -}}
+{{- $level := lower (toString (default "" $r.logLevel)) -}}
+{{- if and $level (not (has $level (splitList "," (include "reloader.logLevels" .)))) -}}
+{{- fail (printf "reloader.logLevel: %q is not one of %s (any case)" (toString $r.logLevel) (include "reloader.logLevels" . | splitList "," | join ", ")) -}}
+{{- end -}}
+{{- if and (not $r.watchGlobally) $r.ignoreNamespaces -}}
+{{- fail "reloader.ignoreNamespaces needs reloader.watchGlobally: true (a namespaced install watches only its namespaces)" -}}
+{{- end -}}
+{{- if and (not $r.watchGlobally) $r.namespaceSelector -}}
+{{- fail "reloader.namespaceSelector needs reloader.watchGlobally: true (a namespaced install watches only its namespaces)" -}}
+{{- end -}}
+{{- $pdb := default dict $r.podDisruptionBudget -}}
+{{- if and $pdb.enabled (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") -}}
+{{- fail "reloader.podDisruptionBudget: set minAvailable or maxUnavailable, not both" -}}
+{{- end -}}
+{{- range $name, $path := dig "env" "field" dict $d -}}
+{{- if empty $path -}}
+{{- fail (printf "reloader.deployment.env.field.%s needs a field path (e.g. metadata.name)" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := list "gomaxprocsOverride" "gomemlimitOverride" -}}
+{{- $value := get $d $key -}}
+{{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) -}}
+{{- fail (printf "reloader.deployment.%s tunes the Go runtime; kube-reloader is not a Go program: remove it" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $legacy := default dict $r.legacy -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.legacy" "values" $r.legacy "allowed" (list "rbac")) -}}
+{{- if $legacy.rbac -}}
+{{- fail "reloader.legacy.rbac: true is not supported: the chart renders rbac.authorization.k8s.io/v1 only" -}}
+{{- end -}}
+{{- $host := toString (default "" (dig "host" "" (default dict .Values.kubernetes))) -}}
+{{- if and $host (ne $host "https://kubernetes.default") -}}
+{{- fail "kubernetes.host is not used (the controller finds the API server in-cluster, as Stakater's does): remove it" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A probe: the values' keys as given, the timings Stakater's chart defaults filled in, and
+an httpGet on `path` unless the values give a handler. */}}
+{{- define "reloader.probe" -}}
+{{- $p := deepCopy (default dict .probe) -}}
+{{- if not (or (hasKey $p "httpGet") (hasKey $p "exec") (hasKey $p "tcpSocket") (hasKey $p "grpc")) -}}
+{{- $_ := set $p "httpGet" (dict "path" .path "port" "http") -}}
+{{- end -}}
+{{- $defaults := dict "timeoutSeconds" 5 "failureThreshold" 5 "periodSeconds" 10 "successThreshold" 1 "initialDelaySeconds" .initialDelaySeconds -}}
+{{- range $key, $value := $defaults -}}
+{{- if not (hasKey $p $key) -}}{{- $_ := set $p $key $value -}}{{- end -}}
+{{- end -}}
+{{- toYaml $p -}}
 {{- end -}}
