@@ -7,6 +7,8 @@ controller, `explain` and `lint` all say the same thing for the same inputs.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -85,6 +87,8 @@ class Workload:
 class Config:
     match: matching.MatchConfig = field(default_factory=matching.MatchConfig)
     strategy: strategies.Strategy = strategies.Strategy.ENV_VARS
+    #: whose wire format is written (`--compat`); both are read
+    compat: strategies.Compat = strategies.Compat.V1
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +145,10 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
                 Outcome.SKIPPED, f"{decision.message}, but the Job says job-policy: never"
             )
     target = target_container(workload.template, change.rtype, change.name, auto=decision.auto)
+    v2 = config.compat is strategies.Compat.V2
+    if v2 and not decision.auto and workload.template.containers:
+        first = workload.template.containers[0].name  # v2: a named reload is the first's
+        target = Target(first, "named in a reload annotation; first container (v2)")
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
     container = target.container
@@ -155,6 +163,8 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
         else:
             body = strategies.env_patch(tmpl, container, env_name, change.hash)
             ptype = strategies.PatchType.STRATEGIC
+            if v2 and body is not None:  # v2 also writes last-reloaded-from in this mode
+                body = strategies.merge_strategic([body, _v2_source(change, container, now)])
             done = f"container {container!r} already has {env_name}={change.hash}"
             todo = f"set {env_name}={change.hash} on container {container!r}"
     else:
@@ -170,17 +180,14 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
         else:
             record = strategies.recorded_hashes(tmpl)
             record[strategies.record_key(change.rtype, change.name)] = content
-            body = strategies.annotation_patch(
-                strategies.annotation_value(
-                    rtype=change.rtype,
-                    name=change.name,
-                    namespace=change.namespace,
-                    hash=content,
-                    container=container,
-                    observed_at=now,
-                ),
-                record,
-            )
+            value = strategies.annotation_value(
+                rtype=change.rtype, name=change.name, namespace=change.namespace, hash=content,
+                container=container, observed_at=now,
+            )  # fmt: skip
+            if v2:
+                v2_content = "" if change.event is Event.DELETED else change.hash
+                value = _v2_value(dataclasses.replace(change, hash=v2_content), container, now)
+            body = strategies.annotation_patch(value, record)
         done = f"the pod template already records {change.rtype.value} {change.name} {content}"
         todo = f"record {change.rtype.value} {change.name} {content} in the pod template"
     if body is None:
@@ -188,6 +195,19 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     return result(
         Outcome.RELOAD, f"{decision.message}; {todo} ({target.how})", target, ptype, body, env_name
     )
+
+
+def _v2_value(change: Change, container: str, now: int) -> str:
+    at = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return strategies.annotation_value_v2(
+        rtype=change.rtype, name=change.name, namespace=change.namespace, hash=change.hash,
+        container=container, at=at,
+    )  # fmt: skip
+
+
+def _v2_source(change: Change, container: str, now: int) -> dict[str, Any]:
+    """Reloader v2's last-reloaded-from, as a strategic-merge body of its own."""
+    return strategies.annotation_patch(_v2_value(change, container, now))
 
 
 def combine(plans: list[Plan]) -> list[tuple[strategies.PatchType, Any]]:
@@ -240,6 +260,9 @@ def carried(plan: Plan, workload: Workload, strategy: strategies.Strategy) -> st
     key = strategies.record_key(change.rtype, change.name)
     if key in record:
         return record[key]
+    last = strategies.last_reloaded(workload.template)  # Reloader's (v1 or v2), if it is this
+    if last is not None and last[:2] == (change.rtype, change.name):
+        return last[3] or None
     return None
 
 

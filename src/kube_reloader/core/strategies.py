@@ -24,6 +24,18 @@ class Strategy(StrEnum):
     ANNOTATIONS = "annotations"
 
 
+class Compat(StrEnum):
+    """Whose wire format kube-reloader writes (`--compat`): Stakater Reloader v1.4.x's or
+    v2's. Both formats are read in either mode."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+    @property
+    def field_manager(self) -> str:
+        return "Reloader" if self is Compat.V1 else "reloader"
+
+
 class PatchType(StrEnum):
     STRATEGIC = "strategic"
     MERGE = "merge"
@@ -112,20 +124,61 @@ def annotation_value(
     )
 
 
+def annotation_value_v2(
+    *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, at: str
+) -> str:
+    """Reloader v2's compact JSON (its field names and order; `at` is RFC 3339, UTC)."""
+    return (
+        json.dumps(
+            {
+                "kind": rtype.value.lower(),
+                "name": name,
+                "namespace": namespace,
+                "hash": hash,
+                "containers": [container],
+                "reloadedAt": at,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
+
+
+def last_reloaded(template: PodTemplate) -> tuple[ResourceType, str, str | None, str] | None:
+    """The resource and hash the pod template's last-reloaded-from records, in v1's shape
+    (`type`, `name`, `namespace`, `hash`) or v2's (`kind`, `name`, `namespace`, `hash`);
+    None when absent or unreadable. The namespace is None when the value has none."""
+    raw = template.annotations.get(LAST_RELOADED_FROM)
+    doc = parsing.json_object(raw) if raw else None
+    if doc is None:
+        return None
+    token, name, content = doc.get("type"), doc.get("name"), doc.get("hash")
+    if token is None and isinstance(doc.get("kind"), str):
+        token = str(doc["kind"]).upper()
+    namespace = doc.get("namespace")
+    if not (isinstance(token, str) and isinstance(name, str) and isinstance(content, str)):
+        return None
+    try:
+        rtype = ResourceType(token)
+    except ValueError:
+        return None
+    return rtype, name, namespace if isinstance(namespace, str) else None, content
+
+
 def annotation_carries(
     template: PodTemplate, rtype: ResourceType, name: str, namespace: str, hash: str
 ) -> bool:
-    """Does the pod template's last-reloaded-from already record this exact content?"""
-    raw = template.annotations.get(LAST_RELOADED_FROM)
-    if not raw:
-        return False
-    doc = parsing.json_object(raw)
-    return bool(
-        doc is not None
-        and doc.get("type") == rtype.value
-        and doc.get("name") == name
-        and doc.get("namespace") == namespace
-        and doc.get("hash") == hash
+    """Does the pod template's last-reloaded-from (v1's shape or v2's) already record this
+    exact content?"""
+    found = last_reloaded(template)
+    return (
+        found is not None
+        and found[:2] == (rtype, name)
+        and found[3] == hash
+        and (found[2] in (None, namespace))
     )
 
 

@@ -1,0 +1,128 @@
+"""`--compat=v2`: what Reloader v2 writes (its last-reloaded-from shape, also in env-vars
+mode; the first container for a named reload), and, in both modes, either shape read as the
+record of a reload."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.planning import (
+    Change,
+    Config,
+    Outcome,
+    carried,
+    plan,
+    workload_from_manifest,
+)
+from kube_reloader.core.references import PodTemplate
+from kube_reloader.core.strategies import Compat, Strategy, last_reloaded
+
+H = "d6dbf8a400e3e00c352f9ceeca960bdf64ab6377"
+OLD = "0b1f1a3c00000000000000000000000000000000"
+LRF = "reloader.stakater.com/last-reloaded-from"
+AUTO = {"reloader.stakater.com/auto": "true"}
+CHANGE = Change(ResourceType.CONFIGMAP, "ns", "c", H)
+NOW = 1796156742  # 2026-12-01T20:25:42Z
+V1_SHAPE = (f'{{"type":"CONFIGMAP","name":"c","namespace":"ns","hash":"{H}",'
+            f'"containerRefs":["app"],"observedAt":1796156000}}')  # fmt: skip
+V2_SHAPE = (f'{{"kind":"configmap","name":"c","namespace":"ns","hash":"{H}",'
+            f'"containers":["app"],"reloadedAt":"2026-12-01T20:25:44.317276816Z"}}')  # fmt: skip
+
+
+def workload(annotations: dict[str, str], *, lrf: str | None = None,
+             env: list[dict[str, str]] | None = None) -> Any:  # fmt: skip
+    return workload_from_manifest({
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns", "annotations": annotations},
+        "spec": {"template": {
+            "metadata": {"annotations": {LRF: lrf} if lrf else {}},
+            "spec": {"containers": [
+                {"name": "side"},
+                {"name": "app", "env": env or [], "envFrom": [{"configMapRef": {"name": "c"}}]},
+            ]},
+        }},
+    })  # fmt: skip
+
+
+def annotations_of(p: Any) -> dict[str, str]:
+    return dict(p.patch["spec"]["template"]["metadata"]["annotations"])
+
+
+def test_v2_mode_writes_reloader_v2s_last_reloaded_from_byte_for_byte() -> None:
+    cfg = Config(strategy=Strategy.ANNOTATIONS, compat=Compat.V2)
+    p = plan(change=CHANGE, workload=workload(AUTO), config=cfg, now=NOW)
+    assert p.outcome is Outcome.RELOAD
+    assert annotations_of(p)[LRF] == (
+        f'{{"kind":"configmap","name":"c","namespace":"ns","hash":"{H}",'
+        '"containers":["app"],"reloadedAt":"2026-12-01T20:25:42Z"}'
+    )
+
+
+def test_v2_mode_with_env_vars_sets_the_variable_and_the_annotation_in_one_patch() -> None:
+    p = plan(change=CHANGE, workload=workload(AUTO), config=Config(compat=Compat.V2), now=NOW)
+    assert p.outcome is Outcome.RELOAD
+    containers = p.patch["spec"]["template"]["spec"]["containers"]
+    assert containers == [{"name": "app", "env": [{"name": "STAKATER_C_CONFIGMAP", "value": H}]}]
+    assert json.loads(annotations_of(p)[LRF])["kind"] == "configmap"
+    v1 = plan(change=CHANGE, workload=workload(AUTO), config=Config(), now=NOW)
+    assert "metadata" not in v1.patch["spec"]["template"], "v1 writes no annotation there"
+
+
+def test_v2_mode_with_env_vars_is_up_to_date_on_the_variable_alone() -> None:
+    w = workload(AUTO, env=[{"name": "STAKATER_C_CONFIGMAP", "value": H}])
+    assert plan(change=CHANGE, workload=w, config=Config(compat=Compat.V2), now=NOW).outcome is (
+        Outcome.UP_TO_DATE
+    )
+
+
+@pytest.mark.parametrize(("compat", "container"), [(Compat.V1, "app"), (Compat.V2, "side")])
+def test_a_named_reload_goes_to_the_referencing_container_in_v1_and_the_first_in_v2(
+    compat: Compat, container: str
+) -> None:
+    w = workload({"configmap.reloader.stakater.com/reload": "c"})
+    p = plan(change=CHANGE, workload=w, config=Config(compat=compat), now=NOW)
+    assert p.target is not None
+    assert p.target.container == container
+
+
+@pytest.mark.parametrize("compat", list(Compat))
+@pytest.mark.parametrize("shape", [V1_SHAPE, V2_SHAPE], ids=["v1-shape", "v2-shape"])
+def test_either_shape_recording_the_current_content_is_up_to_date_in_either_mode(
+    compat: Compat, shape: str
+) -> None:
+    cfg = Config(strategy=Strategy.ANNOTATIONS, compat=compat)
+    p = plan(change=CHANGE, workload=workload(AUTO, lrf=shape), config=cfg, now=NOW)
+    assert p.outcome is Outcome.UP_TO_DATE
+    assert carried(p, workload(AUTO, lrf=shape), Strategy.ANNOTATIONS) == H
+
+
+@pytest.mark.parametrize("shape", [V1_SHAPE, V2_SHAPE], ids=["v1-shape", "v2-shape"])
+def test_either_shape_recording_older_content_is_carried_as_that_hash(shape: str) -> None:
+    older = shape.replace(H, OLD)
+    cfg = Config(strategy=Strategy.ANNOTATIONS)
+    p = plan(change=CHANGE, workload=workload(AUTO, lrf=older), config=cfg, now=NOW)
+    assert p.outcome is Outcome.RELOAD
+    assert carried(p, workload(AUTO, lrf=older), Strategy.ANNOTATIONS) == OLD
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "", "not json", "[]", "{}", '{"kind":7,"name":"c","hash":"x"}',
+        '{"kind":"pod","name":"c","hash":"x"}', '{"type":"CONFIGMAP","name":"c"}',
+        '{"type":"CONFIGMAP","name":["c"],"hash":"x"}', "{" * 10_000,
+    ],
+)  # fmt: skip
+def test_an_unreadable_last_reloaded_from_is_no_record(raw: str) -> None:
+    assert last_reloaded(PodTemplate(annotations={LRF: raw})) is None
+
+
+def test_a_v2_record_of_another_resource_is_not_this_ones() -> None:
+    other = V2_SHAPE.replace('"name":"c"', '"name":"d"')
+    p = plan(change=CHANGE, workload=workload(AUTO, lrf=other),
+             config=Config(strategy=Strategy.ANNOTATIONS), now=NOW)  # fmt: skip
+    assert carried(p, workload(AUTO, lrf=other), Strategy.ANNOTATIONS) is None
