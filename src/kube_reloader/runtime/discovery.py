@@ -1,7 +1,7 @@
 """Optional APIs (Argo Rollouts, DeploymentConfigs, the CSI driver's pod statuses): watched
-when API discovery finds them served, looked for again every `--discovery-interval` otherwise,
-so a CRD installed later is noticed. They never hold up readiness (a broken CRD or a slow
-optional LIST must not stop every other reload)."""
+when API discovery finds them served, looked for again every 30 s otherwise
+(`Options.discovery_interval`), so a CRD installed later is noticed. They never hold up
+readiness (a broken CRD or a slow optional LIST must not stop every other reload)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rate limits on writes: at most one reload per workload every `--min-interval` seconds,
+"""The rate limits on writes: at most one reload per workload every `--reload-min-interval`,
 and a cluster-wide token bucket (`--reload-rate`, `--reload-burst`)."""
 
 from __future__ import annotations

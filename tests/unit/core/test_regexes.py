@@ -54,6 +54,8 @@ def test_patterns_that_backtrack_exponentially_in_python_run_in_linear_time(
         ("my.cm", "myXcm", True),
         (r"\Qa.b\E", "a.b", True),
         (r"\Qa.b\E", "aXb", False),
+        ("a{,3}", "a{,3}", True),  # Go: a literal, not Python's "up to three"
+        ("a{,3}", "aaa", False),
     ],
 )
 def test_entries_follow_go_regexp_syntax_anchored_by_concatenation(
