@@ -4,9 +4,11 @@ the dev cluster, for tests that compare kube-reloader with the systems it replac
 `start_peer` builds the peer on first use (minutes; later calls only check the stamp), or
 skips the test when the peer's source tree is missing. The process gets the cluster's
 kubeconfig, `POD_NAME`/`POD_NAMESPACE` (both peers read them for HA: the Lease's holder
-identity and namespace), `--namespaces=<namespace>` and its own log file. Every server it
-runs listens on a free 127.0.0.1 port: v2's through `--metrics-addr`/`--health-addr`, v1's
-one server (`/metrics`, `/live`) through the variable its build reads (`peers.LISTEN_ENV`).
+identity and namespace), `--namespaces=<namespace>`, its own log file, and its name as
+`argv[0]`, which client-go makes the product of its user agent (`PeerProcess.user_agent`).
+Every server it runs listens on a free 127.0.0.1 port: v2's through `--metrics-addr`/
+`--health-addr`, v1's one server (`/metrics`, `/live`) through the variable its build reads
+(`peers.LISTEN_ENV`).
 """
 
 from __future__ import annotations
@@ -94,13 +96,22 @@ class PeerProcess:
         self.argv = [*argv, *flags]
         log_dir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
+            # argv[0] is the peer's name: client-go builds the user agent from its base
+            # name, so each peer's requests are told apart in an audit log
             self.proc = subprocess.Popen(
-                self.argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+                [self.name, *self.argv[1:]], executable=self.argv[0], env=env, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def user_agent(self) -> str:
+        """The prefix of the user agent of each of its requests: `<name>/v0.0.0 (linux/...)`,
+        v2's leader election appending `/leader-election`."""
+        return f"{self.name}/"
 
     @property
     def metrics_url(self) -> str:
