@@ -1,4 +1,5 @@
 """The HTTP endpoints: `/metrics` and `/live` as Reloader v1 serves them, plus `/readyz`;
+with `--compat=v2` (or `--health-addr`) Reloader v2's health listener (`/healthz`, `/readyz`);
 and, only with `--enable-pprof`, Python diagnostics (asyncio tasks, tracemalloc top
 allocations) on a separate listener bound to loopback unless told otherwise.
 
@@ -77,6 +78,36 @@ def build_app(recorder: Recorder, health: Health) -> web.Application:
     app.router.add_get("/live", live)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/healthz", live)
+    return app
+
+
+def build_health_app(health: Health) -> web.Application:
+    """Reloader v2's health listener (`--health-addr`, controller-runtime's probes):
+    `/healthz` means what `/live` means, `/readyz` what `/readyz` means on the metrics
+    listener. Bodies as controller-runtime's: `ok` (with `?verbose`, the check list), and on
+    failure 500 with the check named and the reason withheld (the port is public)."""
+
+    def answer(request: web.Request, check: str, healthy: bool) -> web.Response:
+        headers = {"X-Content-Type-Options": "nosniff"}
+        if healthy and "verbose" not in request.query:
+            return web.Response(text="ok", headers=headers)
+        line = f"[+]{check} ok" if healthy else f"[-]{check} failed: reason withheld"
+        verdict = "passed" if healthy else "failed"
+        return web.Response(
+            status=200 if healthy else 500,
+            text=f"{line}\nhealthz check {verdict}\n",
+            headers=headers,
+        )
+
+    async def healthz(request: web.Request) -> web.Response:
+        return answer(request, "healthz", not health.lost_lease and not health.dead())
+
+    async def readyz(request: web.Request) -> web.Response:
+        return answer(request, "readyz", health.synced and not health.failing())
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     return app
 
 

@@ -28,6 +28,7 @@ from kube_reloader.serving import (
     Server,
     build_app,
     build_debug_app,
+    build_health_app,
     split_addr,
 )
 
@@ -254,9 +255,13 @@ def test_the_open_files_soft_limit_is_raised_to_the_hard_limit() -> None:
 
 
 @contextlib.asynccontextmanager
-async def probing(health: Health) -> AsyncIterator[Callable[[str], Awaitable[tuple[int, str]]]]:
-    """A listener for `health`; yields GET path -> (status, body)."""
-    server = Server(build_app(FixedRecorder(), health), "127.0.0.1:0")  # type: ignore[arg-type]
+async def probing(
+    health: Health, *, v2: bool = False
+) -> AsyncIterator[Callable[[str], Awaitable[tuple[int, str]]]]:
+    """A listener for `health` (the metrics listener, or with `v2` Reloader v2's health
+    listener); yields GET path -> (status, body)."""
+    app = build_health_app(health) if v2 else build_app(FixedRecorder(), health)  # type: ignore[arg-type]
+    server = Server(app, "127.0.0.1:0")
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
@@ -304,6 +309,45 @@ async def test_a_lost_lease_turns_live_red_as_reloader_v1_does() -> None:
         health.leader, health.lost_lease = False, True
         assert (await get("/live"))[0] == 500
         assert (await get("/healthz"))[0] == 500
+
+
+OK_HEALTHZ = (200, "ok")
+FAILED = {
+    "/healthz": (500, "[-]healthz failed: reason withheld\nhealthz check failed\n"),
+    "/readyz": (500, "[-]readyz failed: reason withheld\nhealthz check failed\n"),
+}
+
+
+@pytest.mark.parametrize(("health", "path", "answer"), [
+    (Health(), "/healthz", OK_HEALTHZ),
+    (Health(synced=True, ha=True, leader=False), "/healthz", OK_HEALTHZ),
+    (Health(lost_lease=True), "/healthz", FAILED["/healthz"]),
+    (Health(dead=lambda: ["worker@0"]), "/healthz", FAILED["/healthz"]),
+    (Health(failing=lambda: ["worker@0"]), "/healthz", OK_HEALTHZ),
+    (Health(synced=True), "/readyz", OK_HEALTHZ),
+    (Health(synced=True, ha=True, leader=False), "/readyz", OK_HEALTHZ),
+    (Health(synced=False), "/readyz", FAILED["/readyz"]),
+    (Health(synced=True, failing=lambda: ["watch/configmaps"]), "/readyz", FAILED["/readyz"]),
+    (Health(synced=True), "/healthz?verbose", (200, "[+]healthz ok\nhealthz check passed\n")),
+    (Health(synced=True), "/readyz?verbose", (200, "[+]readyz ok\nhealthz check passed\n")),
+    (Health(synced=True), "/metrics", (404, "404: Not Found")),
+    (Health(synced=True), "/live", (404, "404: Not Found")),
+])  # fmt: skip
+async def test_the_v2_health_listener_answers_as_controller_runtimes_probes_with_our_meaning(
+    health: Health, path: str, answer: tuple[int, str]
+) -> None:
+    async with probing(health, v2=True) as get:
+        assert await get(path) == answer
+
+
+async def test_the_v2_health_listener_follows_the_health_as_it_changes() -> None:
+    health = Health()
+    async with probing(health, v2=True) as get:
+        assert await get("/readyz") == FAILED["/readyz"]
+        health.synced = True
+        assert await get("/readyz") == OK_HEALTHZ
+        health.lost_lease = True
+        assert await get("/healthz") == FAILED["/healthz"]
 
 
 async def test_metrics_are_the_recorders_exposition_in_prometheus_text_format() -> None:

@@ -1,7 +1,14 @@
 """Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
 
-The lock is Reloader's (`stakater-reloader-lock` in `POD_NAMESPACE`, identity `POD_NAME`), so
-kube-reloader and Reloader replicas never lead at the same time during a migration.
+The lock is Reloader's: v1's `stakater-reloader-lock`, or with `--compat=v2` v2's
+`reloader-leader-election` (either renamed by `--leader-election-id`), in `POD_NAMESPACE` (or
+`--leader-election-namespace`), so kube-reloader and Reloader replicas of the same major version
+never lead at the same time during a migration. The identity is `POD_NAME`; Reloader v2 (through
+controller-runtime) uses `<hostname>_<uuid>`, and no elector compares identities other than
+its own, so the two share one Lease. The record is client-go's (`holderIdentity`,
+`leaseDurationSeconds` truncated to whole seconds, `acquireTime`, `renewTime`,
+`leaseTransitions`, MicroTime stamps), and so is a release (empty holder, 1 s duration,
+acquire and renew time now).
 
 Two rules keep two replicas from leading at once, whatever their clocks say:
 
@@ -19,8 +26,9 @@ Two rules keep two replicas from leading at once, whatever their clocks say:
   standby can see the lease expire. (client-go counts it from the start of each renew round, up
   to a retry period later; this is stricter.)
 
-On shutdown the leader releases the lease (empty holder, 1 s duration), so a standby takes over
-at its next retry instead of waiting for the lease to expire.
+On shutdown the leader releases the lease, so a standby takes over at its next retry instead of
+waiting for the lease to expire (`--leader-election-release-on-cancel=false`: it only stops
+writing, and the lease expires).
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from kube_reloader.kube.leases import LeaseRecord
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "stakater-reloader-lock"
+#: Reloader v2's default `--leader-election-id`
+V2_LOCK_NAME = "reloader-leader-election"
 JITTER = 1.2
 
 
@@ -68,12 +78,15 @@ class Timing:
 
 @dataclass(frozen=True)
 class HASettings:
-    """`--enable-ha`: who this replica is (`POD_NAME`), where the lock lives (`POD_NAMESPACE`),
-    and the election's timing."""
+    """`--enable-ha`: who this replica is (`POD_NAME`), where the lock lives
+    (`--leader-election-namespace`, else `POD_NAMESPACE`; `--leader-election-id`), the
+    election's timing, and whether the lease is given up on shutdown."""
 
     identity: str
     namespace: str
     timing: Timing
+    lock_name: str = LOCK_NAME
+    release_on_cancel: bool = True
 
 
 class LeaseStore(Protocol):
@@ -174,8 +187,10 @@ class LeaderElector:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         on_started_leading: Callable[[], None] = _ignore,
         on_stopped_leading: Callable[[], None] = _ignore,
+        release_on_cancel: bool = True,
     ) -> None:
         self.store = store
+        self.release_on_cancel = release_on_cancel
         self.identity = identity
         self.timing = timing or Timing()
         self.clock = clock
@@ -191,7 +206,8 @@ class LeaderElector:
 
     @property
     def duration(self) -> int:
-        return max(1, round(self.timing.lease_duration))
+        """`leaseDurationSeconds` as client-go writes it: whole seconds, truncated."""
+        return max(1, int(self.timing.lease_duration))
 
     async def try_acquire_or_renew(self) -> Outcome:
         """One attempt, as client-go's tryAcquireOrRenew: read, judge, write if ours to take."""
@@ -283,11 +299,17 @@ class LeaderElector:
         self.lost.set()
 
     async def release(self) -> None:
-        """Stop writing, then give the lease up (if still ours) so a standby takes over at once."""
+        """Stop writing, then give the lease up (if still ours) so a standby takes over at once;
+        without `release_on_cancel` only stop writing (the lease expires)."""
         if not self.leading.is_set():
             return
         self.leading.clear()
         self.on_stopped_leading()
+        if not self.release_on_cancel:
+            log.info("stopped leading; the lease is left to expire",
+                     extra={"identity": self.identity})  # fmt: skip
+            return
+        now = self.wall_clock()
         try:
             async with asyncio.timeout(self.timing.renew_deadline):
                 current = await self.store.get()
@@ -296,8 +318,8 @@ class LeaderElector:
                 freed = LeaseRecord(
                     holder="",
                     duration_seconds=1,
-                    acquire_time=None,
-                    renew_time=self.wall_clock(),
+                    acquire_time=now,
+                    renew_time=now,
                     transitions=current.transitions,
                     resource_version=current.resource_version,
                 )

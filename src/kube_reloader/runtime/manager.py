@@ -1,7 +1,8 @@
 """The manager: everything that runs around the controller in one process (controller-runtime's
 "manager" idea).
 
-It owns the HTTP servers (`/metrics`, `/live`, `/readyz`, and the diagnostics listener), the
+It owns the HTTP servers (`/metrics`, `/live`, `/readyz`; with `--compat=v2` also Reloader v2's
+health listener, `/healthz` and `/readyz`; and the diagnostics listener), the
 API client, the controller, and leader election. Without HA the controller writes from the
 start. With HA it starts as a standby and may write only while this replica holds the lease:
 the elector's callbacks flip `controller.leading` in the very step the elector decides (no await
@@ -31,10 +32,10 @@ from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.kinds import custom
-from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector
+from kube_reloader.runtime.leadership import HASettings, LeaderElector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
-from kube_reloader.serving import Health, Server, build_app, build_debug_app
+from kube_reloader.serving import Health, Server, build_app, build_debug_app, build_health_app
 
 log = logging.getLogger("kube_reloader")
 
@@ -55,6 +56,8 @@ class ManagerSettings:
     metrics_addr: str = ":9090"
     #: diagnostics listener (`--enable-pprof`); None: not served
     pprof_addr: str | None = None
+    #: Reloader v2's health listener (`--health-addr`); None: not served
+    health_addr: str | None = None
     #: None: a single replica, always writing
     ha: HASettings | None = None
     hash_key: HashKeySettings | None = None
@@ -138,8 +141,8 @@ class ElectorFactory(Protocol):
 
 
 def lease_elector(clock: Clock) -> ElectorFactory:
-    """Electors on Reloader's lock (`stakater-reloader-lock` in the HA namespace): expiry and
-    deadlines on `clock`'s monotonic time, the Lease's timestamps from its wall time."""
+    """Electors on Reloader's lock (`ha.lock_name` in the HA namespace): expiry and deadlines on
+    `clock`'s monotonic time, the Lease's timestamps from its wall time."""
 
     def wall_clock() -> dt.datetime:
         return utc(clock)
@@ -153,13 +156,14 @@ def lease_elector(clock: Clock) -> ElectorFactory:
         on_stopped_leading: Callable[[], None],
     ) -> LeaderElector:
         return LeaderElector(
-            leases.LeaseLock(client, ha.namespace, LOCK_NAME),
+            leases.LeaseLock(client, ha.namespace, ha.lock_name),
             identity=ha.identity,
             timing=ha.timing,
             clock=clock.monotonic,
             wall_clock=wall_clock,
             on_started_leading=on_started_leading,
             on_stopped_leading=on_stopped_leading,
+            release_on_cancel=ha.release_on_cancel,
         )
 
     return build
@@ -200,6 +204,8 @@ class Manager:
         self.servers = [Server(build_app(self.recorder, self.health), settings.metrics_addr)]
         if settings.pprof_addr:
             self.servers.append(Server(build_debug_app(self.recorder), settings.pprof_addr))
+        if settings.health_addr:
+            self.servers.append(Server(build_health_app(self.health), settings.health_addr))
         try:
             for server in self.servers:
                 await server.start()

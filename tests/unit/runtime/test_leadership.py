@@ -393,3 +393,54 @@ async def test_a_replica_that_lost_the_lease_does_not_release_it() -> None:
     calls = len(lead.store.calls)
     await lead.elector.release()
     assert len(lead.store.calls) == calls
+
+
+async def test_a_release_writes_client_gos_released_record() -> None:
+    lead = Lead()
+    task = asyncio.create_task(lead.elector.run())
+    await asyncio.wait_for(lead.elector.leading.wait(), 5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    transitions = lead.store.record.transitions if lead.store.record else None
+    await lead.elector.release()
+    freed = lead.store.record
+    assert freed is not None
+    now = T0 + dt.timedelta(seconds=lead.clock.now - 100.0)
+    # client-go's release: no holder, 1 s, acquire and renew time the moment of the release
+    assert (freed.holder, freed.duration_seconds, freed.transitions) == ("", 1, transitions)
+    assert freed.acquire_time == freed.renew_time
+    assert freed.renew_time is not None
+    assert abs((freed.renew_time - now).total_seconds()) <= 2 * lead.store.latency
+
+
+async def test_without_release_on_cancel_a_leader_stops_writing_and_leaves_the_lease() -> None:
+    lead = Lead()
+    lead.elector.release_on_cancel = False
+    task = asyncio.create_task(lead.elector.run())
+    await asyncio.wait_for(lead.elector.leading.wait(), 5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    held, calls = lead.store.record, len(lead.store.calls)
+    await lead.elector.release()
+    assert len(lead.store.calls) == calls, "no read, no write"
+    assert lead.store.record == held
+    assert held is not None
+    assert held.holder == "me"
+    assert not lead.elector.leading.is_set()
+    assert [name for name, _ in lead.steps] == ["started", "stopped"]
+
+
+@pytest.mark.parametrize(("seconds", "written"), [(15, 15), (4.9, 4), (2.5, 2), (0.5, 1)])
+async def test_the_lease_duration_is_written_in_whole_seconds_truncated_as_client_go_does(
+    seconds: float, written: int
+) -> None:
+    clock = FakeClock()
+    store = FakeStore(clock, None)
+    timing = Timing(lease_duration=seconds, renew_deadline=0.4, retry_period=0.1)
+    e = LeaderElector(store, identity="me", clock=clock, wall_clock=lambda: T0, timing=timing,
+                      sleep=clock.sleep)  # fmt: skip
+    assert await e.try_acquire_or_renew() is Outcome.HELD
+    assert store.record is not None
+    assert store.record.duration_seconds == written

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import datetime as dt
 import logging
 import socket
@@ -406,3 +407,46 @@ def test_the_default_elector_campaigns_for_reloaders_lock_as_this_pod_on_the_giv
     assert elector.clock == clock.monotonic
     assert elector.wall_clock() == dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert (elector.on_started_leading, elector.on_stopped_leading) == (started, stopped)
+
+
+async def test_the_v2_health_listener_serves_healthz_and_readyz_beside_the_metrics() -> None:
+    rig = Rig(health_addr="127.0.0.1:0")
+    task = await rig.start()
+    assert len(rig.manager.servers) == 2
+    assert await rig.probe("/healthz", server=1) == (200, "ok")
+    assert (await rig.probe("/readyz", server=1))[0] == 500, "not before the caches synced"
+    rig.controller.ready.set()
+    await until(lambda: rig.manager.health.synced, "readiness after the sync")
+    assert await rig.probe("/readyz", server=1) == (200, "ok")
+    assert await rig.probe("/readyz") == (200, "ok (single)"), "the metrics listener keeps its own"
+    assert (await rig.probe("/metrics"))[0] == 200
+    assert (await rig.probe("/metrics", server=1))[0] == 404
+    rig.stop.set()
+    assert await asyncio.wait_for(task, 10) == 0
+
+
+async def test_a_health_address_in_use_exits_one(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        rig = Rig(health_addr=f"127.0.0.1:{busy.getsockname()[1]}")
+        assert await asyncio.wait_for(rig.manager.run(CONN, rig.stop), 10) == 1
+    assert rig.controllers == []
+    assert "cannot listen" in [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize(("ha", "lock", "release"), [
+    (HA, "stakater-reloader-lock", True),
+    (dataclasses.replace(HA, lock_name="reloader-leader-election", release_on_cancel=False),
+     "reloader-leader-election", False),
+])  # fmt: skip
+def test_the_default_elector_campaigns_for_the_configured_lock_and_release(
+    ha: HASettings, lock: str, release: bool
+) -> None:
+    build = lease_elector(SystemClock())
+    elector = build(object(), ha, on_started_leading=lambda: None,  # type: ignore[arg-type]
+                    on_stopped_leading=lambda: None)  # fmt: skip
+    assert isinstance(elector, LeaderElector)
+    assert isinstance(elector.store, leases.LeaseLock)
+    assert (elector.store.namespace, elector.store.name) == ("reloader", lock)
+    assert elector.release_on_cancel is release
