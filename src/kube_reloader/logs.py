@@ -1,16 +1,23 @@
 """Structured logging: constant messages, variables as key-values, text or JSON lines.
 
-`--log-format=json` mirrors Reloader's logrus JSON formatter (`level`, `msg`, `time`) with
+`--log-format=json` mirrors Reloader v1's logrus JSON formatter (`level`, `msg`, `time`) with
 every `extra=` key-value added as a field, so log pipelines built for Reloader keep working.
+With `--compat=v2` it mirrors Reloader v2's zerolog/zerologr lines instead: `level` (zerolog's
+names), `v` (the logr verbosity, info and below), `logger`, the call's fields, `time` (RFC 3339,
+seconds, local time zone) and `message` last; v2 writes its log to stdout, and so do we then.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import sys
 import time
 from typing import Any, TextIO
+
+from kube_reloader.core.pausing import format_zoned_time
+from kube_reloader.core.strategies import Compat
 
 # Attributes every LogRecord has; anything else came from `extra=` and is a field.
 _STANDARD = frozenset(
@@ -51,6 +58,33 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+#: zerolog's level names, and the logr verbosity zerologr writes as `v` (info and below only)
+_ZEROLOG = {5: ("trace", 2), 10: ("debug", 1), 20: ("info", 0), 30: ("warn", None),
+            40: ("error", None), 50: ("fatal", None)}  # fmt: skip
+_V2_RESERVED = frozenset({"level", "v", "logger", "time", "message"})
+
+
+class V2JsonFormatter(logging.Formatter):
+    """Reloader v2's JSON line: zerolog's key order (level, v, logger, fields, time, message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        name, verbosity = _ZEROLOG.get(record.levelno, (record.levelname.lower(), None))
+        out: dict[str, Any] = {"level": name}
+        if verbosity is not None:
+            out["v"] = verbosity
+        out["logger"] = record.name
+        for key, value in fields(record).items():
+            if key not in _V2_RESERVED:
+                out[key] = value
+        if record.exc_info:
+            exc = record.exc_info[1]
+            out.setdefault("error", f"{type(exc).__name__}: {exc}")
+            out["error_trace"] = self.formatException(record.exc_info)
+        out["time"] = format_zoned_time(dt.datetime.fromtimestamp(record.created).astimezone())
+        out["message"] = record.getMessage()
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
@@ -69,15 +103,23 @@ def _quote(value: Any) -> str:
     )
 
 
-def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:
-    """Configure the root logger once for the whole process."""
+def setup(
+    level: str = "info",
+    fmt: str = "text",
+    stream: TextIO | None = None,
+    *,
+    compat: Compat = Compat.V1,
+) -> None:
+    """Configure the root logger once for the whole process (stderr; stdout with v2)."""
     if level not in LEVELS:
         raise ValueError(f"--log-level: {level!r} is not one of {', '.join(LEVELS)}")
     if fmt not in ("text", "json", ""):
         raise ValueError(f"--log-format: {fmt!r} is not one of text, json")
     logging.addLevelName(5, "TRACE")
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    v2 = compat is Compat.V2
+    handler = logging.StreamHandler(stream or (sys.stdout if v2 else sys.stderr))
+    json_formatter = V2JsonFormatter() if v2 else JsonFormatter()
+    handler.setFormatter(json_formatter if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(LEVELS[level])

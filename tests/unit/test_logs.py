@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
+import re
 
 import pytest
 
 from kube_reloader import logs
+from kube_reloader.core.pausing import format_zoned_time
+from kube_reloader.core.strategies import Compat
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +60,87 @@ def test_levels_follow_reloader_names() -> None:
 def test_invalid_level_or_format_names_the_flag(level: str, fmt: str, flag: str) -> None:
     with pytest.raises(ValueError, match=flag):
         logs.setup(level, fmt)
+
+
+# ---------------------------------------------------------------------- --compat=v2
+
+
+def v2_line(level: int, extra: dict[str, object] | None = None, exc: bool = False) -> str:
+    out = io.StringIO()
+    logs.setup("trace", "json", stream=out, compat=Compat.V2)
+    logger = logging.getLogger("kube_reloader.test")
+    if exc:
+        try:
+            raise OSError("disk gone")
+        except OSError:
+            logger.log(level, "write failed", extra=extra, exc_info=True)
+    else:
+        logger.log(level, "reloaded workload", extra=extra)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("level", "keys", "name", "v"), [
+    (logging.INFO, ["level", "v", "logger", "workload", "kind", "time", "message"], "info", 0),
+    (logging.DEBUG, ["level", "v", "logger", "workload", "kind", "time", "message"], "debug", 1),
+    (5, ["level", "v", "logger", "workload", "kind", "time", "message"], "trace", 2),
+    (logging.WARNING, ["level", "logger", "workload", "kind", "time", "message"], "warn", None),
+    (logging.ERROR, ["level", "logger", "workload", "kind", "time", "message"], "error", None),
+])  # fmt: skip
+def test_v2_json_lines_have_reloader_v2s_key_order_and_level_names(
+    level: int, keys: list[str], name: str, v: int | None
+) -> None:
+    line = json.loads(v2_line(level, {"workload": "ns/web", "kind": "Deployment"}))
+    assert list(line) == keys
+    assert (line["level"], line.get("v"), line["message"]) == (name, v, "reloaded workload")
+    assert (line["workload"], line["kind"], line["logger"]) == (
+        "ns/web", "Deployment", "kube_reloader.test",
+    )  # fmt: skip
+    assert "msg" not in line
+
+
+def test_v2_json_time_is_rfc3339_to_the_second_in_the_local_zone() -> None:
+    stamp = json.loads(v2_line(logging.INFO))["time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)", stamp), stamp
+
+
+def test_v2_json_puts_an_exception_in_error_and_keeps_an_error_field_given() -> None:
+    line = json.loads(v2_line(logging.ERROR, exc=True))
+    assert line["error"] == "OSError: disk gone"
+    assert "disk gone" in line["error_trace"]
+    given = json.loads(v2_line(logging.ERROR, {"error": "HTTP 500"}, exc=True))
+    assert given["error"] == "HTTP 500"
+
+
+def test_v2_json_fields_named_like_its_own_keys_do_not_replace_them() -> None:
+    line = json.loads(v2_line(logging.INFO, {"time": "x", "v": 9, "level": "y"}))
+    assert (line["level"], line["v"]) == ("info", 0)
+    assert line["time"] != "x"
+
+
+@pytest.mark.parametrize(("compat", "stream"), [(Compat.V1, "err"), (Compat.V2, "out")])
+def test_v2_logs_to_stdout_as_reloader_v2_and_v1_to_stderr(
+    compat: Compat, stream: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.setup("info", "json", compat=compat)
+    logging.getLogger("x").info("hello")
+    captured = capsys.readouterr()
+    assert "hello" in getattr(captured, stream)
+    assert "hello" not in (captured.out if stream == "err" else captured.err)
+
+
+def test_v2_text_lines_keep_our_layout() -> None:
+    out = io.StringIO()
+    logs.setup("info", "text", stream=out, compat=Compat.V2)
+    logging.getLogger("x").info("watch expired", extra={"resource": "configmaps"})
+    assert out.getvalue().strip().split(" ", 1)[1] == "info    watch expired resource=configmaps"
+
+
+@pytest.mark.parametrize(("when", "text"), [
+    (dt.datetime(2026, 1, 2, 3, 4, 5, 678900, tzinfo=dt.UTC), "2026-01-02T03:04:05Z"),
+    (dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+     "2026-01-02T03:04:05+02:00"),
+    (dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(-dt.timedelta(hours=5, minutes=30))),
+     "2026-01-02T03:04:05-05:30"),
+])  # fmt: skip
+def test_go_rfc3339_prints_seconds_and_z_for_utc(when: dt.datetime, text: str) -> None:
+    assert format_zoned_time(when) == text

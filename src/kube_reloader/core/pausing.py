@@ -88,6 +88,13 @@ def format_time(when: dt.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_zoned_time(when: dt.datetime) -> str:
+    """Go's `time.RFC3339` of a time in its own zone: to the second, `Z` for UTC, else
+    `+hh:mm` (Reloader v2's log `time` and structured alert `timestamp`, local time)."""
+    text = when.replace(microsecond=0).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 def parse_time(text: str) -> dt.datetime | None:
     """An RFC 3339 time, or None for anything else (never raises)."""
     if len(text) > 64:
