@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import random
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ async def post(
 
 
 class AlertSender:
-    """`ALERT_ON_RELOAD=true`: one alert per reloaded workload, sent in the background."""
+    """`ALERT_ON_RELOAD=true`: one alert per reloaded workload, sent in the background.
+    `structured` (`--alert-structured`, raw sink only): Reloader v2's JSON instead of text."""
 
     def __init__(
         self,
@@ -68,15 +70,19 @@ class AlertSender:
         proxy: str | None = None,
         max_queue: int = 1000,
         attempts: int = 3,
+        structured: bool = False,
     ) -> None:
         self.url = url
         self.sink = sink
+        self.structured = structured and alerting.is_raw(sink)
         self.additional_info = additional_info
         self.proxy = proxy or None
         self.attempts = attempts
         self.stats = SinkStats()
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=max_queue)
-        self._payload_type = alerting.payload(sink, "").content_type
+        self._payload_type = (
+            "application/json" if self.structured else alerting.payload(sink, "").content_type
+        )
         self._session: aiohttp.ClientSession | None = None
 
     def start(self) -> None:
@@ -97,11 +103,19 @@ class AlertSender:
     def reloaded(
         self, *, resource: str, rtype: str, namespace: str, workload: str, kind: str
     ) -> None:
-        text = alerting.message(
-            resource=resource, rtype=rtype, namespace=namespace, workload=workload, kind=kind,
-            additional_info=self.additional_info,
-        )  # fmt: skip
-        body = alerting.payload(self.sink, text).body
+        if self.structured:
+            body = alerting.structured(
+                workload_kind=kind, workload=workload, workload_namespace=namespace,
+                resource_kind=alerting.resource_kind(rtype), resource=resource,
+                resource_namespace=namespace, when=dt.datetime.now().astimezone(),
+                additional_info=self.additional_info,
+            ).body  # fmt: skip
+        else:
+            text = alerting.message(
+                resource=resource, rtype=rtype, namespace=namespace, workload=workload,
+                kind=kind, additional_info=self.additional_info,
+            )  # fmt: skip
+            body = alerting.payload(self.sink, text).body
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 self._queue.get_nowait()
@@ -112,7 +126,13 @@ class AlertSender:
 
     def notify(self, text: str) -> None:
         """Queue a free-form message (e.g. a failed rollout) for the same sink."""
-        body = alerting.payload(self.sink, text).body
+        if self.structured:
+            when = dt.datetime.now().astimezone()
+            body = alerting.structured_notice(
+                text, when=when, additional_info=self.additional_info
+            ).body
+        else:
+            body = alerting.payload(self.sink, text).body
         if self._queue.full():
             self.stats.dropped += 1
             return

@@ -1,12 +1,17 @@
-"""Alert and webhook payloads, byte for byte as Reloader v1 sends them (compat-spec §6.4, §7.1).
+"""Alert and webhook payloads, byte for byte as Reloader v1 sends them (compat-spec §6.4, §7.1),
+and Reloader v2's structured raw alert (`--alert-structured`, v2-spec §11.2).
 
 Formatting only: the HTTP sending lives in `kube_reloader.alerts`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
+
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.pausing import format_zoned_time
 
 WEBHOOK_BODY = b'{"webhook":"update successful"}'
 
@@ -41,6 +46,66 @@ def _json(obj: object) -> bytes:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     # Go's encoder escapes these for HTML safety
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
+def _go_json(obj: object) -> bytes:
+    """Go's `json.Marshal`: the struct's field order, compact, HTML characters escaped."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
+        text = text.replace(char, escaped)
+    return text.encode()
+
+
+def structured(
+    *,
+    workload_kind: str,
+    workload: str,
+    workload_namespace: str,
+    resource_kind: str,
+    resource: str,
+    resource_namespace: str,
+    when: dt.datetime,
+    additional_info: str = "",
+) -> Payload:
+    """Reloader v2's raw sink with `--alert-structured`: one JSON object per reloaded workload
+    (`resource_kind` as `ConfigMap`, `Secret`, `SecretProviderClass`; `when` in the local time
+    zone, RFC 3339 to the second; `additional` left out when empty)."""
+    body: dict[str, str] = {
+        "event": "reload",
+        "workloadKind": workload_kind,
+        "workloadName": workload,
+        "workloadNamespace": workload_namespace,
+        "resourceKind": resource_kind,
+        "resourceName": resource,
+        "resourceNamespace": resource_namespace,
+        "timestamp": format_zoned_time(when),
+    }
+    if additional_info:
+        body["additional"] = additional_info
+    return Payload(_go_json(body), "application/json")
+
+
+def structured_notice(text: str, *, when: dt.datetime, additional_info: str = "") -> Payload:
+    """Ours, for the structured raw sink: a free-form notice (a failed rollout) as
+    `{"event":"notice","message":...}`, so that every body on that sink is JSON."""
+    body = {"event": "notice", "message": text, "timestamp": format_zoned_time(when)}
+    if additional_info:
+        body["additional"] = additional_info
+    return Payload(_go_json(body), "application/json")
+
+
+def resource_kind(rtype: str) -> str:
+    """`CONFIGMAP` -> `ConfigMap` (v2's ResourceKind); an unknown type stays as it is."""
+    try:
+        return ResourceType(rtype.upper()).kind
+    except ValueError:
+        return rtype
+
+
+def is_raw(sink: str) -> bool:
+    """Every `ALERT_SINK` / `--alert-sink` but slack, teams and gchat is the raw sink."""
+    return sink.strip().lower() not in ("slack", "teams", "gchat")
 
 
 def payload(sink: str, text: str) -> Payload:

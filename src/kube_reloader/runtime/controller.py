@@ -181,9 +181,8 @@ class Controller:
         opts, intake, sup = self.options, self.intake, self.supervisor
         if opts.alerts is not None:
             a = opts.alerts
-            alerts = AlertSender(
-                url=a.url, sink=a.sink, additional_info=a.additional_info, proxy=a.proxy or None
-            )
+            alerts = AlertSender(url=a.url, sink=a.sink, additional_info=a.additional_info,
+                                 proxy=a.proxy or None, structured=a.structured)  # fmt: skip
             self.reporter.alerts = alerts
             alerts.start()
             sup.spawn("alerts", alerts.run)

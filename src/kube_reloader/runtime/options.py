@@ -20,6 +20,8 @@ class AlertSettings:
     sink: str = ""
     additional_info: str = ""
     proxy: str = ""
+    #: `--alert-structured`: the raw sink sends Reloader v2's JSON instead of text
+    structured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
