@@ -1,4 +1,5 @@
-"""Reloader v1's command line, flag for flag (compat-spec §6.1), turned into `Options`.
+"""Reloader's command line, flag for flag (v1: compat-spec §6.1; v2: v2-spec §1.2), turned into
+`Options`; `--compat=v2` reads it as Reloader v2 does (`compat`).
 
 pflag semantics are reproduced: boolean flags accept `--flag` and `--flag=<bool>` (never
 `--flag value`); string-slice flags may repeat and each value is split as CSV (so
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kube_reloader.cli import fleet
+from kube_reloader.cli import compat, fleet
 from kube_reloader.cli.flagset import (
     ANNOTATION_FLAGS,
     DNS_LABEL,
@@ -31,14 +32,14 @@ from kube_reloader.core import evicting, matching, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
-from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
-from kube_reloader.core.strategies import Strategy
+from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.logs import LEVELS
-from kube_reloader.runtime.leadership import HASettings, Timing
+from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
-from kube_reloader.runtime.options import AlertSettings, Options
+from kube_reloader.runtime.options import Options
 
 __all__ = ["FlagError", "RunSettings", "parse"]
 
@@ -56,40 +57,49 @@ class RunSettings:
     #: diagnostics listener (`--enable-pprof`); the default `:6060` binds to loopback only
     pprof_addr: str | None = None
     hash_key: HashKeySettings | None = None
+    compat: Compat = Compat.V1
+    #: Reloader v2's health listener (`/healthz`, `/readyz`); None: not served
+    health_addr: str | None = None
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
     env = os.environ if env is None else env
     parser = build_parser()
-    ns = parser.parse_args(normalize_bools(argv))
+    argv = normalize_bools(argv)
+    ns = parser.parse_args(argv)
     warnings: list[str] = []
+    mode = compat.mode(ns.compat)
+    v2 = mode is Compat.V2
+    if v2:
+        compat.bind_env(ns, argv, env)
 
     def slice_of(flag: str) -> list[str]:
         return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
 
-    strategy = ns.reload_strategy
+    strategy = ns.reload_strategy or ("env-vars" if v2 else "")
     if strategy not in (s.value for s in Strategy):
         raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
     log_format, log_level = _logging(ns.log_format, ns.log_level, warnings)
     if ns.workers < 1:
         raise FlagError("--workers: must be at least 1")
 
-    ignored = [v.lower() for v in slice_of("resources-to-ignore")]
-    for v in ignored:
-        if v not in ("configmaps", "secrets"):
-            raise FlagError(f"--resources-to-ignore: {v!r} must be configmaps or secrets")
-    if len(set(ignored)) > 1:
-        raise FlagError("--resources-to-ignore: only one of configmaps or secrets can be ignored")
-    resources = tuple(
-        r for r in (ResourceType.CONFIGMAP, ResourceType.SECRET) if r.plural not in ignored
-    )
-
-    workload_types = tuple(slice_of("ignored-workload-types"))
-    if workload_types and not ignored_workload_types_valid(workload_types):
-        warnings.append(
-            f"--ignored-workload-types: {', '.join(workload_types)} contains a value other than "
-            "jobs or cronjobs; as in Reloader, the filter is disabled"
-        )
+    if v2:
+        resources = compat.v2_resources(ns)
+        workload_types: tuple[str, ...] = ()
+        ignored_kinds = compat.v2_ignored_kinds(ns)
+    else:
+        resources = _v1_resources(slice_of("resources-to-ignore"))
+        workload_types = tuple(slice_of("ignored-workload-types"))
+        valid = ignored_workload_types_valid(workload_types)
+        if workload_types and not valid:
+            warnings.append(
+                f"--ignored-workload-types: {', '.join(workload_types)} contains a value other "
+                "than jobs or cronjobs; as in Reloader, the filter is disabled"
+            )
+        ignored_kinds = frozenset(
+            k for k in Options().workload_kinds
+            if valid and matching.ignored_workload_type_token(k) in workload_types
+        )  # fmt: skip
 
     ha: HASettings | None = None
     timing = Timing()
@@ -101,7 +111,17 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
             raise FlagError(
                 f"--leader-election-{flag}: {raw!r} is not a duration (e.g. 15s)"
             ) from None
+        if v2 and seconds == 0:  # v2: zero (or invalid in the environment) is the default
+            seconds = getattr(Timing(), flag.replace("-", "_"))
         timing = replace(timing, **{flag.replace("-", "_"): seconds})
+    lock = ns.leader_election_id
+    if lock is None:
+        lock = V2_LOCK_NAME if v2 else LOCK_NAME
+    if not DNS_SUBDOMAIN.match(lock):
+        raise FlagError(f"--leader-election-id: {lock!r} is not a valid Lease name")
+    lease_ns = ns.leader_election_namespace
+    if lease_ns and not DNS_LABEL.match(lease_ns):
+        raise FlagError(f"--leader-election-namespace: {lease_ns!r} is not a valid namespace name")
     if ns.enable_ha:
         problems = timing.problems()
         if problems:
@@ -111,7 +131,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
             raise FlagError(
                 "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
             )
-        ha = HASettings(identity=pod, namespace=pod_ns, timing=timing)
+        ha = HASettings(
+            identity=pod, namespace=lease_ns or pod_ns, timing=timing, lock_name=lock,
+            release_on_cancel=ns.leader_election_release_on_cancel,
+        )  # fmt: skip
 
     namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
     for n in namespaces:
@@ -129,25 +152,16 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         except SelectorError as exc:
             raise FlagError(f"--{flag}: {exc}") from None
         selectors[flag] = sel
+    ignored_ns = (
+        compat.plain_list(ns, "namespaces-to-ignore") if v2 else slice_of("namespaces-to-ignore")
+    )
     if scope is not None:
-        for flag in ("namespace-selector", "namespaces-to-ignore"):
-            if slice_of(flag):
+        for flag, values in (("namespace-selector", slice_of("namespace-selector")),
+                             ("namespaces-to-ignore", ignored_ns)):  # fmt: skip
+            if values:
                 warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
 
-    alerts = None
-    if env.get("ALERT_ON_RELOAD", "") == "true":
-        url = env.get("ALERT_WEBHOOK_URL", "").strip()
-        if url:
-            alerts = AlertSettings(
-                url=url,
-                sink=env.get("ALERT_SINK", "").strip().lower(),
-                additional_info=env.get("ALERT_ADDITIONAL_INFO", "").strip(),
-                proxy=env.get("ALERT_WEBHOOK_PROXY", "").strip(),
-            )
-        else:
-            warnings.append(
-                "ALERT_ON_RELOAD=true but ALERT_WEBHOOK_URL is empty: no alerts are sent"
-            )
+    alerts = compat.alerts(mode, ns, env, warnings)
     openshift = ns.is_openshift.strip().lower()
     if openshift not in ("", "auto", "true", "false"):
         raise FlagError(f"--is-openshift: {ns.is_openshift!r} must be auto, true or false")
@@ -166,14 +180,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     if ns.reload_rate < 0 or ns.reload_burst < 0:
         raise FlagError("--reload-rate and --reload-burst must not be negative")
 
-    kinds = tuple(
-        k
-        for k in Options().workload_kinds
-        if not (
-            ignored_workload_types_valid(workload_types)
-            and matching.ignored_workload_type_token(k) in workload_types
-        )
-    )
+    kinds = tuple(k for k in Options().workload_kinds if k not in ignored_kinds)
 
     keys = Keys(**{field: getattr(ns, flag.replace("-", "_")) for flag, field in ANNOTATION_FLAGS})
     options = Options(
@@ -184,21 +191,22 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
                 ignored_workload_types=workload_types,
             ),
             strategy=Strategy(strategy),
+            compat=mode,
         ),
         namespaces=scope,
-        namespaces_to_ignore=frozenset(slice_of("namespaces-to-ignore"))
-        if scope is None
-        else frozenset(),
+        namespaces_to_ignore=frozenset(ignored_ns) if scope is None else frozenset(),
         namespace_selector=selectors["namespace-selector"] if scope is None else "",
         resource_label_selector=selectors["resource-label-selector"],
         resources=resources,
-        reload_on_create=ns.reload_on_create == "true",
-        reload_on_delete=ns.reload_on_delete == "true",
+        reload_on_create=compat.string_bool(mode, ns.reload_on_create),
+        reload_on_delete=compat.string_bool(mode, ns.reload_on_delete),
         sync_after_restart=bool(ns.sync_after_restart),
         workers=ns.workers,
         workload_kinds=kinds,
-        argo_rollouts=ns.is_argo_rollouts == "true",
-        deployment_configs=openshift != "false",
+        argo_rollouts=compat.string_bool(mode, ns.is_argo_rollouts)
+        and WorkloadKind.ROLLOUT not in ignored_kinds,
+        deployment_configs=openshift != "false"
+        and WorkloadKind.DEPLOYMENTCONFIG not in ignored_kinds,
         csi=bool(ns.enable_csi_integration),
         webhook_url=ns.webhook_url,
         alerts=alerts,
@@ -209,9 +217,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         reload_burst=ns.reload_burst,
         default_strategy=_pod_strategy(ns.default_strategy),
         custom_kinds=_custom_kinds(ns.workload_kind),
+        field_manager=mode.field_manager,
         **_fleet(ns),
     )
-    for flag, addr in (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr)):
+    addrs = (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr),
+             ("--health-addr", ns.health_addr))  # fmt: skip
+    for flag, addr in addrs:
         if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
             raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
     hash_key = None
@@ -241,6 +252,22 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         context=ns.context,
         warnings=tuple(warnings),
         hash_key=hash_key,
+        compat=mode,
+        # v1 as today: no health listener unless --health-addr is given
+        health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
+    )
+
+
+def _v1_resources(ignored: list[str]) -> tuple[ResourceType, ...]:
+    """v1: `configmaps` or `secrets` (any case), not both; anything else stops the start."""
+    ignored = [v.lower() for v in ignored]
+    for v in ignored:
+        if v not in ("configmaps", "secrets"):
+            raise FlagError(f"--resources-to-ignore: {v!r} must be configmaps or secrets")
+    if len(set(ignored)) > 1:
+        raise FlagError("--resources-to-ignore: only one of configmaps or secrets can be ignored")
+    return tuple(
+        r for r in (ResourceType.CONFIGMAP, ResourceType.SECRET) if r.plural not in ignored
     )
 
 

@@ -1,5 +1,6 @@
-"""The controller's command line as argparse sees it: Reloader v1's flags (compat-spec §6.1)
-and ours, with pflag's conventions (`flags.parse` turns the result into `Options`)."""
+"""The controller's command line as argparse sees it: Reloader v1's flags (compat-spec §6.1),
+Reloader v2's (v2-spec §1.2) and ours, with pflag's conventions (`flags.parse` turns the result
+into `Options`; `compat` adds Reloader v2's semantics under `--compat=v2`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ BOOL_FLAGS = (
     "sync-after-restart",
     "enable-pprof",
     "enable-csi-integration",
+    "alert-on-reload",
+    "alert-structured",
+    "leader-election-release-on-cancel",
 )
+#: the boolean flags whose default is true
+TRUE_BY_DEFAULT = ("reconcile-on-start", "leader-election-release-on-cancel")
 # (flag, default, Keys field) for the annotation-renaming flags
 ANNOTATION_FLAGS = (
     ("configmap-annotation", "configmap_reload"),
@@ -32,6 +38,20 @@ ANNOTATION_FLAGS = (
     ("search-match-annotation", "match"),
     ("pause-deployment-annotation", "pause_period"),
     ("pause-deployment-time-annotation", "paused_at"),
+    ("configmap-exclude-annotation", "configmap_exclude"),
+    ("secret-exclude-annotation", "secret_exclude"),
+    ("secretproviderclass-annotation", "spc_reload"),
+    ("secretproviderclass-auto-annotation", "spc_auto"),
+    ("secretproviderclass-exclude-annotation", "spc_exclude"),
+)
+#: Reloader v2's plain string flags (besides the annotation flags) and their defaults
+V2_STRING_FLAGS = (
+    ("alert-webhook-url", ""),
+    ("alert-sink", ""),
+    ("alert-proxy", ""),
+    ("alert-additional-info", ""),
+    ("leader-election-namespace", ""),
+    ("health-addr", ":8080"),
 )
 SLICE_FLAGS = (
     "resources-to-ignore",
@@ -77,17 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kube-reloader",
         description=(
-            "Run the reload controller (Stakater Reloader v1 compatible flags). "
+            "Run the reload controller (Stakater Reloader v1 and v2 compatible flags). "
             "Other commands: `kube-reloader dev-cluster ...`, `kube-reloader run [flags]`."
         ),
         allow_abbrev=False,
     )
+    parser.add_argument(
+        "--compat", default="v1", metavar="v1|v2", help="Reloader v1.4's or v2's semantics"
+    )
     for flag in BOOL_FLAGS:
         # ours: --reconcile-on-start (default true) applies changes made while no replica ran
-        default = flag == "reconcile-on-start"
+        default = flag in TRUE_BY_DEFAULT
         parser.add_argument(f"--{flag}", type=_bool(flag), default=default, metavar="BOOL")
     for flag, field in ANNOTATION_FLAGS:
         parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
+    for flag, text in V2_STRING_FLAGS:
+        parser.add_argument(f"--{flag}", default=text)
+    parser.add_argument("--leader-election-id", default=None,
+                        help="Lease name (default stakater-reloader-lock; "
+                             "with --compat=v2 reloader-leader-election)")  # fmt: skip
     for flag in SLICE_FLAGS:
         parser.add_argument(f"--{flag}", action="append", default=[], metavar="LIST")
     parser.add_argument("--log-format", default="", help="json, or empty for text")

@@ -28,7 +28,7 @@ def main(argv: Sequence[str]) -> int:
     except FlagError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    logs.setup(settings.log_level, settings.log_format)
+    logs.setup(settings.log_level, settings.log_format, compat=settings.compat)
     for warning in settings.warnings:
         log.warning("flag ignored", extra={"problem": warning})
     try:
@@ -46,6 +46,7 @@ def manager_settings(settings: RunSettings) -> ManagerSettings:
         options=settings.options,
         metrics_addr=settings.metrics_addr,
         pprof_addr=settings.pprof_addr,
+        health_addr=settings.health_addr,
         ha=settings.ha,
         hash_key=settings.hash_key,
     )
@@ -66,6 +67,7 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
             "namespaces": ",".join(opts.namespaces) if opts.namespaces else "all",
             "strategy": opts.plan.strategy.value,
             "resources": ",".join(r.plural for r in opts.resources),
+            "compat": settings.compat.value,
         },
     )
     # `Client` and `Controller` are looked up here, at call time: tests/integration swaps them
