@@ -176,15 +176,20 @@ def test_the_command_line_hands_its_settings_to_the_manager_and_exits_with_its_c
     assert manager.stopped_by_sigterm, "SIGTERM stops the manager"
 
 
-def test_manager_settings_carry_every_field_the_manager_runs_with() -> None:
+@pytest.mark.parametrize(("extra", "health"), [([], None), (["--compat=v2"], ":8080"),
+                                                (["--health-addr=:8181"], ":8181")])  # fmt: skip
+def test_manager_settings_carry_every_field_the_manager_runs_with(
+    extra: list[str], health: str | None
+) -> None:
     settings = parse(
-        ["--metrics-addr=:9191", "--enable-ha"], env={"POD_NAME": "p", "POD_NAMESPACE": "n"}
+        ["--metrics-addr=:9191", "--enable-ha", *extra], env={"POD_NAME": "p", "POD_NAMESPACE": "n"}
     )
     got = cli_run.manager_settings(settings)
     assert got == ManagerSettings(
         options=settings.options,
         metrics_addr=":9191",
         pprof_addr=None,
+        health_addr=health,
         ha=settings.ha,
         hash_key=None,
     )
