@@ -430,7 +430,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
                 ),
                 sa.create(resources.SECRETS, builders.secret("s", namespace, {"k": "v"})),
                 sa.delete(resources.CONFIGMAPS, "c", namespace=namespace),
-                sa.list(resources.PODS, namespace=namespace),
+                sa.delete(resources.PODS, "p", namespace=namespace),
                 sa.list(Resource("", "v1", "services", "Service"), namespace=namespace),
                 sa.delete(resources.DEPLOYMENTS, "w", namespace=namespace),
                 sa.list(resources.NODES),
@@ -438,6 +438,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
             for attempt in forbidden:
                 with pytest.raises(errors.Forbidden):
                     await attempt
+            await sa.list(resources.PODS, namespace=namespace)  # a workload's, before rolling it
     finally:
         for kind, name in cluster_objects:
             await client.delete(KINDS[kind], name)
@@ -543,7 +544,35 @@ def test_pod_reloads_and_workload_kinds_render_their_flags_and_exactly_their_rba
             "verbs": ["get", "list", "watch", "patch"]} in rules  # fmt: skip
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in rules
     plain = [r for d in render({}) if d["kind"] == "ClusterRole" for r in d["rules"]]
-    assert not any("pods" in r["resources"] or "pods/eviction" in r["resources"] for r in plain)
+    assert not any("pods/eviction" in r["resources"] for r in plain)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"reloader": {"watchGlobally": False}},
+        {"reloader": {"watchGlobally": False, "namespaces": ["team-a", "team-b"]}},
+    ],
+    ids=["cluster-wide", "one namespace", "scoped"],
+)
+def test_pods_list_is_granted_wherever_workloads_are_and_eviction_only_when_asked(
+    values: dict[str, Any],
+) -> None:
+    """Before rolling a workload on time alone the controller lists its pods (freshness)."""
+    pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+    eviction = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+    for asked in (False, True):
+        docs = render(nested("reloader.podReloads", asked, values))
+        roles = [d for d in docs if d["kind"] in ("ClusterRole", "Role")
+                 and d["metadata"]["name"].endswith("-role")]  # fmt: skip
+        assert roles
+        for role in roles:
+            where = (role["kind"], role["metadata"].get("namespace"))
+            assert pods in role["rules"], where
+            assert (eviction in role["rules"]) is asked, where
+            workloads = next(r for r in role["rules"] if "deployments" in r["resources"])
+            assert "list" in workloads["verbs"]
 
 
 # ------------------------------------------------------------------ Stakater's chart 2.x keys

@@ -77,7 +77,8 @@ and the digest is kept (Stakater's chart drops it there). */}}
 (tests/integration/test_rbac.py runs every reload path under them). ConfigMaps, Secrets and
 the other watched kinds are only LISTed and WATCHed (never read one by one); workloads are
 written with PATCH only and read back with GET (conflicts, the CronJob template, the pause
-period's resume, the Job about to be recreated); Events are only created. */}}
+period's resume, the Job about to be recreated); pods are only LISTed (one workload's, by its
+selector); Events are only created. */}}
 {{- define "reloader.rules" -}}
 {{- $resources := list -}}
 {{- if not .Values.reloader.ignoreConfigMaps }}{{ $resources = append $resources "configmaps" }}{{ end -}}
@@ -124,11 +125,13 @@ period's resume, the Job about to be recreated); Events are only created. */}}
   resources: [{{ index $gvr 2 | quote }}]
   verbs: [get, list, watch, patch]
 {{- end }}
-{{- if or .Values.reloader.podReloads (eq .Values.reloader.defaultStrategy "evict") }}
-# pod-level reloads (kube-reloader.io/strategy: evict): the pods are read, then evicted
+# a workload's pods, listed before rolling it on time alone (a change missed while not
+# watching whose pods may run it already), and before evicting them
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
+{{- if or .Values.reloader.podReloads (eq .Values.reloader.defaultStrategy "evict") }}
+# pod-level reloads (kube-reloader.io/strategy: evict)
 - apiGroups: [""]
   resources: [pods/eviction]
   verbs: [create]
