@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kube_reloader import metrics
-from kube_reloader.cli.flags import parse
+from kube_reloader.cli.flags import FlagError, parse
 from kube_reloader.core import hashing
 from kube_reloader.devcluster.building import Builder
 from kube_reloader.kube import config, errors, resources
@@ -200,6 +200,8 @@ def test_helm_lint_passes() -> None:
         ),
         ({"reloader": {"reloadStrategy": "rolling"}}, "reloadStrategy"),
         ({"reloader": {"logLevel": "loud"}}, 'reloader.logLevel: "loud" is not one of'),
+        ({"reloader": {"compat": "v3"}}, 'reloader.compat: "v3" is not v1'),
+        ({"reloader": {"compat": "V2"}}, 'reloader.compat: "V2" is not v1'),
         (
             {"reloader": {"serviceMonitor": {"enable": True}}},
             "reloader.serviceMonitor.enable: not a key",
@@ -553,8 +555,10 @@ def test_pod_reloads_and_workload_kinds_render_their_flags_and_exactly_their_rba
         {},
         {"reloader": {"watchGlobally": False}},
         {"reloader": {"watchGlobally": False, "namespaces": ["team-a", "team-b"]}},
+        {"reloader": {"compat": "v2"}},
+        {"reloader": {"compat": "v2", "watchGlobally": False, "namespaces": ["team-a"]}},
     ],
-    ids=["cluster-wide", "one namespace", "scoped"],
+    ids=["cluster-wide", "one namespace", "scoped", "v2", "v2 scoped"],
 )
 def test_pods_list_is_granted_wherever_workloads_are_and_eviction_only_when_asked(
     values: dict[str, Any],
@@ -942,3 +946,513 @@ def test_an_open_env_var_with_an_empty_value_is_rendered() -> None:
         "containers"][0]["env"]  # fmt: skip
     assert {"name": "EMPTY", "value": ""} in env
     assert {"name": "SET", "value": "1"} in env
+
+
+# ------------------------------------------------------------------ Stakater's v2 chart (3.x)
+
+V2_VALUES = ROOT / "tests" / "data" / "stakater-v2-chart-values.yaml"
+V2_DIGEST = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+# What tests/data/stakater-v2-chart-values.yaml cannot say at once (it is written for global
+# mode): each overlay goes on top of it, as a second values file would.
+V2_OVERLAYS: dict[str, dict[str, Any]] = {
+    "global mode": {},
+    "scoped": {
+        "global": {"imageRegistry": ""}, "fullnameOverride": "ops-reloader",
+        "reloader": {"watchGlobally": False, "namespaces": ["team-b", "team-a"], "ignoreNamespaces": "",
+                     "namespaceSelector": "", "ignoreSecrets": False, "ignoreConfigMaps": True,
+                     "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": None}},
+    },
+    "no rbac": {"reloader": {"rbac": {"enabled": False}, "serviceAccount": {"create": False}}},
+}  # fmt: skip
+_BOOLS = ("autoReloadAll", "isArgoRollouts", "isOpenshift", "ignoreSecrets", "ignoreConfigMaps", "ignoreJobs",
+          "ignoreCronJobs", "reloadOnCreate", "reloadOnDelete", "syncAfterRestart", "enableHA", "enablePProf",
+          "enableCSIIntegration", "readOnlyRootFileSystem", "enableMetricsByNamespace")  # fmt: skip
+_PROBE = (
+    "timeoutSeconds",
+    "failureThreshold",
+    "periodSeconds",
+    "successThreshold",
+    "initialDelaySeconds",
+)
+_MONITOR: tuple[tuple[str, Any], ...] = (
+    ("enabled", False), ("namespace", None), ("interval", None), ("scheme", None), ("tlsConfig", None),
+    ("timeout", None), ("labels", {}), ("annotations", {}), ("honorLabels", True),
+    ("metricRelabelings", []), ("relabelings", []))  # fmt: skip
+# Every key Stakater's v2 chart reads, with its default there (None: not in its values.yaml,
+# or commented out): chart 2.x's keys without service.ipFamilyPolicy/ipFamilies, plus
+# global.consoleHost/gatewayHost/gatewayScheme, enterprise.* and five custom_annotations.
+V2_CHART_KEYS: list[tuple[str, Any]] = [
+    ("global.imageRegistry", ""), ("global.imagePullSecrets", []), ("global.consoleHost", ""),
+    ("global.gatewayHost", ""), ("global.gatewayScheme", "https"),
+    ("kubernetes.host", "https://kubernetes.default"), ("nameOverride", ""), ("fullnameOverride", ""),
+    ("image.name", "stakater/reloader"), ("image.repository", "ghcr.io/stakater/reloader"),
+    ("image.tag", "v2.0.0"), ("image.digest", None), ("image.pullPolicy", "IfNotPresent"),
+    ("enterprise.enabled", False), ("enterprise.console.enabled", True), ("enterprise.gateway.enabled", True),
+    ("enterprise.gateway.dragonfly.enabled", True),
+    ("enterprise.dragonfly.fullnameOverride", "reloader-enterprise-dragonfly"),
+    *((f"reloader.{key}", False) for key in _BOOLS),
+    ("reloader.reloadStrategy", "default"), ("reloader.ignoreNamespaces", ""), ("reloader.namespaceSelector", ""),
+    ("reloader.resourceLabelSelector", ""), ("reloader.logFormat", ""), ("reloader.logLevel", "info"),
+    ("reloader.watchGlobally", True), ("reloader.namespaces", []), ("reloader.pprofAddr", ":6060"),
+    ("reloader.legacy.rbac", False), ("reloader.matchLabels", {}), ("reloader.webhookUrl", ""),
+    *((f"reloader.custom_annotations.{key}", None) for key in (
+        "configmap", "secret", "auto", "secret_auto", "configmap_auto", "search", "match", "ignore", "pausePeriod",
+        "pauseTime", "configmap_exclude", "secret_exclude", "secretproviderclass", "secretproviderclass_auto",
+        "secretproviderclass_exclude")),
+    ("reloader.deployment.dnsConfig", {}), ("reloader.deployment.replicas", 1),
+    ("reloader.deployment.revisionHistoryLimit", 2), ("reloader.deployment.hostUsers", None),
+    ("reloader.deployment.nodeSelector", None), ("reloader.deployment.affinity", {}),
+    ("reloader.deployment.volumeMounts", []), ("reloader.deployment.volumes", []),
+    ("reloader.deployment.securityContext",
+     {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}}),
+    ("reloader.deployment.containerSecurityContext", {}), ("reloader.deployment.tolerations", []),
+    ("reloader.deployment.topologySpreadConstraints", []), ("reloader.deployment.annotations", {}),
+    ("reloader.deployment.labels", {"provider": "stakater", "group": "com.stakater.platform", "version": "v1.4.19"}),
+    *((f"reloader.deployment.env.{key}", None) for key in ("open", "secret", "field", "existing")),
+    *((f"reloader.deployment.{probe}.{key}", None) for probe in ("livenessProbe", "readinessProbe") for key in _PROBE),
+    ("reloader.deployment.resources", {}), ("reloader.deployment.pod.annotations", {}),
+    ("reloader.deployment.priorityClassName", ""), ("reloader.deployment.imagePullSecrets", None),
+    ("reloader.deployment.gomaxprocsOverride", ""), ("reloader.deployment.gomemlimitOverride", ""),
+    ("reloader.deployment.automountServiceAccountToken", None),
+    ("reloader.service.labels", None), ("reloader.service.annotations", None), ("reloader.service.port", None),
+    ("reloader.rbac.enabled", True), ("reloader.rbac.labels", {}),
+    ("reloader.serviceAccount.create", True), ("reloader.serviceAccount.labels", {}),
+    ("reloader.serviceAccount.annotations", {}), ("reloader.serviceAccount.name", None),
+    ("reloader.serviceAccount.automountServiceAccountToken", None),
+    *((f"reloader.serviceMonitor.{key}", default) for key, default in
+      (*_MONITOR, ("bearerTokenFile", None), ("targetLabels", []))),
+    *((f"reloader.podMonitor.{key}", default) for key, default in
+      (*_MONITOR, ("bearerTokenSecret", None), ("podTargetLabels", []))),
+    ("reloader.podDisruptionBudget.enabled", False), ("reloader.podDisruptionBudget.minAvailable", None),
+    ("reloader.podDisruptionBudget.maxUnavailable", None),
+    ("reloader.netpol.enabled", False), ("reloader.netpol.from", []), ("reloader.netpol.to", []),
+    ("reloader.verticalPodAutoscaler.enabled", False), ("reloader.verticalPodAutoscaler.recommenders", None),
+    ("reloader.verticalPodAutoscaler.controlledResources", []),
+    ("reloader.verticalPodAutoscaler.controlledValues", None), ("reloader.verticalPodAutoscaler.maxAllowed", {}),
+    ("reloader.verticalPodAutoscaler.minAllowed", {}),
+    ("reloader.verticalPodAutoscaler.updatePolicy.minReplicas", None),
+    ("reloader.verticalPodAutoscaler.updatePolicy.updateMode", "Auto"),
+]  # fmt: skip
+# Keys kube-reloader takes only at their defaults (the data file gives them so), and a value
+# that is refused; the commented-out enterprise keys of that chart's values.yaml included.
+V2_REFUSED: list[tuple[str, Any]] = [
+    ("enterprise.enabled", True), ("enterprise.console.enabled", False), ("enterprise.gateway.enabled", False),
+    ("enterprise.gateway.dragonfly.enabled", False), ("enterprise.dragonfly.fullnameOverride", "dragonfly"),
+    ("enterprise.console.deployment.image.tag", "v0.1.0"),
+    ("enterprise.gateway.ingress.annotations", {"route.openshift.io/termination": "edge"}),
+    ("global.consoleHost", "console.example"), ("global.gatewayHost", "gateway.example"),
+    ("global.gatewayScheme", "http"), ("kubernetes.host", "https://api.example:6443"),
+    ("reloader.legacy.rbac", True), ("reloader.deployment.gomaxprocsOverride", "2"),
+    ("reloader.deployment.gomemlimitOverride", "400MiB"),
+]  # fmt: skip
+MISSING = object()
+
+
+def dig(values: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(values, dict) or key not in values:
+            return MISSING
+        values = values[key]
+    return values
+
+
+def merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in overlay.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if both else value
+    return out
+
+
+def v2_values() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(V2_VALUES.read_text())
+    return loaded
+
+
+def render_v2(overlay: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    """helm template with the v2-chart values file, then `overlay` as a second values file."""
+    return subprocess.run(
+        [str(helm()), "template", "rel", str(CHART), "--namespace", "ns", "--kube-version", "1.36.3",
+         "-f", str(V2_VALUES), "-f", "-", *APIS, *extra],
+        input=yaml.safe_dump(overlay), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def v2_docs(overlay: dict[str, Any]) -> list[dict[str, Any]]:
+    out = render_v2(nested("reloader.compat", "v2", overlay))
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def container_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    found: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return found
+
+
+def parse_as_the_pod_would(container: dict[str, Any]) -> Any:
+    """The binary's own parser on the rendered args and env (skipped while it has no --compat)."""
+    env = {e["name"]: e.get("value", "x") for e in container.get("env", [])}
+    env.update(POD_NAME="pod", POD_NAMESPACE="ns")
+    env.pop("ALERT_WEBHOOK_URL", None)  # a secretKeyRef; "x" is no URL
+    try:
+        return parse(container["args"], env=env)
+    except FlagError as exc:
+        if "unrecognized arguments" in str(exc) and "--compat" in str(exc):
+            pytest.skip("this build of the binary does not take --compat yet")
+        raise
+
+
+def test_the_v2_values_file_sets_every_key_of_stakaters_v2_chart_off_its_default() -> None:
+    values = v2_values()
+    refused = {path for path, _ in V2_REFUSED}
+    for path, default in V2_CHART_KEYS:
+        if path in refused:
+            assert dig(values, path) == default, f"{path}: only its default is accepted"
+            continue
+        seen = [dig(merged(values, overlay), path) for overlay in V2_OVERLAYS.values()]
+        assert any(v not in (MISSING, default) for v in seen), (
+            f"{path} is left at its default {default!r} by {V2_VALUES.name} and every overlay"
+        )
+    assert "compat" not in values["reloader"]  # Stakater's keys only; the test adds ours
+
+
+def test_every_key_in_the_values_of_stakaters_v2_chart_source_is_in_the_list() -> None:
+    """Drift guard against the source tree of that chart, where this machine has it."""
+    from kube_reloader.devcluster.peers import source_tree
+
+    path = source_tree("reloader-v2") / "deployments/kubernetes/chart/reloader/values.yaml"
+    if not path.is_file():
+        pytest.skip(f"no source tree of Stakater's v2 chart at {path}")
+    listed = {p for p, _ in V2_CHART_KEYS}
+
+    def leaves(node: Any, prefix: str) -> list[str]:
+        if isinstance(node, dict) and node:
+            return [leaf for k, v in node.items() for leaf in leaves(v, f"{prefix}{k}.")]
+        return [prefix[:-1]]
+
+    for leaf in leaves(yaml.safe_load(path.read_text()), ""):
+        # a listed key, inside one (a default map's content), or an empty map of listed keys
+        covered = any(
+            leaf == k or leaf.startswith(f"{k}.") or k.startswith(f"{leaf}.") for k in listed
+        )
+        assert covered, f"{leaf} (in Stakater's v2 chart) is not in V2_CHART_KEYS"
+
+
+V2_GLOBAL_ARGS = [
+    "--compat=v2", "--health-addr=:8080", "--log-level=debug", "--log-format=json",
+    "--resources-to-ignore=secrets", "--ignored-workload-types=jobs,cronjobs",
+    "--namespaces-to-ignore=kube-system,kube-public", "--namespace-selector=team in (a,b)",
+    "--resource-label-selector=reload=yes", "--enable-pprof", "--pprof-addr=:7070", "--enable-csi-integration=true",
+    "--auto-annotation=example.com/auto", "--configmap-annotation=example.com/configmap",
+    "--configmap-auto-annotation=example.com/configmap-auto",
+    "--configmap-exclude-annotation=example.com/configmap-exclude", "--ignore-annotation=example.com/ignore",
+    "--search-match-annotation=example.com/match", "--pause-deployment-annotation=example.com/pause-period",
+    "--pause-deployment-time-annotation=example.com/paused-at", "--auto-search-annotation=example.com/search",
+    "--secret-annotation=example.com/secret", "--secret-auto-annotation=example.com/secret-auto",
+    "--secret-exclude-annotation=example.com/secret-exclude",
+    "--secretproviderclass-annotation=example.com/secretproviderclass",
+    "--secretproviderclass-auto-annotation=example.com/secretproviderclass-auto",
+    "--secretproviderclass-exclude-annotation=example.com/secretproviderclass-exclude",
+    "--webhook-url=https://hooks.example/reloader", "--is-Argo-Rollouts=true", "--is-openshift=true",
+    "--reload-on-create=true", "--reload-on-delete=true", "--sync-after-restart=true",
+    "--reload-strategy=annotations", "--enable-ha=true", "--leader-election-lease-duration=15s",
+    "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s", "--auto-reload-all=true",
+    "--workers=4",
+]  # fmt: skip
+
+
+def test_values_for_stakaters_v2_chart_render_its_flags_and_objects_with_compat_v2() -> None:
+    docs = v2_docs({})
+    names = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs}
+    assert names == {
+        ("ServiceAccount", "reloader-sa", "ns"), ("Secret", "rel-reloader-v2", "ns"),
+        ("ClusterRole", "rel-reloader-v2-role", None), ("ClusterRoleBinding", "rel-reloader-v2-role-binding", None),
+        ("Role", "rel-reloader-v2-leader-election", "ns"), ("RoleBinding", "rel-reloader-v2-leader-election", "ns"),
+        ("Service", "rel-reloader-v2", "ns"), ("Deployment", "rel-reloader-v2", "ns"),
+        ("NetworkPolicy", "rel-reloader-v2", "ns"), ("PodDisruptionBudget", "rel-reloader-v2", "ns"),
+        ("ServiceMonitor", "rel-reloader-v2", "monitoring"), ("PodMonitor", "rel-reloader-v2", "monitoring"),
+        ("VerticalPodAutoscaler", "rel-reloader-v2", "ns"),
+    }  # fmt: skip
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    # nameOverride: reloader-v2 gives the objects and selector Stakater's v2 chart gives
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app": "rel-reloader-v2", "release": "rel", "tier": "ops"}  # fmt: skip
+    assert deployment["spec"]["replicas"] == 2
+    c = container_of(docs)
+    assert c["args"] == V2_GLOBAL_ARGS
+    assert c["image"] == f"mirror.example/team/reloader:9.9.9@{V2_DIGEST}"
+    assert c["imagePullPolicy"] == "Always"
+    assert c["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"},
+                          {"name": "health", "containerPort": 8080, "protocol": "TCP"}]  # fmt: skip
+    assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "health"}, "timeoutSeconds": 3,
+                                  "failureThreshold": 4, "periodSeconds": 20, "successThreshold": 1,
+                                  "initialDelaySeconds": 15}  # fmt: skip
+    assert c["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "health"}, "timeoutSeconds": 15,
+                                   "failureThreshold": 3, "periodSeconds": 5, "successThreshold": 2,
+                                   "initialDelaySeconds": 1}  # fmt: skip
+    env = {e["name"]: e for e in c["env"]}
+    assert env["ALERT_WEBHOOK_PROXY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "alert-settings",
+        "key": "proxy",
+    }
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["METRICS_COUNT_BY_NAMESPACE"]["value"] == "enabled"
+    assert "KUBERNETES_NAMESPACE" not in env
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    assert set(secret["data"]) == {
+        "ALERT_ON_RELOAD",
+        "ALERT_SINK",
+        "ALERT_WEBHOOK_URL",
+        "ALERT_ADDITIONAL_INFO",
+    }
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert role["metadata"]["labels"]["audit"] == "yes"
+    resources = {res for r in role["rules"] for res in r["resources"]}
+    assert {
+        "configmaps",
+        "rollouts",
+        "deploymentconfigs",
+        "secretproviderclasses",
+        "namespaces",
+        "pods",
+    } <= resources
+    assert not {"secrets", "jobs", "cronjobs", "pods/eviction"} & resources
+    lease = next(d for d in docs if d["kind"] == "Role")
+    assert lease["rules"][1]["resourceNames"] == ["reloader-leader-election"]
+    netpol = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]
+    assert netpol["ingress"] == [
+        {"ports": [{"port": "http", "protocol": "TCP"}],
+         "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]},
+        {"ports": [{"port": "health", "protocol": "TCP"}]}]  # fmt: skip
+    assert netpol["egress"][0]["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")["spec"]
+    assert (pdb.get("maxUnavailable"), "minAvailable" in pdb) == (1, False)
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["spec"]["ports"][0]["port"] == 9091
+    settings = parse_as_the_pod_would(c)
+    assert (str(settings.compat), settings.health_addr) == ("v2", ":8080")
+    keys = settings.options.plan.match.keys
+    assert (keys.configmap_exclude, keys.secret_exclude) == (
+        "example.com/configmap-exclude", "example.com/secret-exclude")  # fmt: skip
+    assert (keys.spc_reload, keys.spc_auto, keys.spc_exclude) == (
+        "example.com/secretproviderclass", "example.com/secretproviderclass-auto",
+        "example.com/secretproviderclass-exclude")  # fmt: skip
+
+
+def test_the_v2_values_file_in_scoped_mode_watches_exactly_its_namespaces() -> None:
+    docs = v2_docs(V2_OVERLAYS["scoped"])
+    c = container_of(docs)
+    assert [a for a in c["args"] if "namespace" in a or "resources-to-ignore" in a] == [
+        "--resources-to-ignore=configmaps", "--namespaces=team-a,team-b"]  # fmt: skip
+    assert c["image"] == f"registry.example/team/reloader:9.9.9@{V2_DIGEST}"
+    roles = {(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"])
+             for d in docs if d["kind"] in ("Role", "RoleBinding")}  # fmt: skip
+    assert roles == {
+        ("Role", "ops-reloader-role", "team-a"), ("RoleBinding", "ops-reloader-role-binding", "team-a"),
+        ("Role", "ops-reloader-role", "team-b"), ("RoleBinding", "ops-reloader-role-binding", "team-b"),
+        ("Role", "ops-reloader-leader-election", "ns"), ("RoleBinding", "ops-reloader-leader-election", "ns"),
+    }  # fmt: skip
+    assert not any(d["kind"].startswith("Cluster") for d in docs)
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")["spec"]
+    assert (pdb.get("minAvailable"), "maxUnavailable" in pdb) == (1, False)
+    settings = parse_as_the_pod_would(c)
+    assert settings.options.namespaces == ("team-a", "team-b")
+
+
+def test_the_v2_values_file_without_rbac_renders_no_rbac_and_uses_the_named_account() -> None:
+    docs = v2_docs(V2_OVERLAYS["no rbac"])
+    assert not any(d["apiVersion"].startswith("rbac.authorization.k8s.io/") for d in docs)
+    assert not any(d["kind"] == "ServiceAccount" for d in docs)
+    spec = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "reloader-sa"
+
+
+def test_the_v2_values_file_renders_in_v1_mode_too_with_v1_probes() -> None:
+    out = render_v2({})
+    assert out.returncode == 0, out.stderr
+    c = container_of([d for d in yaml.safe_load_all(out.stdout) if d])
+    assert c["args"] == [
+        a for a in V2_GLOBAL_ARGS if a not in ("--compat=v2", "--health-addr=:8080")
+    ]
+    assert [p["name"] for p in c["ports"]] == ["http"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
+
+
+@pytest.mark.parametrize(("path", "value"), V2_REFUSED, ids=[p for p, _ in V2_REFUSED])
+def test_a_key_of_stakaters_v2_chart_that_kube_reloader_lacks_fails_in_one_line_naming_it(
+    path: str, value: Any
+) -> None:
+    out = render_v2(nested(path, value, {"reloader": {"compat": "v2"}}))
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert path in lines[0], lines[0]
+    assert len(lines) <= 3  # the message, then helm's --debug hint
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"enterprise": {"enabled": False, "console": {"enabled": True, "deployment": {"image": {"tag": ""}}},
+                        "gateway": {"ingress": {"annotations": {}}}},
+         "global": {"consoleHost": "", "gatewayHost": "", "gatewayScheme": "https"}},
+        {"enterprise": None},
+    ],
+    ids=["at the defaults", "removed"],
+)  # fmt: skip
+def test_the_enterprise_keys_at_their_defaults_render_nothing(values: dict[str, Any]) -> None:
+    assert render(values) == render({})
+
+
+@pytest.mark.parametrize("compat", ["v1", "v2"])
+@pytest.mark.parametrize(
+    ("key", "flag"),
+    [("configmap_exclude", "--configmap-exclude-annotation"),
+     ("secret_exclude", "--secret-exclude-annotation"),
+     ("secretproviderclass", "--secretproviderclass-annotation"),
+     ("secretproviderclass_auto", "--secretproviderclass-auto-annotation"),
+     ("secretproviderclass_exclude", "--secretproviderclass-exclude-annotation")],
+)  # fmt: skip
+def test_each_custom_annotation_key_of_the_v2_chart_renders_its_flag(
+    key: str, flag: str, compat: str
+) -> None:
+    values = {"reloader": {"compat": compat, "custom_annotations": {key: "example.com/x"}}}
+    c = container_of(render(values))
+    assert [a for a in c["args"] if "-annotation" in a] == [f"{flag}=example.com/x"]
+    empty = container_of(render(nested(f"reloader.custom_annotations.{key}", "", values)))
+    assert not any(a.startswith(flag) for a in empty["args"])
+
+
+# ------------------------------------------------------------------ reloader.compat
+
+
+def test_compat_v2_renders_the_flag_the_health_port_and_the_v2_probes() -> None:
+    c = container_of(render({"reloader": {"compat": "v2"}}))
+    assert c["args"][:2] == ["--compat=v2", "--health-addr=:8080"]
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in c["ports"]
+    assert {"name": "http", "containerPort": 9090, "protocol": "TCP"} in c["ports"]  # metrics stay
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    settings = parse_as_the_pod_would(c)
+    assert (str(settings.compat), settings.health_addr) == ("v2", ":8080")
+
+
+@pytest.mark.parametrize("compat", [None, "v1"])
+def test_compat_v1_the_default_keeps_the_v1_flags_port_and_probes(compat: str | None) -> None:
+    c = container_of(render({"reloader": {"compat": compat}} if compat else {}))
+    assert not any(a.startswith(("--compat", "--health-addr")) for a in c["args"])
+    assert [p["name"] for p in c["ports"]] == ["http"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+
+
+def test_a_probe_handler_given_in_the_values_wins_in_v2_mode_too() -> None:
+    c = container_of(render({"reloader": {"compat": "v2", "deployment": {
+        "readinessProbe": {"tcpSocket": {"port": "health"}}}}}))  # fmt: skip
+    assert c["readinessProbe"]["tcpSocket"] == {"port": "health"}
+    assert "httpGet" not in c["readinessProbe"]
+
+
+@pytest.mark.parametrize(
+    ("compat", "lease"), [("v1", "stakater-reloader-lock"), ("v2", "reloader-leader-election")]
+)
+def test_the_lease_role_names_the_lease_of_the_compat_mode(compat: str, lease: str) -> None:
+    docs = render({"reloader": {"compat": compat, "enableHA": True}})
+    role = next(
+        d
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == "rel-reloader-leader-election"
+    )
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease],
+         "verbs": ["get", "update"]},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("compat", "health"), [("v1", False), ("v2", True)], ids=["v1: metrics only", "v2: and health"]
+)
+def test_the_network_policy_admits_scrapes_and_in_v2_the_probes_on_the_health_port(
+    compat: str, health: bool
+) -> None:
+    scraper = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    docs = render({"reloader": {"compat": compat, "netpol": {"enabled": True, "from": scraper}}})
+    ingress = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]["ingress"]
+    assert ingress[0] == {"ports": [{"port": "http", "protocol": "TCP"}], "from": scraper}
+    # probes come from the node's kubelet, which no `from` selector of pods names
+    assert (ingress[1:] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]) is health
+    assert len(ingress) == 1 + health
+
+
+@pytest.mark.parametrize("compat", ["v1", "v2"])
+def test_watch_globally_false_watches_the_release_namespace_in_both_modes(compat: str) -> None:
+    docs = render({"reloader": {"compat": compat, "watchGlobally": False}})
+    c = container_of(docs)
+    env = {e["name"] for e in c["env"]}
+    if compat == "v2":  # as Stakater's v2 chart: the flag, no KUBERNETES_NAMESPACE
+        assert "--namespaces=ns" in c["args"]
+        assert "KUBERNETES_NAMESPACE" not in env
+    else:
+        assert not any(a.startswith("--namespaces=") for a in c["args"])
+        assert "KUBERNETES_NAMESPACE" in env
+    assert {(d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] in ("Role", "RoleBinding")} == {
+        ("Role", "ns"), ("RoleBinding", "ns")}  # fmt: skip
+    assert not any(d["kind"].startswith("Cluster") for d in docs)
+    if compat == "v2":
+        settings = parse_as_the_pod_would(c)
+        assert settings.options.namespaces == ("ns",)
+
+
+@pytest.mark.parametrize(
+    ("compat", "watched"), [("v1", ["ns", "team-a", "team-b"]), ("v2", ["team-a", "team-b"])]
+)
+def test_scoped_namespaces_add_the_release_namespace_in_v1_only(
+    compat: str, watched: list[str]
+) -> None:
+    docs = render(
+        {"reloader": {"compat": compat, "watchGlobally": False, "namespaces": "team-b, team-a"}}
+    )
+    assert f"--namespaces={','.join(watched)}" in container_of(docs)["args"]
+    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "Role") == watched
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("overlay", list(V2_OVERLAYS))
+async def test_the_v2_values_file_renders_objects_the_api_server_accepts(
+    client: Client, overlay: str
+) -> None:
+    ns = f"chart-v2-{secrets.token_hex(3)}"
+    values = nested("reloader.compat", "v2", V2_OVERLAYS[overlay])
+    if dig(values, "reloader.namespaces") is not MISSING:  # namespaces of this test's own
+        values = nested("reloader.namespaces", [f"{ns}-a", f"{ns}-b"], values)
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [str(helm()), "template", "rel", str(CHART), "--namespace", ns, "--kube-version", "1.36.3",
+         "-f", str(V2_VALUES), "-f", "-"],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    checked = [d for d in docs if d["kind"] in KINDS]  # the monitors and VPA: no CRDs here
+    namespaces = {ns} | {
+        d["metadata"]["namespace"] for d in checked if d["metadata"].get("namespace")
+    }
+    for n in sorted(namespaces):
+        await client.create(
+            resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+        )
+    try:
+        assert {d["kind"] for d in checked} >= {
+            "Deployment",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+        }
+        for doc in checked:
+            await client.patch(
+                KINDS[doc["kind"]], doc["metadata"]["name"], doc, namespace=doc["metadata"].get("namespace"),
+                patch_type=PatchType.APPLY, field_manager="kube-reloader-chart-test", force=True, dry_run=True,
+            )  # fmt: skip
+    finally:
+        for n in namespaces:
+            await client.delete(resources.NAMESPACES, n)

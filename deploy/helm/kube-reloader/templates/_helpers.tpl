@@ -59,14 +59,27 @@ and the digest is kept (Stakater's chart drops it there). */}}
 {{- end -}}
 {{- end -}}
 
-{{/* The sorted, de-duplicated namespace list of scoped mode (release namespace included). */}}
+{{/* "true" when reloader.compat is v2: the binary writes Reloader v2's wire format, serves
+/healthz and /readyz on the health port, and the chart renders as Stakater's v2 chart (3.x). */}}
+{{- define "reloader.v2" -}}
+{{- if eq (toString (default "v1" .Values.reloader.compat)) "v2" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The sorted, de-duplicated namespace list of scoped mode. With compat v1 the release
+namespace is added (as Stakater's chart 2.x does); with v2 it is exactly the list given (as
+Stakater's v2 chart: the release namespace is not watched unless listed). */}}
 {{- define "reloader.scopedNamespaces" -}}
 {{- $raw := .Values.reloader.namespaces -}}
 {{- if kindIs "string" $raw -}}{{- $raw = splitList "," $raw -}}{{- end -}}
 {{- $out := list -}}
 {{- range $raw -}}{{- $n := trim (toString .) -}}{{- if $n -}}{{- $out = append $out $n -}}{{- end -}}{{- end -}}
-{{- if $out -}}{{- $out = append $out (include "reloader.namespace" .) -}}{{- end -}}
+{{- if and $out (not (include "reloader.v2" .)) -}}{{- $out = append $out (include "reloader.namespace" .) -}}{{- end -}}
 {{- $out | uniq | sortAlpha | join "," -}}
+{{- end -}}
+
+{{/* The Lease of --enable-ha: the binary's default name in each compat mode. */}}
+{{- define "reloader.leaseName" -}}
+{{- ternary "reloader-leader-election" "stakater-reloader-lock" (eq (include "reloader.v2" .) "true") -}}
 {{- end -}}
 
 {{- define "reloader.ha" -}}
@@ -166,6 +179,41 @@ Takes dict "path" "reloader.x" "values" <the map> "allowed" <list of keys>. */}}
   "podMonitor" (concat $common (list "bearerTokenSecret" "podTargetLabels"))) -}}
 {{- end -}}
 
+{{/* reloader.custom_annotations: each key's flag (chart 2.x's ten, and the five Stakater's v2
+chart adds). */}}
+{{- define "reloader.annotationFlags" -}}
+{{- toJson (dict
+  "configmap" "--configmap-annotation" "secret" "--secret-annotation" "auto" "--auto-annotation"
+  "secret_auto" "--secret-auto-annotation" "configmap_auto" "--configmap-auto-annotation"
+  "search" "--auto-search-annotation" "match" "--search-match-annotation" "ignore" "--ignore-annotation"
+  "pausePeriod" "--pause-deployment-annotation" "pauseTime" "--pause-deployment-time-annotation"
+  "configmap_exclude" "--configmap-exclude-annotation" "secret_exclude" "--secret-exclude-annotation"
+  "secretproviderclass" "--secretproviderclass-annotation"
+  "secretproviderclass_auto" "--secretproviderclass-auto-annotation"
+  "secretproviderclass_exclude" "--secretproviderclass-exclude-annotation") -}}
+{{- end -}}
+
+{{/* Fails the render, naming the key, where `values` differs from `defaults` (keys of
+Stakater's v2 chart that only its Enterprise subchart reads: accepted at their defaults, so a
+copied values file installs, and refused otherwise). A key without a default must be empty.
+Takes dict "path" "enterprise" "values" <the map> "defaults" <the map> "why" <the reason>. */}}
+{{- define "reloader.atDefaults" -}}
+{{- $top := . -}}
+{{- range $key := keys (default dict .values) | sortAlpha -}}
+{{- $path := printf "%s.%s" $top.path $key -}}
+{{- $value := index $top.values $key -}}
+{{- $hasDefault := hasKey $top.defaults $key -}}
+{{- $default := ternary (index $top.defaults $key) nil $hasDefault -}}
+{{- if kindIs "map" $value -}}
+{{- include "reloader.atDefaults" (dict "path" $path "values" $value "defaults" (ternary $default (dict) (kindIs "map" $default)) "why" $top.why) -}}
+{{- else if and $hasDefault (not (kindIs "map" $default)) (eq (toJson $value) (toJson $default)) -}}
+{{- else if and (not $hasDefault) (empty $value) -}}
+{{- else -}}
+{{- fail (printf "%s: %s; only %s is accepted: remove it" $path $top.why (ternary (printf "its default, %s," (toJson $default)) "an empty value" $hasDefault)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "reloader.logLevels" -}}trace,debug,info,warning,warn,error,fatal,panic{{- end -}}
 
 {{/* Checks of the values as a whole, run by deployment.yaml. Adding a values key means adding it
@@ -183,7 +231,8 @@ to the lists below (the default values fail to render otherwise). */}}
     "service" "rbac" "serviceAccount" "custom_annotations" "serviceMonitor" "podMonitor"
     "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
     "hashAlgorithm" "defaultStrategy" "podReloads" "workloadKinds" "maxConcurrentRollouts"
-    "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard")) -}}
+    "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard"
+    "compat")) -}}
 {{- $d := default dict $r.deployment -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.deployment" "values" $d "allowed" (list
     "dnsConfig" "replicas" "revisionHistoryLimit" "hostUsers" "nodeSelector" "affinity" "volumeMounts"
@@ -196,7 +245,7 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.deployment.pod" "values" $d.pod
     "allowed" (list "annotations")) -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.custom_annotations" "values" $r.custom_annotations
-    "allowed" (list "configmap" "secret" "auto" "configmap_auto" "secret_auto" "search" "match" "ignore" "pausePeriod" "pauseTime")) -}}
+    "allowed" (keys (include "reloader.annotationFlags" . | fromJson))) -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.service" "values" $r.service
     "allowed" (list "port" "labels" "annotations" "ipFamilyPolicy" "ipFamilies")) -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.rbac" "values" $r.rbac
@@ -212,6 +261,17 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- range $key, $allowed := include "reloader.monitorKeys" . | fromJson -}}
 {{- include "reloader.knownKeys" (dict "path" (printf "reloader.%s" $key) "values" (index $r $key) "allowed" $allowed) -}}
 {{- end -}}
+{{- $compat := toString (default "v1" $r.compat) -}}
+{{- if not (has $compat (list "v1" "v2")) -}}
+{{- fail (printf "reloader.compat: %q is not v1 (Stakater Reloader v1.4.x, chart 2.x) or v2 (Reloader v2, Stakater's v2 chart)" $compat) -}}
+{{- end -}}
+{{- $enterprise := "Reloader Enterprise (the enterprise subchart of Stakater's v2 chart) is not part of kube-reloader" -}}
+{{- include "reloader.atDefaults" (dict "path" "enterprise" "values" (default dict .Values.enterprise) "why" $enterprise
+    "defaults" (dict "enabled" false "console" (dict "enabled" true) "gateway" (dict "enabled" true "dragonfly" (dict "enabled" true))
+                     "dragonfly" (dict "fullnameOverride" "reloader-enterprise-dragonfly"))) -}}
+{{- $global := pick (default dict .Values.global) "consoleHost" "gatewayHost" "gatewayScheme" -}}
+{{- include "reloader.atDefaults" (dict "path" "global" "values" $global "why" "only Reloader Enterprise (the enterprise subchart of Stakater's v2 chart) reads it, and it is not part of kube-reloader"
+    "defaults" (dict "consoleHost" "" "gatewayHost" "" "gatewayScheme" "https")) -}}
 {{- $level := lower (toString (default "" $r.logLevel)) -}}
 {{- if and $level (not (has $level (splitList "," (include "reloader.logLevels" .)))) -}}
 {{- fail (printf "reloader.logLevel: %q is not one of %s (any case)" (toString $r.logLevel) (include "reloader.logLevels" . | splitList "," | join ", ")) -}}
@@ -223,7 +283,7 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- fail "reloader.namespaceSelector needs reloader.watchGlobally: true (a namespaced install watches only its namespaces)" -}}
 {{- end -}}
 {{- $pdb := default dict $r.podDisruptionBudget -}}
-{{- if and $pdb.enabled (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") -}}
+{{- if and $pdb.enabled (not (kindIs "invalid" (index $pdb "minAvailable"))) (not (kindIs "invalid" (index $pdb "maxUnavailable"))) -}}
 {{- fail "reloader.podDisruptionBudget: set minAvailable or maxUnavailable, not both" -}}
 {{- end -}}
 {{- range $name, $path := dig "env" "field" dict $d -}}
@@ -249,11 +309,11 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- end -}}
 
 {{/* A probe: the values' keys as given, the timings Stakater's chart defaults filled in, and
-an httpGet on `path` unless the values give a handler. */}}
+an httpGet on `path` at `port` unless the values give a handler. */}}
 {{- define "reloader.probe" -}}
 {{- $p := deepCopy (default dict .probe) -}}
 {{- if not (or (hasKey $p "httpGet") (hasKey $p "exec") (hasKey $p "tcpSocket") (hasKey $p "grpc")) -}}
-{{- $_ := set $p "httpGet" (dict "path" .path "port" "http") -}}
+{{- $_ := set $p "httpGet" (dict "path" .path "port" .port) -}}
 {{- end -}}
 {{- $defaults := dict "timeoutSeconds" 5 "failureThreshold" 5 "periodSeconds" 10 "successThreshold" 1 "initialDelaySeconds" .initialDelaySeconds -}}
 {{- range $key, $value := $defaults -}}
