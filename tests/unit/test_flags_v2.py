@@ -413,3 +413,21 @@ def test_v2_alert_structured_comes_from_its_variable() -> None:
     a = parsed(V2, env).options.alerts
     assert a is not None
     assert a.structured is True
+
+
+@pytest.mark.parametrize(("element", "v1", "v2"), [
+    ("team:web", "team=web", None), ("team:*", "team", None), ("team=*", "team", None),
+    ("team=web", "team=web", "team=web"), ("env in (a,b)", "env in (a,b)", "env in (a,b)"),
+    ("!canary", "!canary", "!canary"),
+])  # fmt: skip
+def test_v1s_legacy_selector_forms_are_rewritten_in_v1_and_refused_in_v2(
+    element: str, v1: str, v2: str | None
+) -> None:
+    for flag, read in (("namespace-selector", lambda o: o.namespace_selector),
+                       ("resource-label-selector", lambda o: o.resource_label_selector)):  # fmt: skip
+        assert read(parsed([f"--{flag}={element}"]).options) == v1
+        if v2 is None:
+            with pytest.raises(FlagError, match=f"--{flag}: .* is not a valid label selector"):
+                parsed([*V2, f"--{flag}={element}"])
+        else:
+            assert read(parsed([*V2, f"--{flag}={element}"]).options) == v2

@@ -18,6 +18,8 @@ Reloader v1.4 does (`flags`); `v2` reads them as Reloader v2 (cobra + viper) doe
   `job(s)`, `cronjob(s)`, `deploymentconfig(s)`, any case) and an unknown one stops the start;
 * the string booleans (`--reload-on-create`, `--reload-on-delete`, `--is-Argo-Rollouts`) are
   true for `true`, `1` or `yes` (trimmed, any case);
+* `--namespace-selector` and `--resource-label-selector` entries are ANDed as written: v1's
+  `key:value`, `key:*` and `key=*` forms are not rewritten, so they stop the start;
 * alerts are on with `--alert-on-reload` or a non-empty `--alert-webhook-url`.
 
 In v1 mode the alert flags feed the same settings as v1's `ALERT_*` variables (a flag wins,
@@ -152,6 +154,12 @@ def plain_list(ns: argparse.Namespace, flag: str) -> list[str]:
     if not values:
         return []
     return [p.strip() for p in values[-1].split(",") if p.strip()]
+
+
+def joined(selectors: Sequence[str]) -> str:
+    """v2's `--namespace-selector` / `--resource-label-selector`: the entries ANDed as they
+    are (no rewriting of v1's legacy forms)."""
+    return ",".join(e.strip() for e in selectors if e.strip())
 
 
 def v2_resources(ns: argparse.Namespace) -> tuple[ResourceType, ...]:

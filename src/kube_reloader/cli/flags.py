@@ -146,7 +146,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
 
     selectors = {}
     for flag in ("namespace-selector", "resource-label-selector"):
-        sel = legacy_to_selector(slice_of(flag))
+        # v2 joins the entries as they are: v1's `key:value` and `key:*` forms are errors there
+        sel = compat.joined(slice_of(flag)) if v2 else legacy_to_selector(slice_of(flag))
         try:
             validate(sel)
         except SelectorError as exc:
