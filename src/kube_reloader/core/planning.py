@@ -170,15 +170,10 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     else:
         content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else change.hash
         ptype = strategies.PatchType.STRATEGIC
-        record_hash = strategies.recorded_hashes(tmpl).get(
-            strategies.record_key(change.rtype, change.name)
-        )
-        if record_hash == content or strategies.annotation_carries(
-            tmpl, change.rtype, change.name, change.namespace, content
-        ):
+        record = strategies.records(tmpl)  # ours, with Reloader's last-reloaded-from over it
+        if record.get(strategies.record_key(change.rtype, change.name)) == content:
             body = None
         else:
-            record = strategies.recorded_hashes(tmpl)
             record[strategies.record_key(change.rtype, change.name)] = content
             value = strategies.annotation_value(
                 rtype=change.rtype, name=change.name, namespace=change.namespace, hash=content,
@@ -256,14 +251,9 @@ def carried(plan: Plan, workload: Workload, strategy: strategies.Strategy) -> st
             return None
         found = workload.template.container(plan.target.container)
         return None if found is None else found[1].env_value(plan.env_name)
-    record = strategies.recorded_hashes(workload.template)
-    key = strategies.record_key(change.rtype, change.name)
-    if key in record:
-        return record[key]
-    last = strategies.last_reloaded(workload.template)  # Reloader's (v1 or v2), if it is this
-    if last is not None and last[:2] == (change.rtype, change.name):
-        return last[3] or None
-    return None
+    return strategies.records(workload.template).get(
+        strategies.record_key(change.rtype, change.name)
+    )
 
 
 def missed_while_away(
@@ -296,7 +286,7 @@ def carried_hashes(
 ) -> dict[tuple[ResourceType, str], str]:
     """Every hash the workload's pod template carries, by the resource it was written for."""
     out: dict[tuple[ResourceType, str], str] = {}
-    record = strategies.recorded_hashes(workload.template)
+    record = strategies.records(workload.template)
     tmpl = workload.template
     for rtype, name in workload.template.references():
         if strategy is strategies.Strategy.ENV_VARS:

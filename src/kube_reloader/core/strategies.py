@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import parsing
+from kube_reloader.core import hashing, parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import ENV_PREFIX, PodTemplate
@@ -168,18 +168,16 @@ def last_reloaded(template: PodTemplate) -> tuple[ResourceType, str, str | None,
     return rtype, name, namespace if isinstance(namespace, str) else None, content
 
 
-def annotation_carries(
-    template: PodTemplate, rtype: ResourceType, name: str, namespace: str, hash: str
-) -> bool:
-    """Does the pod template's last-reloaded-from (v1's shape or v2's) already record this
-    exact content?"""
-    found = last_reloaded(template)
-    return (
-        found is not None
-        and found[:2] == (rtype, name)
-        and found[3] == hash
-        and (found[2] in (None, namespace))
-    )
+def records(template: PodTemplate) -> dict[str, str]:
+    """Every resource's hash as the pod template records it: our record, with Reloader's
+    last-reloaded-from (v1's shape or v2's) over it for the resource it names. kube-reloader
+    writes both in one patch, so when they disagree Reloader wrote last-reloaded-from later
+    (a switch to Reloader and back). v2's empty hash (a delete) is v1's delete marker."""
+    out = recorded_hashes(template)
+    last = last_reloaded(template)
+    if last is not None:
+        out[record_key(last[0], last[1])] = last[3] or hashing.DELETE_MARKER_HASH
+    return out
 
 
 def record_key(rtype: ResourceType, name: str) -> str:

@@ -126,3 +126,25 @@ def test_a_v2_record_of_another_resource_is_not_this_ones() -> None:
     p = plan(change=CHANGE, workload=workload(AUTO, lrf=other),
              config=Config(strategy=Strategy.ANNOTATIONS), now=NOW)  # fmt: skip
     assert carried(p, workload(AUTO, lrf=other), Strategy.ANNOTATIONS) is None
+
+
+@pytest.mark.parametrize("shape", [V1_SHAPE, V2_SHAPE], ids=["v1-shape", "v2-shape"])
+def test_a_rollback_after_a_switch_to_reloader_and_back_reloads(shape: str) -> None:
+    """kube-reloader recorded OLD; Reloader then reloaded to H (last-reloaded-from only);
+    the content goes back to OLD: the pods run H, so OLD must be written again."""
+    w = workload_from_manifest({
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns", "annotations": AUTO},
+        "spec": {"template": {
+            "metadata": {"annotations": {
+                LRF: shape, "kube-reloader.io/reloaded-hashes": f'{{"CONFIGMAP/c":"{OLD}"}}',
+            }},
+            "spec": {"containers": [{"name": "app", "envFrom": [{"configMapRef": {"name": "c"}}]}]},
+        }},
+    })  # fmt: skip
+    back = Change(ResourceType.CONFIGMAP, "ns", "c", OLD)
+    for compat in Compat:
+        cfg = Config(strategy=Strategy.ANNOTATIONS, compat=compat)
+        p = plan(change=back, workload=w, config=cfg, now=NOW)
+        assert p.outcome is Outcome.RELOAD, compat
+        assert carried(p, w, Strategy.ANNOTATIONS) == H

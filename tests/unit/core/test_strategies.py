@@ -75,20 +75,20 @@ def test_annotation_value_is_v1s_compact_json_in_go_field_order() -> None:
     )
 
 
-def test_annotation_carries_compares_type_name_namespace_and_hash() -> None:
+def test_the_record_of_a_resource_is_last_reloaded_froms_when_it_names_that_resource() -> None:
     value = strategies.annotation_value(
         rtype=ResourceType.SECRET, name="s", namespace="ns", hash="h", container="c", observed_at=1
     )
-    t = pod_template_from_manifest(
-        {"metadata": {"annotations": {"reloader.stakater.com/last-reloaded-from": value}}}
-    )
-    assert strategies.annotation_carries(t, ResourceType.SECRET, "s", "ns", "h")
-    assert not strategies.annotation_carries(t, ResourceType.SECRET, "s", "ns", "other")
-    assert not strategies.annotation_carries(t, ResourceType.CONFIGMAP, "s", "ns", "h")
-    broken = pod_template_from_manifest(
-        {"metadata": {"annotations": {"reloader.stakater.com/last-reloaded-from": "{not json"}}}
-    )
-    assert not strategies.annotation_carries(broken, ResourceType.SECRET, "s", "ns", "h")
+    ours = '{"SECRET/s":"older","CONFIGMAP/c":"c1"}'
+    t = pod_template_from_manifest({"metadata": {"annotations": {
+        "reloader.stakater.com/last-reloaded-from": value, "kube-reloader.io/reloaded-hashes": ours,
+    }}})  # fmt: skip
+    assert strategies.records(t) == {"SECRET/s": "h", "CONFIGMAP/c": "c1"}
+    broken = pod_template_from_manifest({"metadata": {"annotations": {
+        "reloader.stakater.com/last-reloaded-from": "{not json",
+        "kube-reloader.io/reloaded-hashes": ours,
+    }}})  # fmt: skip
+    assert strategies.records(broken) == {"SECRET/s": "older", "CONFIGMAP/c": "c1"}
 
 
 def test_merging_patches_gives_one_body_with_every_env_var() -> None:
