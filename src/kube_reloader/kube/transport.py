@@ -249,6 +249,7 @@ class Transport:
                 method=method,
                 path=path,
                 retry_after=resp.headers.get("Retry-After"),
+                content_type=resp.headers.get("Content-Type"),
             )
             if isinstance(api_err, errors.Unauthorized) and not reauthed:
                 reauthed = True

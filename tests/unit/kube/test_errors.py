@@ -82,3 +82,53 @@ def test_watch_error_events_map_like_http_answers() -> None:
     )
     assert isinstance(err, errors.Gone)
     assert "too old resource version" in str(err)
+
+
+DEPLOYMENT = "/apis/apps/v1/namespaces/ns/deployments/web"
+FORBIDDEN = (
+    'deployments.apps "web" is forbidden: User "system:serviceaccount:r:r" cannot patch '
+    'resource "deployments" in API group "apps" in the namespace "ns"'
+)
+
+
+@pytest.mark.parametrize(
+    ("what", "code", "method", "path", "body", "content_type", "text"),
+    [
+        ("a Status body says it verbatim", 403, "PATCH", DEPLOYMENT,
+         status(403, "Forbidden", FORBIDDEN), "application/json", FORBIDDEN),
+        ("a Status with an empty message says nothing", 422, "PATCH", DEPLOYMENT,
+         status(422, "Invalid", ""), "application/json", ""),
+        ("an HTML 500 from a proxy", 500, "PATCH", DEPLOYMENT, b"<h1>oops</h1>\n", "text/html",
+         'an error on the server ("<h1>oops</h1>") has prevented the request from succeeding '
+         "(patch deployments.apps web)"),
+        ("a JSON body that is no Status is unknown", 502, "PATCH", DEPLOYMENT, b"{}",
+         "application/json", 'an error on the server ("unknown") has prevented the request '
+         "from succeeding (patch deployments.apps web)"),
+        ("a bare 404 of a core resource", 404, "GET", "/api/v1/namespaces/ns/configmaps/cm",
+         b"", None, "the server could not find the requested resource (get configmaps cm)"),
+        ("a text 403 keeps the server's words", 403, "POST", "/apis/batch/v1/namespaces/ns/jobs",
+         b"RBAC: access denied", "text/plain", "RBAC: access denied (post jobs.batch)"),
+        ("a 409 without a Status", 409, "PATCH", DEPLOYMENT, b"", "",
+         "the server reported a conflict (patch deployments.apps web)"),
+        ("an eviction names the pod", 429, "POST", "/api/v1/namespaces/ns/pods/p-1/eviction",
+         b"", "", "the server has received too many requests and has asked us to try again "
+         "later (post pods p-1)"),
+        ("a code client-go has no sentence for", 418, "PATCH", DEPLOYMENT, b"", "",
+         "the server responded with the status code 418 but did not return more information "
+         "(patch deployments.apps web)"),
+        ("a path outside the API has no resource", 400, "GET", "/version", b"", "",
+         "the server rejected our request for an unknown reason"),
+    ],
+)  # fmt: skip
+def test_an_api_error_says_what_client_gos_error_says_for_the_same_answer(
+    what: str, code: int, method: str, path: str, body: bytes, content_type: str | None,
+    text: str,
+) -> None:  # fmt: skip
+    err = errors.from_status(code, body, method=method, path=path, content_type=content_type)
+    assert errors.client_go_error(err) == text, what
+    assert str(err).startswith(f"{method} {path}: {code} "), "our own message keeps its prefix"
+
+
+def test_an_error_that_is_no_api_answer_says_our_own_message() -> None:
+    err = errors.KubeError("created Event: the answer is not a JSON object")
+    assert errors.client_go_error(err) == "created Event: the answer is not a JSON object"
