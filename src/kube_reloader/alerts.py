@@ -2,8 +2,9 @@
 
 Alerts are queued (bounded) and sent by a background task, so a slow or dead sink never
 delays a reload; a full queue drops the oldest alert and counts it. Webhook mode
-(`--webhook-url`) replaces reloads: its POST is retried with backoff, and a failing endpoint
-is reported, never fatal. Proxies: `ALERT_WEBHOOK_PROXY` for alerts, else the standard
+(`--webhook-url`) replaces reloads: one POST of Reloader's fixed body per change, retried with
+backoff (an HTTP error status is a failure too), and a failing endpoint is reported, never
+fatal. Proxies: `ALERT_WEBHOOK_PROXY` for alerts, else the standard
 `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` variables.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import datetime as dt
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -186,16 +188,18 @@ class WebhookNotifier(Generic[T]):
         self._session: aiohttp.ClientSession | None = None
         self._queue: asyncio.Queue[T] = asyncio.Queue(maxsize=max_queue)
 
-    def enqueue(self, item: T) -> None:
-        """Queue one notification; when full, the oldest waiting one is dropped."""
+    def enqueue(self, item: T) -> T | None:
+        """Queue one notification; when full, the oldest waiting one is dropped (returned)."""
+        dropped: T | None = None
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
-                self._queue.get_nowait()
+                dropped = self._queue.get_nowait()
             self.stats.dropped += 1
             if self.stats.dropped in (1, 10, 100) or self.stats.dropped % 1000 == 0:
                 log.warning("webhook queue full, dropped the oldest change",
                             extra={"dropped": self.stats.dropped})  # fmt: skip
         self._queue.put_nowait(item)
+        return dropped
 
     async def next(self) -> T:
         """The next queued notification (waits for one)."""
@@ -209,8 +213,9 @@ class WebhookNotifier(Generic[T]):
         if self._session is not None:
             await self._session.close()
 
-    async def notify(self) -> bool:
-        """Send once (retrying transient failures). True when delivered."""
+    async def notify(self, retrying: Callable[[str], None] | None = None) -> bool:
+        """Send once (retrying failures, `retrying` told each error before its retry). True
+        when delivered."""
         if self._session is None:
             self._session = aiohttp.ClientSession(trust_env=True)
         error = ""
@@ -226,6 +231,8 @@ class WebhookNotifier(Generic[T]):
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt + 1 < self.attempts:
+                if retrying is not None:
+                    retrying(error)
                 jitter = random.random()  # noqa: S311 - jitter, not crypto
                 await asyncio.sleep(limiting.backoff(attempt, base=self.base_delay, jitter=jitter))
         self.stats.failed += 1

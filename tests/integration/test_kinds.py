@@ -558,11 +558,16 @@ async def receiver(statuses: list[int] | None = None) -> AsyncIterator[tuple[Rec
         await server.close()
 
 
-async def test_webhook_mode_posts_reloaders_payload_instead_of_reloading_and_retries(
+async def test_webhook_mode_posts_reloaders_payload_for_every_change_instead_of_reloading(
     client: Client, namespace: str
 ) -> None:
-    await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"a": "1"}))
-    await client.create(resources.CONFIGMAPS, builders.configmap("unused", namespace, {"a": "1"}))
+    """As Reloader v1: every content change of a watched ConfigMap is one POST, whether a
+    workload uses it or not, ignore annotation or not; a metadata-only update is none."""
+    ignored = builders.configmap("ignored", namespace, {"a": "1"})
+    ignored["metadata"]["annotations"] = {"reloader.stakater.com/ignore": "true"}
+    for cm in (builders.configmap("c", namespace, {"a": "1"}),
+               builders.configmap("unused", namespace, {"a": "1"}), ignored):  # fmt: skip
+        await client.create(resources.CONFIGMAPS, cm)
     await client.create(
         resources.DEPLOYMENTS, builders.auto_deployment("w", namespace, configmaps=("c",))
     )
@@ -570,12 +575,23 @@ async def test_webhook_mode_posts_reloaders_payload_instead_of_reloading_and_ret
         receiver([500, 200]) as (rec, url),
         running(client, namespace, webhook_url=url) as ctl,
     ):
-        await update_cm(client, namespace, "unused", {"a": "2"})  # matches no workload: no webhook
-        await update_cm(client, namespace, "c", {"a": "2"})
-        await asyncio.wait_for(rec.got.wait(), 20)
+        for name in ("unused", "c", "ignored"):
+            await update_cm(client, namespace, name, {"a": "2"})
+        await client.patch(resources.CONFIGMAPS, "c", {"metadata": {"labels": {"x": "y"}}},
+                           namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
+
+        async def all_sent() -> bool:
+            return ctl.stats.webhooks == 3
+
+        await eventually(all_sent, what="one webhook per content change")
         await asyncio.sleep(0.3)
-        assert ctl.stats.webhooks == 1
-    assert [r[2] for r in rec.requests] == [b'{"webhook":"update successful"}'] * 2
+        assert ctl.stats.webhooks == 3
+        assert ctl.stats.reloads == 0
+        assert ctl.metrics.registry.get_sample_value(
+            "reloader_reload_executed_total", {"success": "true"}
+        ) == 0, "a webhook is not a reload"  # fmt: skip
+    # the first POST was answered 500 and retried
+    assert [r[2] for r in rec.requests] == [b'{"webhook":"update successful"}'] * 4
     assert all(r[1] == "application/json" for r in rec.requests)
     assert await env_of(client, "Deployment", namespace, "w") == {}
 

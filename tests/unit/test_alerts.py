@@ -270,3 +270,21 @@ async def test_a_full_webhook_queue_drops_the_oldest_change_and_counts_it() -> N
     assert notifier.queued == 2
     assert [await notifier.next(), await notifier.next()] == ["c", "d"]
     assert notifier.queued == 0
+
+
+async def test_each_failed_webhook_attempt_before_a_retry_is_told_with_its_error(
+    endpoint: Endpoint,
+) -> None:
+    endpoint.statuses = [503]
+    notifier: WebhookNotifier[str] = WebhookNotifier(endpoint.url, attempts=3, base_delay=0.001)
+    told: list[str] = []
+    try:
+        assert await notifier.notify(told.append) is False
+    finally:
+        await notifier.close()
+    assert told == ["HTTP 503: answer 503"] * 2, "the last attempt is the failure, not a retry"
+
+
+def test_a_full_webhook_queue_hands_back_the_change_it_dropped() -> None:
+    notifier: WebhookNotifier[str] = WebhookNotifier("http://unused.invalid", max_queue=1)
+    assert [notifier.enqueue(c) for c in ("a", "b", "c")] == [None, "a", "b"]

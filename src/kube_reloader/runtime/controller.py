@@ -60,7 +60,7 @@ class Controller:
     ) -> None:
         self.client = client
         self.options = options
-        self.clock = clock or SystemClock()
+        clock = self.clock = clock or SystemClock()
         self.metrics = metrics or Recorder(by_namespace=False)
         kinds = self.kinds = options.kinds
         self.ready = asyncio.Event()
@@ -69,7 +69,7 @@ class Controller:
         #: every background task runs under it: a crash is logged, counted and restarted
         self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         spawn = self.supervisor.oneshot
-        self.reporter = Reporter(self.metrics, KubeEvents(client, kinds), self.fence, spawn)
+        self.reporter = Reporter(self.metrics, KubeEvents(client, kinds, clock), self.fence, spawn)
         self.stats = self.reporter.stats
         self.stores = Stores(options.plan.match.keys)
         self.index = self.stores.index

@@ -1,6 +1,7 @@
 """From a change to the workloads it reloads: one decision per candidate (a failure costs that
-workload a Warning, nothing else), then the reloads go to the coalescer — or, in webhook mode,
-one notification goes out instead."""
+workload a Warning, nothing else), then the reloads go to the coalescer. In webhook mode
+nothing is decided: every change of a watched ConfigMap, Secret or CSI pod status is one
+notification (Reloader v1's POST), whatever the workloads and annotations say."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ FAN_OUT_SLICE = 0.005
 #: changes remembered for an optional kind still listing (the oldest are dropped past it)
 MAX_REPLAY = 10_000
 
-Webhook = WebhookNotifier[tuple[Change, tuple[ObjectKey, ...]]]
+Webhook = WebhookNotifier[Change]
 
 
 @dataclass
@@ -42,11 +43,22 @@ class FanOut:
     )
 
     async def fan_out(self, change: Change, observed: float) -> None:
-        """Decide for every candidate workload; queue the reloads. The loop yields to the
-        other tasks every few milliseconds, so a change with thousands of candidates (or a
-        tenant's many distinct named lists to compile) slows its own fan-out, not the
-        probes, watches and writes of everyone else."""
+        """Decide for every candidate workload and queue the reloads (the change is then
+        processed); in webhook mode, queue its notification (the leader's only)."""
+        if self.webhook is not None:
+            if self.fence.may_write():
+                dropped = self.webhook.enqueue(change)
+                if dropped is not None:
+                    self.reporter.webhook_dropped(dropped)
+            return
         self._remember_for_optional(change, observed)
+        await self._decide_all(change, observed)
+        self.reporter.processed(change, "success")
+
+    async def _decide_all(self, change: Change, observed: float) -> None:
+        """The loop yields to the other tasks every few milliseconds, so a change with
+        thousands of candidates (or a tenant's many distinct named lists to compile) slows
+        its own fan-out, not the probes, watches and writes of everyone else."""
         now = int(self.clock.wall())
         matched: list[ObjectKey] = []
         slice_started = self.clock.monotonic()
@@ -64,10 +76,6 @@ class FanOut:
                     (f"kube-reloader could not decide on this workload: {type(exc).__name__}",),
                     "ReloadError",
                 )
-        if self.webhook is not None:
-            if matched and self.fence.may_write():
-                self.webhook.enqueue((change, tuple(matched)))
-            return
         for key in matched:
             if self.coalescer.add(key, change, observed, self.options.coalesce_window):
                 self.reporter.coalesced()
@@ -99,21 +107,27 @@ class FanOut:
             replay, self._replay = self._replay, {}
         else:
             replay = dict(self._replay)
-        if self.webhook is None:  # a webhook is not level-based: never sent twice
-            for change, observed in replay.values():
-                await self.fan_out(change, observed)
+        for change, observed in replay.values():  # nothing is kept in webhook mode
+            await self._decide_all(change, observed)
 
     async def send_webhooks(self) -> None:
         """Webhook mode: one POST per queued change, in order (the queue is bounded: a
         hanging endpoint costs dropped notifications, counted, never memory)."""
         assert self.webhook is not None
         while True:
-            change, workloads = await self.webhook.next()
+            change = await self.webhook.next()
+            started = self.clock.monotonic()
+
+            def retrying(error: str, change: Change = change) -> None:
+                self.reporter.webhook_retrying(change, error)
+
             try:
-                if await self.webhook.notify():
-                    self.reporter.webhook_sent(change, workloads)
+                delivered = await self.webhook.notify(retrying)
+                seconds = self.clock.monotonic() - started
+                if delivered:
+                    self.reporter.webhook_sent(change, seconds)
                 else:
-                    self.reporter.webhook_failed()
+                    self.reporter.webhook_failed(change, seconds)
             except Exception as exc:  # noqa: BLE001 - one notification never stops the sender
                 self.reporter.object_failed("webhook", change, exc)
 

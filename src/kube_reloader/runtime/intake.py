@@ -3,8 +3,10 @@
 A content change (hash differs), a creation (with `--reload-on-create`) or a deletion (with
 `--reload-on-delete`) of a ConfigMap, Secret or CSI pod status becomes a `core.Change`,
 handed to the fan-out — or, before the initial sync, stashed (the latest per resource) until
-it completes. Workload events keep the index current and are passed on to the rooms that
-follow workloads (rollout tracking, pauses)."""
+it completes. Any other event is counted as Reloader v1 counts it: an update without a data
+change (`no_data_change`), an event v1 would handle in a namespace not watched, or a creation
+listed at start (`ignored_or_not_selected`). Workload events keep the index current and are
+passed on to the rooms that follow workloads (rollout tracking, pauses)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from kube_reloader.kube import projections
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
 from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.counting import NO_DATA_CHANGE, NOT_SELECTED
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.stores import Stores
@@ -151,45 +154,50 @@ class Intake:
         self, ev: ReflectorEvent[ConfigEntry], resource_type: str, *, initial: bool
     ) -> None:
         self.reporter.event_received(EVENT_NAMES.get(ev.type, ""), resource_type)
-        change = self.change_for(ev, initial=initial)
-        if change is None:
-            if ev.type is EventType.MODIFIED:
-                self.reporter.no_data_change()
+        change = self.triage(ev, initial=initial)
+        if not isinstance(change, Change):
+            self.reporter.not_changed(change, resource_type)
             return
         observed = self.clock.monotonic()
-        self.reporter.change_detected(change, resource_type, synthesized=ev.synthesized)
+        self.reporter.change_detected(change, synthesized=ev.synthesized)
         if self.ready.is_set():
             await self._deliver(change, observed)
         else:
             self._stashed[(change.namespace, change.rtype, change.name)] = (change, observed)
 
     def change_for(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | None:
+        change = self.triage(ev, initial=initial)
+        return change if isinstance(change, Change) else None
+
+    def triage(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | str:
+        """The change an event makes; else why not, as v1 counts it (`NOT_SELECTED`,
+        `NO_DATA_CHANGE`, or "" for an event v1 does not handle: not counted)."""
         obj = ev.object
         if obj is None:
-            return None
+            return ""
+        opts = self.options
+        if ev.type is not EventType.MODIFIED:
+            if obj.rtype is ResourceType.SECRETPROVIDERCLASS:
+                return ""  # v1: creates and deletes of a CSI pod status are ignored
+            if not (opts.reload_on_create if ev.type is EventType.ADDED else opts.reload_on_delete):
+                return ""
         ns = obj.metadata.namespace
         if not self.namespace_wanted(ns):
-            return None
-        opts = self.options
+            return NOT_SELECTED
+        if ev.type is EventType.ADDED:
+            if initial and not opts.sync_after_restart and not ev.synthesized:
+                return NOT_SELECTED  # existed before we started (v1's guard, same count)
+            return Change(obj.rtype, ns, obj.name, obj.hash, Event.CREATED,
+                          obj.metadata.annotations)  # fmt: skip
+        if ev.type is EventType.DELETED:
+            return Change(obj.rtype, ns, obj.name, "", Event.DELETED, obj.metadata.annotations)
         if obj.rtype is ResourceType.SECRETPROVIDERCLASS:
-            # only updates of a pod status count (v1): creates and deletes are ignored
-            if ev.type is not EventType.MODIFIED or not obj.name:
-                return None
+            if not obj.name:
+                return ""
             if ev.old is not None and ev.old.hash == obj.hash and ev.old.hash:
-                return None
+                return NO_DATA_CHANGE
             annotations = self.stores.spc_annotations(ns, obj.name)
             return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, annotations)
-        annotations = obj.metadata.annotations
-        if ev.type is EventType.MODIFIED:
-            if ev.old is not None and ev.old.hash == obj.hash:
-                return None  # metadata-only update
-            return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, annotations)
-        if ev.type is EventType.ADDED:
-            if not opts.reload_on_create:
-                return None
-            if initial and not opts.sync_after_restart and not ev.synthesized:
-                return None  # existed before we started
-            return Change(obj.rtype, ns, obj.name, obj.hash, Event.CREATED, annotations)
-        if ev.type is EventType.DELETED and opts.reload_on_delete:
-            return Change(obj.rtype, ns, obj.name, "", Event.DELETED, annotations)
-        return None
+        if ev.old is not None and ev.old.hash == obj.hash:
+            return NO_DATA_CHANGE  # metadata-only update
+        return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, obj.metadata.annotations)

@@ -1,13 +1,13 @@
 """The one place an outcome is reported: each call here turns what happened into its log
 line, its metrics, its Kubernetes Event and its alert. No other room touches a metric object,
-records an Event or sends an alert (scrape-time gauges live in `observing`)."""
+records an Event or sends an alert (scrape-time gauges live in `observing`; the counts of the
+event stream, with Reloader v1's labels, are `counting`'s, which `Reporter` is built on)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from kube_reloader.alerts import AlertSender
 from kube_reloader.core import planning, rollouts
@@ -16,66 +16,37 @@ from kube_reloader.core.planning import Change, Outcome, Plan
 from kube_reloader.kube import errors, events
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.counting import Counting, log
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.kinds import Kinds
 
-# one logger for all the controller's rooms, named as before they were split
-log = logging.getLogger("kube_reloader.runtime.controller")
+__all__ = ["KubeEvents", "Reporter", "Spawn", "log"]
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
 
-@dataclass
-class Stats:
-    """Counters the controller keeps about itself (also exported as metrics)."""
+class KubeEvents(events.EventRecorder):
+    """Events about workloads (and ConfigMaps, Secrets), correlated as client-go does."""
 
-    changes: int = 0
-    reloads: int = 0
-    failures: int = 0
-    retries: int = 0
-    patches: int = 0
-    webhooks: int = 0
-    pauses: int = 0
-    resumes: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
+    def __init__(self, client: Client, kinds: Kinds, clock: Clock) -> None:
+        def api_version(kind: str) -> str:
+            spec = kinds.get(kind)  # else a ConfigMap or Secret
+            return "v1" if spec is None else spec.resource.api_version
+
+        super().__init__(client, clock, api_version)
 
 
-class EventSink(Protocol):
-    async def send(
-        self, workload: planning.Workload, event_type: str, reason: str, message: str,
-        component: str,
-    ) -> None: ...  # fmt: skip
-
-
-class KubeEvents:
-    """Events about workloads, created through the API."""
-
-    def __init__(self, client: Client, kinds: Kinds) -> None:
-        self.client = client
-        self.kinds = kinds
-
-    async def send(
-        self, workload: planning.Workload, event_type: str, reason: str, message: str,
-        component: str,
-    ) -> None:  # fmt: skip
-        spec = self.kinds.get(workload.kind)  # else a ConfigMap or Secret
-        await events.record(
-            self.client, kind=str(workload.kind),
-            api_version="v1" if spec is None else spec.resource.api_version,
-            namespace=workload.namespace, name=workload.name, uid=workload.uid,
-            event_type=event_type, reason=reason, message=message, component=component,
-        )  # fmt: skip
-
-
-class Reporter:
-    def __init__(self, metrics: Recorder, events: EventSink, fence: Fence, spawn: Spawn) -> None:
-        self.metrics = metrics
+class Reporter(Counting):
+    def __init__(
+        self, metrics: Recorder, events: events.EventSink, fence: Fence, spawn: Spawn
+    ) -> None:
+        super().__init__(metrics)
         self.events = events
         self.fence = fence
         self.spawn = spawn
-        self.stats = Stats()
         self.alerts: AlertSender | None = None
         self._warned: dict[tuple[ObjectKey, str], None] = {}
 
@@ -126,27 +97,9 @@ class Reporter:
 
         self.spawn(f"event/{reason}", send())
 
-    def handler_error(self) -> None:
-        self.metrics.errors.labels(type="handler_error").inc()
-
-    # -- intake -----------------------------------------------------------------------------
-    def event_received(self, event_type: str, resource_type: str) -> None:
-        self.metrics.events_received.labels(
-            event_type=event_type, resource_type=resource_type
-        ).inc()
-
-    def no_data_change(self) -> None:
-        self.metrics.skipped.labels(reason="no_data_change").inc()
-
-    def change_detected(self, change: Change, resource_type: str, *, synthesized: bool) -> None:
+    def change_detected(self, change: Change, *, synthesized: bool) -> None:
         self.stats.changes += 1
-        self.metrics.events_processed.labels(
-            event_type=change.event.value, resource_type=resource_type, result="success"
-        ).inc()
         self.log_change("change detected", change, missed_while_not_watching=synthesized)
-
-    def synced(self) -> None:
-        self.metrics.ready.set(1)
 
     def log_change(self, message: str, change: Change, **extra: object) -> None:
         """An info line about a change; a Secret's content hash only at debug (a short
@@ -168,8 +121,8 @@ class Reporter:
         if p.outcome is Outcome.RELOAD:
             self.metrics.workloads_matched.labels(kind=kind).inc()
             return
-        reason = "strategy_not_updated" if p.outcome is Outcome.NO_CONTAINER else p.outcome.value
-        self.metrics.skipped.labels(reason=reason).inc()
+        if p.outcome is not Outcome.SKIPPED:  # v1: no container, or it already carries the hash
+            self.metrics.skipped.labels(reason="strategy_not_updated").inc()
         self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
         log.debug(
             "not reloading",
@@ -177,27 +130,6 @@ class Reporter:
                    "outcome": p.outcome.value,
                    "reason": "" if change.rtype is ResourceType.SECRET else p.message},
         )  # fmt: skip
-
-    def coalesced(self) -> None:
-        self.metrics.coalesced.inc()
-
-    def queued(self, depth: int) -> None:
-        self.metrics.queue_adds.inc()
-        self.metrics.queue_depth.set(depth)
-
-    def dequeued(self, waited: float | None, depth: int) -> None:
-        if waited is not None:
-            self.metrics.queue_latency.observe(waited)
-        self.metrics.queue_depth.set(depth)
-
-    def reconciled(self, result: str, seconds: float) -> None:
-        self.metrics.reconcile.labels(result=result).inc()
-        self.metrics.reconcile_duration.labels(result=result).observe(seconds)
-
-    def retrying(self) -> None:
-        self.stats.retries += 1
-        self.metrics.retries.inc()
-        self.metrics.deferred.labels(reason="retry_backoff").inc()
 
     def deferred(
         self, workload: planning.Workload, reason: str, until: str, min_interval: float
@@ -243,8 +175,9 @@ class Reporter:
     ) -> None:
         key = workload.key
         self.stats.failures += 1
-        self.metrics.errors.labels(type="update_workload").inc()
-        for p in plans:
+        self.metrics.errors.labels(type="handler_error").inc()
+        for p in plans:  # one per change of the work item
+            self.processed(p.change, "dropped")  # v1 drops the event after its last attempt
             self.metrics.reload_done(
                 kind=key.kind, namespace=key.namespace, success=False, seconds=None
             )
@@ -255,7 +188,7 @@ class Reporter:
             self.event(
                 workload, "Warning", "ReloadFail",
                 f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
-                f"failed with error {exc}",
+                f"failed with error {errors.client_go_error(exc)}",
                 f"reloader-{p.change.rtype.plural}",
             )  # fmt: skip
 
@@ -382,18 +315,3 @@ class Reporter:
             self.event(resource, "Warning", "ReloadHalted", text, "reloader")
         if on and self.alerts is not None and self.fence.may_write():
             self.alerts.notify(text)
-
-    # -- webhook mode -----------------------------------------------------------------------
-    def webhook_sent(self, change: Change, workloads: tuple[ObjectKey, ...]) -> None:
-        self.stats.webhooks += 1
-        self.metrics.side_channel.labels(channel="webhook", result="success").inc()
-        self.metrics.reload_executed.labels(success="true").inc()
-        self.metrics.action.labels(workload_kind="webhook", result="success").inc()
-        log.info(
-            "webhook sent instead of reloading",
-            extra={"resource": str(change), "workloads": ",".join(map(str, workloads))},
-        )
-
-    def webhook_failed(self) -> None:
-        self.metrics.side_channel.labels(channel="webhook", result="error").inc()
-        self.metrics.errors.labels(type="webhook_send").inc()

@@ -1,0 +1,125 @@
+"""The counts of the event stream, with Reloader v1's metric labels and values: watch events
+received, changes processed or skipped, the queue, reconciles, failed attempts and retries,
+and webhook mode (where a change is a notification, never a reload).
+
+`reporting.Reporter` is built on `Counting`: the rooms report through one object, and the
+outcomes with a log line, an Event or an alert are `reporting`'s. v1's values:
+`events_processed_total{event_type="unknown", resource_type, result="success"|"dropped"}`,
+`errors_total{type="handler_error"}` for each failed attempt, `skipped_total{reason}` in
+`ignored_or_not_selected`, `no_data_change`, `strategy_not_updated`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from kube_reloader.core.planning import Change
+from kube_reloader.metrics import Recorder
+
+# one logger for all the controller's rooms, named as before they were split
+log = logging.getLogger("kube_reloader.runtime.controller")
+
+#: why a watch event is no change (v1's `skipped_total` reasons)
+NOT_SELECTED = "ignored_or_not_selected"
+NO_DATA_CHANGE = "no_data_change"
+
+
+@dataclass
+class Stats:
+    """Counters the controller keeps about itself (also exported as metrics)."""
+
+    changes: int = 0
+    reloads: int = 0
+    failures: int = 0
+    retries: int = 0
+    patches: int = 0
+    webhooks: int = 0
+    pauses: int = 0
+    resumes: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+class Counting:
+    def __init__(self, metrics: Recorder) -> None:
+        self.metrics = metrics
+        self.stats = Stats()
+
+    # -- intake -----------------------------------------------------------------------------
+    def event_received(self, event_type: str, resource_type: str) -> None:
+        self.metrics.events_received.labels(
+            event_type=event_type, resource_type=resource_type
+        ).inc()
+
+    def not_changed(self, reason: str, resource_type: str) -> None:
+        """A watch event that is no change, and why: `NOT_SELECTED`, `NO_DATA_CHANGE`, or ""
+        for an event v1 does not handle at all (not counted). v1 processes an update without
+        a data change, successfully."""
+        if reason:
+            self.metrics.skipped.labels(reason=reason).inc()
+        if reason == NO_DATA_CHANGE:
+            self.metrics.events_processed.labels(
+                event_type="unknown", resource_type=resource_type, result="success"
+            ).inc()
+
+    def processed(self, change: Change, result: str) -> None:
+        """A change was handled: `success`, or `dropped` (given up)."""
+        self.metrics.events_processed.labels(
+            event_type="unknown", resource_type=change.rtype.plural, result=result
+        ).inc()
+
+    def synced(self) -> None:
+        self.metrics.ready.set(1)
+
+    # -- the queue and the workers ----------------------------------------------------------
+    def coalesced(self) -> None:
+        self.metrics.coalesced.inc()
+
+    def queued(self, depth: int) -> None:
+        self.metrics.queue_adds.inc()
+        self.metrics.queue_depth.set(depth)
+
+    def dequeued(self, waited: float | None, depth: int) -> None:
+        if waited is not None:
+            self.metrics.queue_latency.observe(waited)
+        self.metrics.queue_depth.set(depth)
+
+    def reconciled(self, result: str, seconds: float) -> None:
+        self.metrics.reconcile.labels(result=result).inc()
+        self.metrics.reconcile_duration.labels(result=result).observe(seconds)
+
+    def handler_error(self) -> None:
+        """A reconcile crashed. Not counted here: its `retrying` follows, and counts the
+        failed attempt."""
+
+    def retrying(self) -> None:
+        """A failed attempt (a transient error, a crash, a lost lease) is tried again."""
+        self.stats.retries += 1
+        self.metrics.errors.labels(type="handler_error").inc()
+        self.metrics.retries.inc()
+        self.metrics.deferred.labels(reason="retry_backoff").inc()
+
+    # -- webhook mode: each change is one notification, its handler in v1's terms -----------
+    def webhook_sent(self, change: Change, seconds: float) -> None:
+        self.stats.webhooks += 1
+        self.metrics.side_channel.labels(channel="webhook", result="success").inc()
+        self.reconciled("success", seconds)
+        self.processed(change, "success")
+        log.info("webhook sent instead of reloading", extra={"resource": str(change)})
+
+    def webhook_retrying(self, change: Change, error: str) -> None:
+        self.stats.retries += 1
+        self.metrics.errors.labels(type="handler_error").inc()
+        self.metrics.retries.inc()
+        log.warning("webhook failed, will retry", extra={"resource": str(change), "error": error})
+
+    def webhook_failed(self, change: Change, seconds: float) -> None:
+        """Every attempt failed: the change is dropped, as v1 drops it after its retries."""
+        self.metrics.side_channel.labels(channel="webhook", result="error").inc()
+        self.metrics.errors.labels(type="handler_error").inc()
+        self.reconciled("error", seconds)
+        self.processed(change, "dropped")
+
+    def webhook_dropped(self, change: Change) -> None:
+        """The queue was full: the oldest waiting notification is never sent."""
+        self.processed(change, "dropped")

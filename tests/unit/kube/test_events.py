@@ -1,0 +1,195 @@
+"""The Event recorder: what it creates and patches, and what it does when the API says no."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from kube_reloader.core import planning
+from kube_reloader.core.correlating import Correlator
+from kube_reloader.kube import errors, events, resources
+from kube_reloader.kube.client import PatchType
+
+WALL = 1_780_000_000.0
+WEB = planning.workload_from_manifest({
+    "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "ns", "uid": "uid-1"},
+    "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+})  # fmt: skip
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def wall(self) -> float:
+        return WALL + self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeEventsAPI:
+    """Records creates and patches of Events; `fail_patch` raises on the next patches."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.fail_patch: list[errors.KubeError] = []
+        #: creates of Events about this object wait for `gate`
+        self.gated = ""
+        self.gate = asyncio.Event()
+
+    async def create(
+        self, resource: resources.Resource, body: Mapping[str, Any], *, namespace: str
+    ) -> dict[str, Any]:
+        assert (resource, namespace) == (resources.EVENTS, "ns")
+        if self.gated and body["involvedObject"]["name"] == self.gated:
+            await self.gate.wait()
+        self.calls.append(("create", body["metadata"]["name"], dict(body)))
+        return dict(body)
+
+    async def patch(
+        self, resource: resources.Resource, name: str, patch: Mapping[str, Any], *,
+        namespace: str, patch_type: PatchType,
+    ) -> dict[str, Any]:  # fmt: skip
+        assert (resource, namespace, patch_type) == (resources.EVENTS, "ns", PatchType.STRATEGIC)
+        if self.fail_patch:
+            raise self.fail_patch.pop(0)
+        self.calls.append(("patch", name, dict(patch)))
+        return dict(patch)
+
+
+def recorder(api: FakeEventsAPI, clock: Clock) -> events.EventRecorder:
+    return events.EventRecorder(api, clock, lambda kind: "apps/v1")  # type: ignore[arg-type]
+
+
+async def reloaded(rec: events.EventRecorder, workload: planning.Workload = WEB) -> None:
+    await rec.send(workload, "Normal", "Reloaded", "Changes detected", "reloader-configmaps")
+
+
+async def test_the_first_event_is_created_as_client_gos_recorder_creates_it() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    await reloaded(recorder(api, clock))
+    [(verb, name, body)] = api.calls
+    assert verb == "create"
+    assert name.startswith("web.")
+    assert body == {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": "ns"},
+        "involvedObject": {"kind": "Deployment", "apiVersion": "apps/v1", "namespace": "ns",
+                           "name": "web", "uid": "uid-1"},
+        "type": "Normal", "reason": "Reloaded", "message": "Changes detected",
+        "source": {"component": "reloader-configmaps"},
+        "firstTimestamp": "2026-05-28T20:26:40Z", "lastTimestamp": "2026-05-28T20:26:40Z",
+        "count": 1, "reportingComponent": "reloader-configmaps",
+    }  # fmt: skip
+
+
+async def test_an_identical_event_patches_the_count_and_last_timestamp_of_the_first() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    await reloaded(rec)
+    for _ in range(2):
+        clock.now += 61
+        await reloaded(rec)
+    name = api.calls[0][1]
+    assert api.calls[1:] == [
+        ("patch", name, {"count": 2, "lastTimestamp": "2026-05-28T20:27:41Z",
+                         "message": "Changes detected"}),
+        ("patch", name, {"count": 3, "lastTimestamp": "2026-05-28T20:28:42Z",
+                         "message": "Changes detected"}),
+    ]  # fmt: skip
+
+
+async def test_an_event_deleted_meanwhile_is_created_again_under_its_name_with_its_count() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    await reloaded(rec)
+    api.fail_patch = [errors.NotFound(404, 'events "web.x" not found')]
+    clock.now += 5
+    await reloaded(rec)
+    (_, first, _), (verb, name, body) = api.calls
+    assert (verb, name) == ("create", first)
+    assert (body["count"], body["firstTimestamp"], body["lastTimestamp"]) == (
+        2, "2026-05-28T20:26:40Z", "2026-05-28T20:26:45Z")  # fmt: skip
+
+
+async def test_without_rbac_to_patch_repeated_events_are_created_as_new_ones_after_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    await reloaded(rec)
+    api.fail_patch = [errors.Forbidden(403, 'events "web.x" is forbidden')]
+    for _ in range(2):
+        clock.now += 1
+        await reloaded(rec)
+    verbs = [(verb, body["count"]) for verb, _name, body in api.calls]
+    assert verbs == [("create", 1), ("create", 1), ("create", 1)], "never patched again"
+    assert len({name for _verb, name, _body in api.calls}) == 3
+    assert rec.patch_forbidden
+    assert [r.message for r in caplog.records if r.levelname == "WARNING"] == [
+        "cannot patch Events: repeated Events are created as new ones (grant patch on events)"
+    ]
+
+
+async def test_a_patch_refused_for_another_reason_is_raised_to_the_caller() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    await reloaded(rec)
+    api.fail_patch = [errors.Invalid(422, "bad")]
+    with pytest.raises(errors.Invalid):
+        await reloaded(rec)
+
+
+async def test_writes_of_one_event_are_made_in_order_and_others_never_wait_for_them() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    api.gated = "web"
+    first = asyncio.create_task(reloaded(rec))
+    repeat = asyncio.create_task(reloaded(rec))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert api.calls == [], "the create waits; the patch of the same Event waits behind it"
+    api_other = planning.workload_from_manifest({
+        "kind": "Deployment", "metadata": {"name": "api", "namespace": "ns", "uid": "uid-2"},
+        "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+    })  # fmt: skip
+    await reloaded(rec, api_other)
+    assert [(verb, name.split(".")[0]) for verb, name, _ in api.calls] == [("create", "api")]
+    api.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, repeat), 5)
+    assert [(verb, name.split(".")[0]) for verb, name, _ in api.calls] == [
+        ("create", "api"), ("create", "web"), ("patch", "web")]  # fmt: skip
+    assert rec._turns == {}, "no lock outlives its writes"
+
+
+async def test_one_noisy_object_is_rate_limited_and_another_objects_events_still_go_out() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = recorder(api, clock)
+    for i in range(40):
+        await rec.send(WEB, "Warning", "ReloadFail", f"failure {i % 3}", "reloader-configmaps")
+    quiet = planning.workload_from_manifest({
+        "kind": "Deployment", "metadata": {"name": "quiet", "namespace": "ns", "uid": "uid-q"},
+        "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+    })  # fmt: skip
+    await reloaded(rec, quiet)
+    noisy = [c for c in api.calls if c[1].startswith("web.")]
+    assert len(noisy) == 25, "client-go's burst per source and object"
+    assert [c[0] for c in api.calls if c[1].startswith("quiet.")] == ["create"]
+
+
+def test_a_name_too_long_for_an_event_becomes_a_uuid() -> None:
+    assert len(events.fresh_name("w" * 253)) == 36
+    assert events.fresh_name("web").startswith("web.")
+
+
+async def test_the_recorder_uses_its_own_correlator_when_given_one() -> None:
+    api, clock = FakeEventsAPI(), Clock()
+    rec = events.EventRecorder(api, clock, lambda kind: "v1", correlator=Correlator(burst=1))  # type: ignore[arg-type]
+    await reloaded(rec)
+    await reloaded(rec)
+    assert len(api.calls) == 1
