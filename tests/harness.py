@@ -12,7 +12,7 @@ import msgspec
 
 from kube_reloader.core import planning
 from kube_reloader.core.matching import MatchConfig
-from kube_reloader.core.strategies import Strategy
+from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.kube import config, credentials, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.controller import Controller
@@ -41,8 +41,10 @@ async def running(client: Client, namespace: str, **overrides: Any) -> AsyncIter
     """Run the controller scoped to `namespace` until the block ends."""
     strategy = overrides.pop("strategy", Strategy.ENV_VARS)
     match = overrides.pop("match", MatchConfig())
+    compat = overrides.pop("compat", Compat.V1)
+    plan = planning.Config(match=match, strategy=strategy, compat=compat)
     opts = replace(
-        Options(plan=planning.Config(match=match, strategy=strategy), namespaces=(namespace,)),
+        Options(plan=plan, namespaces=(namespace,), field_manager=compat.field_manager),
         **overrides,
     )
     controller = Controller(client, opts)

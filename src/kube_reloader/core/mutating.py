@@ -155,6 +155,29 @@ def env_json_patch(
     return ops
 
 
+def pointer(key: str) -> str:
+    """`key` as one JSON Pointer segment (RFC 6901: `~` and `/` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def annotation_json_ops(
+    annotations: Mapping[str, str], *, metadata: Mapping[str, Any] | None, base: str
+) -> list[dict[str, Any]]:
+    """JSON patch ops setting `annotations` on the pod template at `base`, given the
+    template's current `metadata` (None when it has none): the map is added whole where it is
+    missing, key by key where it exists (so other annotations and the labels are kept)."""
+    if metadata is None:
+        return [
+            {"op": "add", "path": f"{base}/metadata", "value": {"annotations": dict(annotations)}}
+        ]
+    if not isinstance(metadata.get("annotations"), dict):
+        return [{"op": "add", "path": f"{base}/metadata/annotations", "value": dict(annotations)}]
+    return [
+        {"op": "add", "path": f"{base}/metadata/annotations/{pointer(k)}", "value": v}
+        for k, v in annotations.items()
+    ]
+
+
 def annotation_merge_patch(value: str, *, restart_at: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "spec": {"template": {"metadata": {"annotations": {LAST_RELOADED_FROM: value}}}}

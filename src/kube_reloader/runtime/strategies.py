@@ -6,7 +6,7 @@ Every way of reloading is a `Strategy`; a workload kind names the one it uses (`
   env var or the annotation, per `--reload-strategy`); JSON patches for env removal on delete.
 * `CustomResourcePatch` — Argo Rollout, DeploymentConfig, any pod-template custom resource
   (they reject strategic merge): env vars by JSON patch guarded with `test` ops, annotations
-  by JSON merge patch.
+  by JSON merge patch, both in one JSON patch when a reload has both (one revision).
 * `ArgoRestart` — a Rollout with `rollout-strategy: restart` (or a `workloadRef` template):
   only `spec.restartAt`.
 * `JobRecreate` — a Job is deleted (background) and re-created with the reload applied.
@@ -101,33 +101,60 @@ class CustomResourcePatch:
     async def apply(
         self, client: Client, target: Target, plans: list[Plan]
     ) -> dict[str, Any] | None:
+        """One write per reload (one revision): the annotations alone as one merge patch;
+        with env changes, everything as one JSON patch."""
         w, res = target.workload, target.resource
-        answer = None
+        annotations: dict[str, str] = {}
         json_ops: list[dict[str, Any]] = []
         for p in reloading(plans):
             if p.patch_type is strategies.PatchType.JSON:  # env removal on delete
                 json_ops += [{**op, "path": self.base + op["path"].removeprefix("/spec/template")}
                              for op in p.patch]  # fmt: skip
                 continue
-            tmpl_anns = p.patch["spec"]["template"].get("metadata", {}).get("annotations")
-            if tmpl_anns:
-                answer = await client.patch(
-                    res, w.name, self._nested({"metadata": {"annotations": tmpl_anns}}),
-                    namespace=w.namespace, patch_type=PatchType.MERGE,
-                    field_manager=target.field_manager,
-                )  # fmt: skip
+            annotations.update(
+                p.patch["spec"]["template"].get("metadata", {}).get("annotations") or {}
+            )
             for c in p.patch["spec"]["template"].get("spec", {}).get("containers", ()):
                 for var in c["env"]:
                     ops = mutating.env_json_patch(
                         w.template, c["name"], var["name"], var["value"], base=self.base
                     )
                     json_ops += ops or []
-        if json_ops:
-            answer = await client.patch(
-                res, w.name, json_ops, namespace=w.namespace, patch_type=PatchType.JSON,
+        if annotations and not json_ops:
+            return await client.patch(
+                res, w.name, self._nested({"metadata": {"annotations": annotations}}),
+                namespace=w.namespace, patch_type=PatchType.MERGE,
                 field_manager=target.field_manager,
             )  # fmt: skip
-        return answer
+        if annotations:
+            json_ops = await self._annotation_ops(client, target, annotations) + json_ops
+        if not json_ops:
+            return None
+        return await client.patch(
+            res, w.name, json_ops, namespace=w.namespace, patch_type=PatchType.JSON,
+            field_manager=target.field_manager,
+        )  # fmt: skip
+
+    async def _annotation_ops(
+        self, client: Client, target: Target, annotations: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """The annotations as JSON patch ops. A template the cache shows with annotations has
+        the map; otherwise the object is read to see what exists, and the patch is tied to
+        that read (a `test` of its resourceVersion), so a map created meanwhile is not
+        replaced."""
+        w = target.workload
+        if w.template.annotations:
+            return mutating.annotation_json_ops(annotations, metadata={"annotations": {}},
+                                                base=self.base)  # fmt: skip
+        obj = await client.get(target.resource, w.name, namespace=w.namespace)
+        node: Any = obj
+        for segment in self.path:
+            node = node.get(segment) if isinstance(node, dict) else None
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        guard = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
+        found = meta if isinstance(meta, dict) else None
+        return guard + mutating.annotation_json_ops(annotations, metadata=found, base=self.base)
 
 
 class ArgoRestart:

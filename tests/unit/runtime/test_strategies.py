@@ -12,6 +12,7 @@ from kube_reloader.core import planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.core.planning import Config, Plan
+from kube_reloader.core.strategies import Compat
 from kube_reloader.core.strategies import Strategy as PatchStrategy
 from kube_reloader.kube.client import PatchType
 from kube_reloader.runtime import strategies
@@ -84,6 +85,56 @@ async def test_a_deployment_config_in_annotations_mode_gets_a_merge_patch() -> N
     assert [(c[0], c[2]) for c in calls] == [("patch", PatchType.MERGE)]
     written = calls[0][3]["spec"]["template"]["metadata"]["annotations"]
     assert "reloader.stakater.com/last-reloaded-from" in written
+
+
+def v2_plans(w: planning.Workload) -> list[Plan]:
+    config = Config(match=MatchConfig(), strategy=PatchStrategy.ENV_VARS, compat=Compat.V2)
+    return [planning.plan(change=change("cm", "2"), workload=w, config=config, now=int(EPOCH))]
+
+
+LRF_OP = "/spec/template/metadata/annotations/reloader.stakater.com~1last-reloaded-from"
+
+
+async def test_a_v2_env_reload_of_a_custom_kind_is_one_json_patch_with_its_annotation() -> None:
+    """Reloader v2 writes the env var and last-reloaded-from together: one revision."""
+    w = workload(kind=WorkloadKind.DEPLOYMENTCONFIG)
+    tmpl = dataclasses.replace(w.template, annotations={"team": "a"})
+    w = dataclasses.replace(w, template=tmpl)
+    calls = await write("DeploymentConfig", w, v2_plans(w), RecordingClient())
+    assert [(c[0], c[2]) for c in calls] == [("patch", PatchType.JSON)]
+    ops = calls[0][3]
+    assert next(op["path"] for op in ops if op["op"] == "add") == LRF_OP
+    assert any("/env" in op["path"] for op in ops if op["op"] != "test")
+
+
+@pytest.mark.parametrize(("template", "added"), [
+    ({"spec": {}}, ("/spec/template/metadata", {"annotations"})),
+    ({"metadata": {"labels": {"app": "web"}}, "spec": {}},
+     ("/spec/template/metadata/annotations", {"reloader.stakater.com/last-reloaded-from"})),
+])  # fmt: skip
+async def test_a_template_without_annotations_is_read_and_the_patch_tied_to_that_read(
+    template: dict[str, Any], added: tuple[str, set[str]]
+) -> None:
+    w = workload(kind=WorkloadKind.DEPLOYMENTCONFIG)
+    obj = {"metadata": {"resourceVersion": "42"}, "spec": {"template": template}}
+    client = RecordingClient({"DeploymentConfig": obj})
+    calls = await write("DeploymentConfig", w, v2_plans(w), client)
+    assert [(c[0], c[2]) for c in calls] == [("get", None), ("patch", PatchType.JSON)]
+    ops = calls[1][3]
+    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+    assert (ops[1]["op"], ops[1]["path"]) == ("add", added[0])
+    assert set(ops[1]["value"]) == added[1], "the labels are never replaced"
+
+
+async def test_annotations_of_several_resources_reloaded_together_are_one_merge_patch() -> None:
+    w = workload(kind=WorkloadKind.ROLLOUT,
+                 annotations={"configmap.reloader.stakater.com/reload": "cm,other"})  # fmt: skip
+    config = Config(match=MatchConfig(), strategy=PatchStrategy.ANNOTATIONS)
+    plans = [planning.plan(change=change(n, "2"), workload=w, config=config, now=int(EPOCH))
+             for n in ("cm", "other")]  # fmt: skip
+    assert [p.outcome for p in plans] == [planning.Outcome.RELOAD] * 2
+    calls = await write("Rollout", w, plans, RecordingClient())
+    assert [(c[0], c[2]) for c in calls] == [("patch", PatchType.MERGE)]
 
 
 @pytest.mark.parametrize(("annotations", "workload_ref", "restarts"), [
