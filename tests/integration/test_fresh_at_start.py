@@ -11,6 +11,7 @@ import pytest
 from kube_reloader.core import evicting
 from kube_reloader.kube import pods, resources
 from kube_reloader.kube.client import Client
+from kube_reloader.runtime import freshness
 from tests import builders
 from tests.harness import env_of, generation, running, update_cm
 from tests.waiting import eventually
@@ -43,7 +44,7 @@ async def annotated_after_the_change(client: Client, namespace: str, *, new_pods
     await asyncio.sleep(1.1)  # managedFields and creation times have whole seconds
     await update_cm(client, namespace, "c", {"v": "2"})
     if new_pods:
-        await asyncio.sleep(1.1)
+        await asyncio.sleep(freshness.MARGIN + 1.1)  # re-created well after the change
         for p in await live(client, namespace):
             await client.delete(resources.PODS, p.name, namespace=namespace)
         await two_ready(client, namespace)

@@ -35,6 +35,7 @@ class PodCondition(msgspec.Struct, frozen=True):
 
 class PodStatus(msgspec.Struct, frozen=True):
     conditions: tuple[PodCondition, ...] = ()
+    phase: str = ""
 
 
 class PodObject(msgspec.Struct, frozen=True):

@@ -90,7 +90,7 @@ class Controller:
             self.clock, self.writer, self.fence, self.reporter, self.supervisor,
             self.stores.workload,
         )  # fmt: skip
-        self.resync.freshness = Freshness(self.writer, self.fence, self.reporter,
+        self.resync.freshness = Freshness(self.clock, self.writer, self.fence, self.reporter,
                                           self.supervisor, self.resync.queue)  # fmt: skip
         self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
         self.scheduler = Scheduler(options, self.clock, self.stores, self.coalescer, self.reporter)

@@ -193,7 +193,7 @@ class PodWriter(FakeWriter):
     #: the pods' controller: the Deployment's ReplicaSet, or (None) the workload itself
     owner: OwnerReference | None = None
 
-    def add(self, created: float, *, ready_at: float | None) -> None:
+    def add(self, created: float, *, ready_at: float | None, phase: str = "Running") -> None:
         n = next(self.uids)
         cond = () if ready_at is None else (PodCondition("Ready", "True", stamp(ready_at)),)
         owner = self.owner or OwnerReference(apiVersion="apps/v1", kind="ReplicaSet",
@@ -201,7 +201,7 @@ class PodWriter(FakeWriter):
         meta = PodMeta(name=f"web-5d8f-{n}", namespace="ns", uid=f"pod-{n}",
                        labels={"app": "web", "pod-template-hash": "5d8f"},
                        ownerReferences=(owner,), creationTimestamp=stamp(created))  # fmt: skip
-        self.pod_list.append(PodObject(meta, PodStatus(cond)))
+        self.pod_list.append(PodObject(meta, PodStatus(cond, phase)))
 
     async def pods(self, namespace: str, selector: str) -> list[PodObject]:
         assert selector == self.selector
