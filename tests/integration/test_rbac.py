@@ -400,6 +400,17 @@ async def test_every_reload_path_works_with_exactly_the_verbs_the_cluster_wide_c
                 return wanted <= await events_for(client, namespace)
 
             await eventually(all_events, what="a Reloaded Event for every workload")
+            # the same change again (another Secret content, the same Event text): the
+            # Event about it is counted, not duplicated (a PATCH of its count)
+            await client.patch(resources.SECRETS, "s", {"stringData": {"k": "3"}}, namespace=namespace,
+                               patch_type=PatchType.MERGE)  # fmt: skip
+
+            async def counted() -> bool:
+                listed = (await client.list(resources.EVENTS, namespace=namespace)).items
+                return any(e["reason"] == "Reloaded" and e["involvedObject"]["name"] == "secret-user"
+                           and e.get("count", 1) >= 2 for e in listed)  # fmt: skip
+
+            await eventually(counted, what="the repeated Reloaded Event counted", timeout=30)
         lease = await client.get(resources.LEASES, "stakater-reloader-lock", namespace=namespace)
         assert lease["spec"].get("holderIdentity", "") == "", "SIGTERM released the lease"
     finally:
@@ -408,6 +419,7 @@ async def test_every_reload_path_works_with_exactly_the_verbs_the_cluster_wide_c
     used = check_calls(calls, rules, all_used=True)
     assert ("", "namespaces", "watch") in used
     assert ("", "pods", "list") in used
+    assert ("", "events", "patch") in used
     assert ("coordination.k8s.io", "leases", "update") in used
     # discovery of the optional APIs is a non-resource GET every authenticated user may do
     assert any(c.path == "/apis/argoproj.io/v1alpha1" and c.status == 200 for c in calls)

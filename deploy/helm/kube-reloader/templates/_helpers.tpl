@@ -151,7 +151,7 @@ selector); Events are only created. */}}
 {{- end }}
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, patch]
 {{- end -}}
 
 {{/* Fails the render, in one line naming the key, on a key the chart does not read (a typo, or
