@@ -213,16 +213,18 @@ class WebhookNotifier(Generic[T]):
         if self._session is not None:
             await self._session.close()
 
-    async def notify(self, retrying: Callable[[str], None] | None = None) -> bool:
-        """Send once (retrying failures, `retrying` told each error before its retry). True
-        when delivered."""
+    async def notify(
+        self, retrying: Callable[[str], None] | None = None, body: bytes = alerting.WEBHOOK_BODY
+    ) -> bool:
+        """Send `body` once (retrying failures, `retrying` told each error before its
+        retry). True when delivered."""
         if self._session is None:
             self._session = aiohttp.ClientSession(trust_env=True)
         error = ""
         for attempt in range(self.attempts):
             try:
                 status, answer = await post(
-                    self._session, self.url, alerting.WEBHOOK_BODY, "application/json", seconds=30
+                    self._session, self.url, body, "application/json", seconds=30
                 )
                 if status < 400:
                     self.stats.sent += 1

@@ -16,6 +16,22 @@ from kube_reloader.core.pausing import format_zoned_time
 WEBHOOK_BODY = b'{"webhook":"update successful"}'
 
 
+def webhook_body_v2(
+    *, rtype: str, namespace: str, name: str, hash: str, timestamp: str,
+    workloads: list[tuple[str, str, str]],
+) -> bytes:  # fmt: skip
+    """Reloader v2's webhook-mode body (its field names and order): the resource, its hash
+    and the (kind, name, namespace) of each workload it would reload. `rtype` is v1's type
+    token (`CONFIGMAP`); v2 writes it lower-case, in both `kind` and `resourceType`."""
+    kind = rtype.lower()
+    doc = {
+        "kind": kind, "namespace": namespace, "resourceName": name, "resourceType": kind,
+        "hash": hash, "timestamp": timestamp,
+        "workloads": [{"kind": k, "name": n, "namespace": ns} for k, n, ns in workloads],
+    }  # fmt: skip
+    return _go_json(doc)
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     body: bytes

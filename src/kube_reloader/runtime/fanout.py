@@ -1,15 +1,18 @@
 """From a change to the workloads it reloads: one decision per candidate (a failure costs that
 workload a Warning, nothing else), then the reloads go to the coalescer. In webhook mode
-nothing is decided: every change of a watched ConfigMap, Secret or CSI pod status is one
-notification (Reloader v1's POST), whatever the workloads and annotations say."""
+nothing is reloaded: every change of a watched ConfigMap, Secret or CSI pod status is one
+notification (Reloader v1's POST), whatever the workloads and annotations say; with
+`--compat=v2`, as Reloader v2, only a change some workload matches is, naming those
+workloads."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass, field
 
 from kube_reloader.alerts import WebhookNotifier
-from kube_reloader.core import matching, planning
+from kube_reloader.core import alerting, matching, planning, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
@@ -25,7 +28,8 @@ FAN_OUT_SLICE = 0.005
 #: changes remembered for an optional kind still listing (the oldest are dropped past it)
 MAX_REPLAY = 10_000
 
-Webhook = WebhookNotifier[Change]
+#: a queued notification: the change and the body to POST for it
+Webhook = WebhookNotifier[tuple[Change, bytes]]
 
 
 @dataclass
@@ -46,10 +50,13 @@ class FanOut:
         """Decide for every candidate workload and queue the reloads (the change is then
         processed); in webhook mode, queue its notification (the leader's only)."""
         if self.webhook is not None:
-            if self.fence.may_write():
-                dropped = self.webhook.enqueue(change)
+            body = alerting.WEBHOOK_BODY
+            if self.options.plan.compat is strategies.Compat.V2:
+                body = self._v2_body(change)  # v2: only when some workload matches, naming them
+            if body and self.fence.may_write():
+                dropped = self.webhook.enqueue((change, body))
                 if dropped is not None:
-                    self.reporter.webhook_dropped(dropped)
+                    self.reporter.webhook_dropped(dropped[0])
             return
         self._remember_for_optional(change, observed)
         await self._decide_all(change, observed)
@@ -110,19 +117,37 @@ class FanOut:
         for change, observed in replay.values():  # nothing is kept in webhook mode
             await self._decide_all(change, observed)
 
+    def _v2_body(self, change: Change) -> bytes:
+        """Reloader v2's webhook body naming the workloads `change` matches; b"" when none
+        does (v2 then sends nothing)."""
+        now = int(self.clock.wall())
+        found: list[tuple[str, str, str]] = []
+        for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
+            workload = self.stores.resolve(candidate)
+            p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
+            if p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE):
+                found.append((workload.kind, workload.name, workload.namespace))
+        if not found:
+            return b""
+        stamp = dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).isoformat()
+        return alerting.webhook_body_v2(
+            rtype=change.rtype.value, namespace=change.namespace, name=change.name,
+            hash=change.hash, timestamp=stamp.replace("+00:00", "Z"), workloads=found,
+        )  # fmt: skip
+
     async def send_webhooks(self) -> None:
         """Webhook mode: one POST per queued change, in order (the queue is bounded: a
         hanging endpoint costs dropped notifications, counted, never memory)."""
         assert self.webhook is not None
         while True:
-            change = await self.webhook.next()
+            change, body = await self.webhook.next()
             started = self.clock.monotonic()
 
             def retrying(error: str, change: Change = change) -> None:
                 self.reporter.webhook_retrying(change, error)
 
             try:
-                delivered = await self.webhook.notify(retrying)
+                delivered = await self.webhook.notify(retrying, body)
                 seconds = self.clock.monotonic() - started
                 if delivered:
                     self.reporter.webhook_sent(change, seconds)

@@ -96,3 +96,15 @@ def test_a_structured_notice_is_json_too() -> None:
     p = alerting.structured_notice("rollout failed", when=AT, additional_info="prod")
     assert p.body == (b'{"event":"notice","message":"rollout failed",'
                       b'"timestamp":"2026-01-02T03:04:05Z","additional":"prod"}')  # fmt: skip
+
+
+def test_reloader_v2s_webhook_body_is_reproduced_byte_for_byte() -> None:
+    body = alerting.webhook_body_v2(
+        rtype="SECRET", namespace="shop", name="db<1>", hash="abc",
+        timestamp="2026-12-01T20:25:44Z", workloads=[("Deployment", "web", "shop")],
+    )  # fmt: skip
+    assert body == (
+        b'{"kind":"secret","namespace":"shop","resourceName":"db\\u003c1\\u003e",'
+        b'"resourceType":"secret","hash":"abc","timestamp":"2026-12-01T20:25:44Z",'
+        b'"workloads":[{"kind":"Deployment","name":"web","namespace":"shop"}]}'
+    )

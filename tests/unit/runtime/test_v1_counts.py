@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kube_reloader.core import planning
+from kube_reloader.core.alerting import WEBHOOK_BODY
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.strategies import Compat
 from kube_reloader.kube import errors
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.watching import EventType, ReflectorEvent
@@ -123,9 +126,11 @@ async def test_a_watch_event_is_skipped_or_processed_with_reloaders_reason(
                                    "DELETED": "delete"}[ev.type]) == 1  # fmt: skip
 
 
-def fanout(room: Room, stores: Stores, *, webhook: Any = None) -> FanOut:
-    return FanOut(Options(coalesce_window=0.3), room.clock, stores, Coalescer(room.clock),
-                  room.fence, room.reporter, webhook)  # fmt: skip
+def fanout(room: Room, stores: Stores, *, webhook: Any = None,
+           compat: Compat = Compat.V1) -> FanOut:  # fmt: skip
+    options = Options(coalesce_window=0.3, plan=planning.Config(compat=compat))
+    return FanOut(options, room.clock, stores, Coalescer(room.clock), room.fence, room.reporter,
+                  webhook)  # fmt: skip
 
 
 async def test_a_fanned_out_change_is_processed_once_and_a_replay_does_not_count_it_again() -> None:
@@ -239,7 +244,9 @@ class FakeWebhook:
             await self.arrived.wait()
         return self.queue.pop(0)
 
-    async def notify(self, retrying: Callable[[str], None] | None = None) -> bool:
+    async def notify(
+        self, retrying: Callable[[str], None] | None = None, body: bytes = b""
+    ) -> bool:
         errors_before = self.script.pop(0)
         for error in ["HTTP 500: no"] * 2 if errors_before is None else errors_before:
             assert retrying is not None
@@ -254,10 +261,31 @@ async def test_webhook_mode_notifies_every_change_even_one_no_workload_uses() ->
     f = fanout(room, stores, webhook=hook)
     for name in ("used-by-none", "cm"):
         await f.fan_out(change(name), observed=0.0)
-    assert hook.queue == [change("used-by-none"), change("cm")]
+    assert hook.queue == [(change("used-by-none"), WEBHOOK_BODY), (change("cm"), WEBHOOK_BODY)]
     assert room.sample("reloader_workloads_scanned_total", kind="Deployment") == 0, (
         "nothing is decided in webhook mode"
     )
+
+
+async def test_in_v2_mode_a_webhook_names_the_matching_workloads_and_none_is_sent_without(
+) -> None:  # fmt: skip
+    room, stores = Room(), Stores(KEYS)
+    stores.index.put(workload("web"))
+    stores.index.put(workload("ignores-it", annotations={"unrelated": "1"}))
+    hook = FakeWebhook([])
+    f = fanout(room, stores, webhook=hook, compat=Compat.V2)
+    await f.fan_out(change("used-by-none"), observed=0.0)
+    assert hook.queue == [], "v2 sends nothing when no workload matches"
+    await f.fan_out(change("cm"), observed=0.0)
+    [(sent, body)] = hook.queue  # type: ignore[misc]
+    assert sent == change("cm")
+    doc = json.loads(body)
+    assert list(doc) == ["kind", "namespace", "resourceName", "resourceType", "hash",
+                         "timestamp", "workloads"]  # fmt: skip
+    assert (doc["kind"], doc["resourceType"], doc["resourceName"]) == ("configmap",) * 2 + ("cm",)
+    assert doc["hash"] == change("cm").hash
+    assert doc["workloads"] == [{"kind": "Deployment", "name": "web", "namespace": "ns"}]
+    assert doc["timestamp"].endswith("Z")
 
 
 async def test_a_standby_sends_no_webhook() -> None:
