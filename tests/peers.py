@@ -55,7 +55,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class PeerProcess:
+class ChildProcess:
+    """A process a test started (`self.proc`): `stop()` (SIGTERM, then SIGKILL) or `kill()`."""
+
+    proc: subprocess.Popen[bytes]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, wait up to `timeout` seconds, then SIGKILL; the exit code."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait(10)
+
+    def kill(self) -> int:
+        if self.alive():
+            self.proc.kill()
+        return self.proc.wait(10)
+
+
+class PeerProcess(ChildProcess):
     """One running peer; `stop()` (SIGTERM, then SIGKILL) or `kill()` ends it."""
 
     def __init__(
@@ -120,24 +144,6 @@ class PeerProcess:
     @property
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self.health_port}{self.health_path}"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM, wait up to `timeout` seconds, then SIGKILL; the exit code."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait(10)
-
-    def kill(self) -> int:
-        if self.alive():
-            self.proc.kill()
-        return self.proc.wait(10)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

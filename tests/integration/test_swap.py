@@ -23,7 +23,6 @@ import datetime as dt
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,15 @@ from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 from tests import builders
 from tests.harness import update_cm
-from tests.peers import LEASES, SCRUBBED, binary, free_port, lease_holder, start_peer
+from tests.peers import (
+    LEASES,
+    SCRUBBED,
+    ChildProcess,
+    binary,
+    free_port,
+    lease_holder,
+    start_peer,
+)
 from tests.waiting import eventually, rolled_out, template_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(1200)]
@@ -170,7 +177,7 @@ def scalar(metrics: str, series: str) -> float | None:
     return None
 
 
-class KubeReloader:
+class KubeReloader(ChildProcess):
     """`python -m kube_reloader --enable-ha` scoped to `namespace`, as a pod would run it:
     POD_NAME (its Lease identity) and POD_NAMESPACE (the Lease's), JSON logs to its own file,
     /metrics on a free loopback port."""
@@ -192,9 +199,6 @@ class KubeReloader:
             self.proc = subprocess.Popen(
                 self.argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def _metrics(self) -> str:
         url = f"http://127.0.0.1:{self.port}/metrics"
@@ -240,18 +244,7 @@ class KubeReloader:
         await eventually(synced, timeout=timeout, interval=0.25, what=f"{self.name} synced")
 
     def stop(self, timeout: float = 30.0) -> int:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait(10)
-
-    def kill(self) -> int:
-        if self.alive():
-            self.proc.kill()
-        return self.proc.wait(10)
+        return super().stop(timeout)
 
 
 @contextlib.contextmanager

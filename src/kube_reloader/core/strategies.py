@@ -101,50 +101,33 @@ def env_remove_patch(
     ]
 
 
+def _go_json(doc: dict[str, Any]) -> str:
+    """Go's `json.Marshal` of a struct: its field order, compact, HTML characters escaped."""
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
+        text = text.replace(char, escaped)
+    return text
+
+
 def annotation_value(
     *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, observed_at: int
 ) -> str:
     """v1's compact JSON, fields in Go's order."""
-    return (
-        json.dumps(
-            {
-                "type": rtype.value,
-                "name": name,
-                "namespace": namespace,
-                "hash": hash,
-                "containerRefs": [container],
-                "observedAt": observed_at,
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-    )
+    return _go_json({
+        "type": rtype.value, "name": name, "namespace": namespace, "hash": hash,
+        "containerRefs": [container], "observedAt": observed_at,
+    })  # fmt: skip
 
 
 def annotation_value_v2(
     *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, at: str
 ) -> str:
     """Reloader v2's compact JSON (its field names and order; `at` is RFC 3339, UTC)."""
-    return (
-        json.dumps(
-            {
-                "kind": rtype.value.lower(),
-                "name": name,
-                "namespace": namespace,
-                "hash": hash,
-                "containers": [container],
-                "reloadedAt": at,
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-    )
+    return _go_json({
+        "kind": rtype.value.lower(), "name": name, "namespace": namespace, "hash": hash,
+        "containers": [container], "reloadedAt": at,
+    })  # fmt: skip
 
 
 def last_reloaded(template: PodTemplate) -> tuple[ResourceType, str, str | None, str] | None:

@@ -47,3 +47,13 @@ class SystemClock:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
+
+
+async def sleep(clock: Clock, seconds: float) -> None:
+    """Wait `seconds` on `clock` (a fake clock's timers fire when the test moves it)."""
+    woken = asyncio.Event()
+    timer = clock.call_later(seconds, woken.set)
+    try:
+        await woken.wait()
+    finally:
+        timer.cancel()

@@ -20,7 +20,6 @@ one warning, and every later look rolls without asking again.
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
@@ -29,7 +28,7 @@ from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change
 from kube_reloader.kube import errors
 from kube_reloader.kube.pods import OWNED_KINDS, PodObject, owned, view
-from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
@@ -202,12 +201,7 @@ class Freshness:
         return mine
 
     async def _sleep(self, seconds: float) -> None:
-        woken = asyncio.Event()
-        timer = self.clock.call_later(seconds, woken.set)
-        try:
-            await woken.wait()
-        finally:
-            timer.cancel()
+        await sleep(self.clock, seconds)
 
     def _remember(self, pair: Pair, content: tuple[str, float]) -> None:
         self._current[pair] = content

@@ -30,7 +30,7 @@ from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
 from kube_reloader.kube.pods import PodObject, owned, view
-from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
@@ -272,12 +272,7 @@ class Rotations:
                 await self._sleep(POLL_SECONDS)
 
     async def _sleep(self, seconds: float) -> None:
-        woken = asyncio.Event()
-        timer = self.clock.call_later(seconds, woken.set)
-        try:
-            await woken.wait()
-        finally:
-            timer.cancel()
+        await sleep(self.clock, seconds)
 
 
 def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:
