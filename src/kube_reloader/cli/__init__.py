@@ -2,7 +2,8 @@
 
 `kube-reloader [flags]` and `kube-reloader run [flags]` run the controller with Reloader's
 flags (so Stakater's chart works by swapping the image); `kube-reloader dev-cluster ...`
-manages the local control plane. Exit codes: 0 success, 1 failure, 2 usage error.
+manages the local control plane. Exit codes: 0 success, 1 failure (for the controller, a
+bad flag too, as Reloader), 2 a usage error of the other commands.
 """
 
 from __future__ import annotations
