@@ -331,3 +331,29 @@ def test_log_flags_are_as_lenient_as_reloaders_warning_instead_of_stopping(
         assert not any("--log" in w for w in s.warnings)
     else:
         assert any(warning in w for w in s.warnings), s.warnings
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--namespaces=a\n\"b"], {}, "--namespaces: "),
+        (["--health-addr=:99999"], {}, "--health-addr: ':99999' is not host:port"),
+        (["--metrics-addr=:8080\n"], {}, "--metrics-addr: ':8080\\n' is not host:port"),
+        (["--leader-election-id=lock\n"], {}, "--leader-election-id: 'lock\\n'"),
+        (
+            ["--enable-ha", "--leader-election-lease-duration=10.5s",
+             "--leader-election-renew-deadline=10.2s"],
+            {"POD_NAME": "a", "POD_NAMESPACE": "n"},
+            "--leader-election-lease-duration must be greater than",
+        ),
+    ],
+)  # fmt: skip
+def test_odd_values_stop_the_start_with_one_line_instead_of_a_traceback_later(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
+    """A line break in a list or a name, a port past 65535, a lease whose whole seconds (what
+    the Lease records) do not outlast the renew deadline."""
+    with pytest.raises(FlagError) as info:
+        parse(argv, env=env)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)

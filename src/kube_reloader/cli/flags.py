@@ -74,7 +74,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         compat.bind_env(ns, argv, env)
 
     def slice_of(flag: str) -> list[str]:
-        return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
+        try:
+            return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
+        except FlagError as exc:
+            raise FlagError(f"--{flag}: {exc}") from None
 
     strategy = ns.reload_strategy or ("env-vars" if v2 else "")
     if strategy not in (s.value for s in Strategy):
@@ -117,10 +120,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     lock = ns.leader_election_id
     if lock is None:
         lock = V2_LOCK_NAME if v2 else LOCK_NAME
-    if not DNS_SUBDOMAIN.match(lock):
+    if not DNS_SUBDOMAIN.fullmatch(lock):
         raise FlagError(f"--leader-election-id: {lock!r} is not a valid Lease name")
     lease_ns = ns.leader_election_namespace
-    if lease_ns and not DNS_LABEL.match(lease_ns):
+    if lease_ns and not DNS_LABEL.fullmatch(lease_ns):
         raise FlagError(f"--leader-election-namespace: {lease_ns!r} is not a valid namespace name")
     if ns.enable_ha:
         problems = timing.problems()
@@ -138,7 +141,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
 
     namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
     for n in namespaces:
-        if not DNS_LABEL.match(n):
+        if not DNS_LABEL.fullmatch(n):
             raise FlagError(f"--namespaces: {n!r} is not a valid namespace name")
     scope: tuple[str, ...] | None = tuple(namespaces) or None
     if scope is None and env.get("KUBERNETES_NAMESPACE", "").strip():
@@ -224,7 +227,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     addrs = (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr),
              ("--health-addr", ns.health_addr))  # fmt: skip
     for flag, addr in addrs:
-        if not re.match(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):\d{1,5}$", addr):
+        found = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})", addr)
+        if found is None or int(found.group(2)) > 65535:
             raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
     hash_key = None
     if ns.hash_algorithm not in ("sha1", "hmac-sha256"):
@@ -236,7 +240,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
                 "--hash-algorithm=hmac-sha256: the POD_NAMESPACE environment variable is required "
                 "(the key Secret lives in the controller's namespace)"
             )
-        if not DNS_SUBDOMAIN.match(ns.hash_key_secret):
+        if not DNS_SUBDOMAIN.fullmatch(ns.hash_key_secret):
             raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
         hash_key = HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
     pprof = None

@@ -90,7 +90,10 @@ def _bool(flag: str) -> Callable[[str], bool]:
 def split_csv(value: str) -> list[str]:
     if value == "":
         return []
-    return [v for row in csv.reader([value]) for v in row]
+    try:
+        return [v for row in csv.reader([value]) for v in row]
+    except csv.Error as exc:  # e.g. a line break inside a quoted value
+        raise FlagError(f"{value[:60]!r} is not a comma-separated list: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

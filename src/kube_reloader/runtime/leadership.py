@@ -63,7 +63,8 @@ class Timing:
         out = []
         if self.lease_duration <= 0 or self.renew_deadline <= 0 or self.retry_period <= 0:
             out.append("leader election durations must be positive")
-        if self.lease_duration <= self.renew_deadline:
+        # the Lease records whole seconds (client-go truncates): that is what others wait for
+        if int(self.lease_duration) <= self.renew_deadline:
             out.append(
                 "--leader-election-lease-duration must be greater than "
                 "--leader-election-renew-deadline"

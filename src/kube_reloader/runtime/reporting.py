@@ -5,6 +5,7 @@ event stream, with Reloader v1's labels, are `counting`'s, which `Reporter` is b
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -24,6 +25,12 @@ from kube_reloader.runtime.kinds import Kinds
 __all__ = ["KubeEvents", "Reporter", "Spawn", "log"]
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
+#: Event writes in flight at once: Events share the API client's connections with the Lease
+#: renewals and the reload writes, so a slow Events API (or a tenant's thousands of Warnings)
+#: must not take them all
+MAX_EVENT_WRITES = 4
+#: Events waiting for a write; past it new ones are dropped (client-go's recorder keeps 1,000)
+MAX_EVENTS_PENDING = 1000
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
@@ -49,6 +56,9 @@ class Reporter(Counting):
         self.spawn = spawn
         self.alerts: AlertSender | None = None
         self._warned: dict[tuple[ObjectKey, str], None] = {}
+        self._event_slots = asyncio.Semaphore(MAX_EVENT_WRITES)
+        self.events_pending = 0
+        self.events_dropped = 0
 
     # -- problems ---------------------------------------------------------------------------
     def object_failed(self, stage: str, key: object, exc: BaseException) -> None:
@@ -87,13 +97,24 @@ class Reporter(Counting):
         self, workload: planning.Workload, event_type: str, reason: str, message: str,
         component: str,
     ) -> None:  # fmt: skip
+        if self.events_pending >= MAX_EVENTS_PENDING:
+            self.events_dropped += 1
+            if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
+                log.warning("too many Events waiting, dropped one",
+                            extra={"reason": reason, "dropped": self.events_dropped})  # fmt: skip
+            return
+        self.events_pending += 1
+
         async def send() -> None:
-            if not self.fence.may_write():
-                return  # Events are writes too: the leader records them
             try:
-                await self.events.send(workload, event_type, reason, message, component)
+                async with self._event_slots:
+                    if not self.fence.may_write():
+                        return  # Events are writes too: the leader records them
+                    await self.events.send(workload, event_type, reason, message, component)
             except errors.KubeError as exc:
                 log.warning("could not record event", extra={"reason": reason, "error": str(exc)})
+            finally:
+                self.events_pending -= 1
 
         self.spawn(f"event/{reason}", send())
 
