@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kube_reloader.core import hashing
+from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.strategies import Compat
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
@@ -50,6 +51,12 @@ async def test_a_v2_reload_of_a_deployment_config_is_one_write_keeping_its_label
         resources.DEPLOYMENTCONFIGS, deployment_config(namespace, template_metadata)
     )
     async with running(client, namespace, compat=Compat.V2) as ctl:
+        key = ObjectKey("DeploymentConfig", namespace, "dc")
+
+        async def watched() -> bool:  # a CRD just installed may reach discovery a poll later
+            return key in ctl.index.workloads
+
+        await eventually(watched, what="the DeploymentConfig watched", timeout=90)
         await update_cm(client, namespace, "c", {"a": "2"})
         want = hashing.configmap_hash({"a": "2"})
 
