@@ -4,6 +4,7 @@ reload is one write and one revision — also when the template has no annotatio
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -65,6 +66,12 @@ async def test_a_v2_reload_of_a_deployment_config_is_one_write_keeping_its_label
             return env.get("STAKATER_C_CONFIGMAP") == want
 
         await eventually(done, what="the DeploymentConfig reloaded")
+
+        async def counted() -> bool:  # the write is seen on the API before it is counted here
+            return ctl.stats.patches >= 1
+
+        await eventually(counted, what="the write counted")
+        await asyncio.sleep(0.5)
         assert ctl.stats.patches == 1
     dc = await client.get(resources.DEPLOYMENTCONFIGS, "dc", namespace=namespace)
     assert dc["metadata"]["generation"] == created["metadata"]["generation"] + 1, "one revision"
