@@ -367,13 +367,18 @@ async def test_a_hung_renew_is_abandoned_at_the_renew_deadline() -> None:
 # ---------------------------------------------------------------------- releasing
 
 
-async def test_release_stops_writing_before_it_frees_the_lease() -> None:
-    lead = Lead()
+async def led_then_stopped(lead: Lead) -> None:
+    """Run `lead`'s elector until it leads, then stop the loop (the Lease is still held)."""
     task = asyncio.create_task(lead.elector.run())
     await asyncio.wait_for(lead.elector.leading.wait(), 5)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def test_release_stops_writing_before_it_frees_the_lease() -> None:
+    lead = Lead()
+    await led_then_stopped(lead)
     leading_when_written: list[bool] = []
     lead.store.script = lambda call: leading_when_written.append(lead.elector.leading.is_set())
     await lead.elector.release()
@@ -397,11 +402,7 @@ async def test_a_replica_that_lost_the_lease_does_not_release_it() -> None:
 
 async def test_a_release_writes_client_gos_released_record() -> None:
     lead = Lead()
-    task = asyncio.create_task(lead.elector.run())
-    await asyncio.wait_for(lead.elector.leading.wait(), 5)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await led_then_stopped(lead)
     transitions = lead.store.record.transitions if lead.store.record else None
     await lead.elector.release()
     freed = lead.store.record
@@ -417,11 +418,7 @@ async def test_a_release_writes_client_gos_released_record() -> None:
 async def test_without_release_on_cancel_a_leader_stops_writing_and_leaves_the_lease() -> None:
     lead = Lead()
     lead.elector.release_on_cancel = False
-    task = asyncio.create_task(lead.elector.run())
-    await asyncio.wait_for(lead.elector.leading.wait(), 5)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await led_then_stopped(lead)
     held, calls = lead.store.record, len(lead.store.calls)
     await lead.elector.release()
     assert len(lead.store.calls) == calls, "no read, no write"
