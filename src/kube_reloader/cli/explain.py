@@ -14,16 +14,16 @@ from typing import Any
 
 import yaml
 
-from kube_reloader.core import explaining, hashing, planning
+from kube_reloader.core import explaining, hashing, planning, scoping
 from kube_reloader.core.evicting import PodStrategy
-from kube_reloader.core.matching import MatchConfig, carries_named_list
+from kube_reloader.core.matching import MatchConfig, carries_named_list, is_tls_secret
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource, workload_resource
 
-Resources = dict[tuple[ResourceType, str], tuple[str, Mapping[str, str]] | None]
+Resources = dict[tuple[ResourceType, str], explaining.Found | None]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", default=None)
     p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
     p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
+    p.add_argument("--reload-scope", choices=("object", "keys"), default="object",
+                   help="as the controller's flag")  # fmt: skip
+    p.add_argument("--reload-tls-secrets", action="store_true", help="as the controller's flag")
     p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch",
                    help="as the controller's flag")  # fmt: skip
     return p
@@ -71,14 +74,27 @@ def _change(text: str | None) -> tuple[ResourceType, str] | None:
     return types[kind.lower()], name
 
 
-def content_hash(obj: Mapping[str, Any]) -> str:
-    """Reloader's hash of a ConfigMap or Secret manifest (live or from a file)."""
+def _items(obj: Mapping[str, Any]) -> list[tuple[str, bytes]]:
     if obj.get("kind") == "Secret":
         data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
         data.update({k: str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
-        return hashing.secret_hash(data)
+        return hashing.secret_items(data)
     binary = {k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()}
-    return hashing.configmap_hash({k: str(v) for k, v in (obj.get("data") or {}).items()}, binary)
+    return hashing.configmap_items({k: str(v) for k, v in (obj.get("data") or {}).items()}, binary)
+
+
+def content_hash(obj: Mapping[str, Any]) -> str:
+    """Reloader's hash of a ConfigMap or Secret manifest (live or from a file)."""
+    return hashing.items_hash(_items(obj))
+
+
+def content(obj: Mapping[str, Any]) -> explaining.Found:
+    """What `explain` needs of a ConfigMap or Secret: hash, annotations, per-key digests and
+    whether it is a TLS Secret (its data is dropped here)."""
+    items = _items(obj)
+    annotations = dict((obj.get("metadata") or {}).get("annotations") or {})
+    tls = obj.get("kind") == "Secret" and is_tls_secret(str(obj.get("type") or ""), annotations)
+    return explaining.Found(hashing.items_hash(items), annotations, scoping.digests(items), tls)
 
 
 def from_file(
@@ -100,10 +116,7 @@ def from_file(
         meta = d.get("metadata") or {}
         if d.get("kind") in ("ConfigMap", "Secret") and meta.get("namespace", "default") == ns:
             rtype = ResourceType.CONFIGMAP if d["kind"] == "ConfigMap" else ResourceType.SECRET
-            found[(rtype, meta.get("name", ""))] = (
-                content_hash(d),
-                dict(meta.get("annotations") or {}),
-            )
+            found[(rtype, meta.get("name", ""))] = content(d)
     return workload, found
 
 
@@ -134,10 +147,7 @@ async def from_cluster(
             except errors.NotFound:
                 found[(rtype, rname)] = None
                 continue
-            found[(rtype, rname)] = (
-                content_hash(obj),
-                dict(obj["metadata"].get("annotations") or {}),
-            )
+            found[(rtype, rname)] = content(obj)
     return workload, found
 
 
@@ -156,8 +166,11 @@ def main(argv: Sequence[str]) -> int:
     if only is not None and only not in found:
         found[only] = None
     cfg = planning.Config(
-        match=MatchConfig(auto_reload_all=args.auto_reload_all),
+        match=MatchConfig(
+            auto_reload_all=args.auto_reload_all, reload_tls_secrets=args.reload_tls_secrets
+        ),
         strategy=Strategy(args.reload_strategy),
+        scope=scoping.Scope(args.reload_scope),
     )
     result = explaining.explain(
         workload=workload,

@@ -28,7 +28,7 @@ from kube_reloader.cli.flagset import (
     normalize_bools,
     split_csv,
 )
-from kube_reloader.core import evicting, matching, planning
+from kube_reloader.core import evicting, matching, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
@@ -79,6 +79,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         except FlagError as exc:
             raise FlagError(f"--{flag}: {exc}") from None
 
+    reload_scope = scoping.parse_scope(ns.reload_scope)
+    if reload_scope is None:
+        raise FlagError(f"--reload-scope: {ns.reload_scope!r} must be object or keys")
     strategy = ns.reload_strategy or ("env-vars" if v2 else "")
     if strategy not in (s.value for s in Strategy):
         raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
@@ -193,9 +196,11 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
                 keys=keys,
                 auto_reload_all=bool(ns.auto_reload_all),
                 ignored_workload_types=workload_types,
+                reload_tls_secrets=bool(ns.reload_tls_secrets),
             ),
             strategy=Strategy(strategy),
             compat=mode,
+            scope=reload_scope,
         ),
         namespaces=scope,
         namespaces_to_ignore=frozenset(ignored_ns) if scope is None else frozenset(),

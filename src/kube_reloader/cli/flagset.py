@@ -23,6 +23,7 @@ BOOL_FLAGS = (
     "alert-on-reload",
     "alert-structured",
     "leader-election-release-on-cancel",
+    "reload-tls-secrets",
 )
 #: the boolean flags whose default is true
 TRUE_BY_DEFAULT = ("reconcile-on-start", "leader-election-release-on-cancel")
@@ -166,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     # SHA-1 of a short Secret must not be readable from env vars and annotations
     parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
     parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
+    # ours: key-level reloads (kube-reloader.io/reload-scope's default) and TLS Secrets
+    parser.add_argument("--reload-scope", default="object", metavar="object|keys")
     # ours: pod-level reloads for workloads without kube-reloader.io/strategy
     parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
     parser.add_argument("--workload-kind", action="append", default=[],

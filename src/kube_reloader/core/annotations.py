@@ -29,6 +29,9 @@ RELOAD_AFTER = "kube-reloader.io/reload-after"
 RELOAD_URGENT = "kube-reloader.io/reload-urgent"
 FREEZE = "kube-reloader.io/freeze"
 JOB_POLICY = "kube-reloader.io/job-policy"
+#: ours: key-level reloads (core/scoping.py) and the --reload-tls-secrets opt-out
+RELOAD_SCOPE = "kube-reloader.io/reload-scope"
+IGNORE_TLS = "kube-reloader.io/ignore-tls"
 
 # Go's strconv.ParseBool
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -89,7 +92,7 @@ class Keys:
                 self.configmap_exclude, self.secret_exclude, self.spc_exclude,
                 self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
                 LAST_RELOADED_FROM, RELOADED_HASHES, POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
-                RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY,
+                RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY, RELOAD_SCOPE, IGNORE_TLS,
             }
         )  # fmt: skip
 

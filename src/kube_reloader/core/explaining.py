@@ -11,14 +11,24 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from kube_reloader.core import evicting, pausing, planning, scheduling
+from kube_reloader.core import evicting, pausing, planning, scheduling, scoping
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
+
+
+class Found(NamedTuple):
+    """A resource as `explain` needs it: its hash and annotations; its per-key digests
+    (`core.scoping`, for `reload-scope: keys`) and whether it is a TLS Secret."""
+
+    hash: str
+    annotations: Mapping[str, str]
+    digests: bytes | None = None
+    tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,10 @@ class ResourceVerdict:
     carried_hash: str | None = None
     stale: bool | None = None
     warnings: tuple[str, ...] = ()
+    #: `object` or `keys` (kube-reloader.io/reload-scope, else --reload-scope)
+    scope: str = "object"
+    #: the keys the workload consumes (None: every key)
+    consumed_keys: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +120,7 @@ def references_with_fields(template: Mapping[str, Any]) -> list[Reference]:
 def explain(
     *,
     workload: Mapping[str, Any],
-    resources: Mapping[tuple[ResourceType, str], tuple[str, Mapping[str, str]] | None],
+    resources: Mapping[tuple[ResourceType, str], Found | tuple[str, Mapping[str, str]] | None],
     config: planning.Config,
     now: float,
     only: tuple[ResourceType, str] | None = None,
@@ -137,12 +151,17 @@ def explain(
     wanted = [only] if only else sorted(referenced | named)
     verdicts = []
     for rtype, name in wanted:
-        found = resources.get((rtype, name))
-        current, anns = found if found is not None else ("", {})
+        raw = resources.get((rtype, name))
+        found = None if raw is None else Found(*raw)
+        got = found if found is not None else Found("", {})
         change = planning.Change(
-            rtype, w.namespace, name, current, planning.Event.UPDATED, dict(anns)
-        )
+            rtype, w.namespace, name, got.hash, planning.Event.UPDATED, dict(got.annotations),
+            digests=got.digests, tls=got.tls,
+        )  # fmt: skip
         p = planning.plan(change=change, workload=w, config=config, now=int(now))
+        current = p.written or got.hash
+        scope, _ = scoping.scope_of(w.annotations, w.template.annotations, config.scope)
+        consumed = scoping.consumed_keys(w.template, rtype, name)
         carried = planning.carried(p, w, config.strategy) if p.target else None
         stale = None
         if found is not None and p.decision.reload and p.target and p.target.container:
@@ -150,7 +169,7 @@ def explain(
         reason = p.message
         if rtype is ResourceType.SECRET:
             # a Secret's unsalted hash can give a short value away: show a prefix only
-            for full in {h for h in (current, carried) if h}:
+            for full in {h for h in (current, carried, got.hash) if h}:
                 reason = reason.replace(full, secret_hash_prefix(full))
             current = secret_hash_prefix(current) if current else current
             carried = secret_hash_prefix(carried) if carried else carried
@@ -168,6 +187,8 @@ def explain(
                 carried_hash=carried,
                 stale=stale,
                 warnings=p.decision.warnings,
+                scope=scope.value,
+                consumed_keys=None if consumed is None else tuple(sorted(consumed)),
             )
         )
     return Explanation(
@@ -256,6 +277,9 @@ def render_text(e: Explanation) -> str:
         lines.append(f"    why: {v.reason}")
         if not v.exists:
             lines.append("    note: this resource does not exist")
+        if v.scope == "keys" and v.rtype != ResourceType.SECRETPROVIDERCLASS.value:
+            shown = "every key" if v.consumed_keys is None else ", ".join(v.consumed_keys)
+            lines.append(f"    reload-scope keys: consumes {shown}")
         if v.env_name and v.reload:
             state = "stale" if v.stale else ("current" if v.carried_hash else "no hash carried yet")
             lines.append(

@@ -38,6 +38,27 @@ def _digest(items: Iterable[bytes], key: bytes | None = None) -> str:
     return hashlib.sha1(joined, usedforsecurity=False).hexdigest()
 
 
+def configmap_items(
+    data: Mapping[str, str] | None, binary_data: Mapping[str, bytes] | None = None
+) -> list[tuple[str, bytes]]:
+    """Each key of a ConfigMap with the `key=value` item its hash is made of."""
+    items = [(k, k.encode() + b"=" + v.encode()) for k, v in (data or {}).items()]
+    items += [
+        (k, k.encode() + b"=" + base64.standard_b64encode(raw))
+        for k, raw in (binary_data or {}).items()
+    ]
+    return items
+
+
+def secret_items(data: Mapping[str, bytes] | None) -> list[tuple[str, bytes]]:
+    """Each key of a Secret with the `key=value` item its hash is made of."""
+    return [(k, k.encode() + b"=" + v) for k, v in (data or {}).items()]
+
+
+def items_hash(items: Iterable[tuple[str, bytes]], *, key: bytes | None = None) -> str:
+    return _digest((item for _, item in items), key)
+
+
 def configmap_hash(
     data: Mapping[str, str] | None,
     binary_data: Mapping[str, bytes] | None = None,
@@ -45,16 +66,12 @@ def configmap_hash(
     key: bytes | None = None,
 ) -> str:
     """Hash of a ConfigMap's `data` and `binaryData` (raw bytes, as decoded from the API)."""
-    items = [k.encode() + b"=" + v.encode() for k, v in (data or {}).items()]
-    items += [
-        k.encode() + b"=" + base64.standard_b64encode(raw) for k, raw in (binary_data or {}).items()
-    ]
-    return _digest(items, key)
+    return items_hash(configmap_items(data, binary_data), key=key)
 
 
 def secret_hash(data: Mapping[str, bytes] | None, *, key: bytes | None = None) -> str:
     """Hash of a Secret's `data` (raw decoded bytes; type, labels and annotations ignored)."""
-    return _digest((k.encode() + b"=" + v for k, v in (data or {}).items()), key)
+    return items_hash(secret_items(data), key=key)
 
 
 def spc_pod_status_hash(

@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kube_reloader.core import regexes
-from kube_reloader.core.annotations import Keys, list_members, parse_bool
+from kube_reloader.core.annotations import IGNORE_TLS, Keys, list_members, parse_bool
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.parsing import quote
 
 VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
+#: `--reload-tls-secrets`: a Secret of this type, or carrying this annotation, is a TLS Secret
+TLS_SECRET_TYPE = "kubernetes.io/tls"
+CERT_MANAGER_CERTIFICATE = "cert-manager.io/certificate-name"
+
 _IGNORED_TYPE_TOKENS: dict[str, str] = {WorkloadKind.JOB: "jobs", WorkloadKind.CRONJOB: "cronjobs"}
 
 
@@ -32,6 +36,7 @@ class Reason(StrEnum):
     SEARCH = "search"
     AUTO = "auto"
     AUTO_RELOAD_ALL = "auto_reload_all"
+    TLS_SECRET = "tls_secret"
     NO_MATCH = "no_match"
 
 
@@ -45,6 +50,8 @@ class MatchConfig:
     keys: Keys = field(default_factory=Keys)
     auto_reload_all: bool = False
     ignored_workload_types: tuple[str, ...] = ()
+    #: `--reload-tls-secrets`: TLS Secrets reload the workloads that use them, annotation or not
+    reload_tls_secrets: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,12 @@ class Decision:
     source: Source = Source.WORKLOAD
     #: problems found on the way that did not stop the decision (e.g. invalid regexes)
     warnings: tuple[str, ...] = ()
+
+
+def is_tls_secret(secret_type: str, annotations: Mapping[str, str]) -> bool:
+    """A Secret `--reload-tls-secrets` covers: type kubernetes.io/tls, or one cert-manager
+    issued (its certificate-name annotation; e.g. an Opaque Secret of a keystore)."""
+    return secret_type == TLS_SECRET_TYPE or CERT_MANAGER_CERTIFICATE in annotations
 
 
 def ignored_workload_types_valid(values: Sequence[str]) -> bool:
@@ -92,6 +105,7 @@ def decide(
     workload_annotations: Mapping[str, str],
     template_annotations: Mapping[str, str],
     config: MatchConfig,
+    resource_tls: bool = False,
 ) -> Decision:
     keys = config.keys
     what = f"{rtype.kind} {name!r}"
@@ -200,7 +214,27 @@ def decide(
             warnings=tuple(warnings),
         )
 
-    # 9. nothing matched
+    # 9. ours: --reload-tls-secrets, unless the workload opts out
+    if config.reload_tls_secrets and resource_tls and rtype is ResourceType.SECRET:
+        opted_out = _tls_opt_out(auto, typed_auto, wa, template_annotations)
+        if opted_out is None:
+            return Decision(
+                True,
+                Reason.TLS_SECRET,
+                f"{what} is a TLS Secret and --reload-tls-secrets is on",
+                auto=True,
+                source=source,
+                warnings=tuple(warnings),
+            )
+        return Decision(
+            False,
+            Reason.NO_MATCH,
+            f"{what} is a TLS Secret, but {opted_out} opts out of --reload-tls-secrets",
+            source=source,
+            warnings=tuple(warnings),
+        )
+
+    # 10. nothing matched
     if auto or typed_auto:
         msg = f"auto annotation value {quote(auto or typed_auto)} is not true"
         if config.auto_reload_all:
@@ -212,6 +246,20 @@ def decide(
     else:
         msg = f"no reload annotation for {rtype.kind}s on the workload or its pod template"
     return Decision(False, Reason.NO_MATCH, msg, source=source, warnings=tuple(warnings))
+
+
+def _tls_opt_out(
+    auto: str, typed_auto: str, workload: Mapping[str, str], template: Mapping[str, str]
+) -> str | None:
+    """The annotation by which a workload opts out of `--reload-tls-secrets`, if any."""
+    if parse_bool(auto) is False:
+        return f"auto={quote(auto)}"
+    if parse_bool(typed_auto) is False:
+        return f"secret auto={quote(typed_auto)}"
+    for where, found in (("workload", workload), ("pod template", template)):
+        if found.get(IGNORE_TLS, "").strip() == "true":
+            return f'{IGNORE_TLS}="true" on the {where}'
+    return None
 
 
 def shadowed_template_keys(

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import hashing, matching, podtemplates, rollouts, scheduling, strategies
+from kube_reloader.core import (
+    hashing,
+    matching,
+    podtemplates,
+    rollouts,
+    scheduling,
+    scoping,
+    strategies,
+)
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind, parse_workload_kind
 from kube_reloader.core.references import (
     PodTemplate,
@@ -47,6 +55,10 @@ class Change:
     hash: str
     event: Event = Event.UPDATED
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: per-key digests of the content (`core.scoping`), when a `keys` workload reads it
+    digests: bytes | None = field(default=None, compare=False)
+    #: a TLS Secret (`--reload-tls-secrets`)
+    tls: bool = False
 
     def __str__(self) -> str:
         return f"{self.rtype.kind} {self.namespace}/{self.name}"
@@ -89,6 +101,8 @@ class Config:
     strategy: strategies.Strategy = strategies.Strategy.ENV_VARS
     #: whose wire format is written (`--compat`); both are read
     compat: strategies.Compat = strategies.Compat.V1
+    #: `--reload-scope`: the default of `kube-reloader.io/reload-scope`
+    scope: scoping.Scope = scoping.Scope.OBJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +116,9 @@ class Plan:
     patch_type: strategies.PatchType | None = None
     patch: Any = None
     env_name: str | None = None
+    #: the hash this workload records for the change: the content's, or under
+    #: `reload-scope: keys` the hash of the keys it consumes
+    written: str = ""
 
 
 def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
@@ -114,7 +131,13 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
         workload_annotations=workload.annotations,
         template_annotations=workload.template.annotations,
         config=config.match,
+        resource_tls=change.tls,
     )
+    scope, scope_warning = scoping.scope_of(
+        workload.annotations, workload.template.annotations, config.scope
+    )
+    if scope_warning is not None:
+        decision = dataclasses.replace(decision, warnings=(*decision.warnings, scope_warning))
 
     def result(
         outcome: Outcome,
@@ -125,8 +148,11 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
         env_name: str | None = None,
     ) -> Plan:
         return Plan(
-            workload.key, change, decision, outcome, message, target, patch_type, patch, env_name
-        )
+            workload.key, change, decision, outcome, message, target, patch_type, patch,
+            env_name, written,
+        )  # fmt: skip
+
+    written = change.hash
 
     if not decision.reload:
         return result(Outcome.SKIPPED, decision.message)
@@ -152,6 +178,13 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
     container = target.container
+    written, why = scoping.value_for(
+        template=workload.template, rtype=change.rtype, name=change.name,
+        object_hash=change.hash, packed=change.digests, scope=scope,
+    )  # fmt: skip
+    if why:
+        decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
+    scoped = dataclasses.replace(change, hash=written) if written != change.hash else change
     env_name = strategies.env_var_name(change.name, change.rtype)
     tmpl = workload.template
     if config.strategy is strategies.Strategy.ENV_VARS:
@@ -161,14 +194,14 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
             done = f"{env_name} is not set on container {container!r}"
             todo = f"remove {env_name} from container {container!r}"
         else:
-            body = strategies.env_patch(tmpl, container, env_name, change.hash)
+            body = strategies.env_patch(tmpl, container, env_name, written)
             ptype = strategies.PatchType.STRATEGIC
             if v2 and body is not None:  # v2 also writes last-reloaded-from in this mode
-                body = strategies.merge_strategic([body, _v2_source(change, container, now)])
-            done = f"container {container!r} already has {env_name}={change.hash}"
-            todo = f"set {env_name}={change.hash} on container {container!r}"
+                body = strategies.merge_strategic([body, _v2_source(scoped, container, now)])
+            done = f"container {container!r} already has {env_name}={written}"
+            todo = f"set {env_name}={written} on container {container!r}"
     else:
-        content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else change.hash
+        content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else written
         ptype = strategies.PatchType.STRATEGIC
         record = strategies.records(tmpl)  # ours, with Reloader's last-reloaded-from over it
         if record.get(strategies.record_key(change.rtype, change.name)) == content:
@@ -180,8 +213,8 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
                 container=container, observed_at=now,
             )  # fmt: skip
             if v2:
-                v2_content = "" if change.event is Event.DELETED else change.hash
-                value = _v2_value(dataclasses.replace(change, hash=v2_content), container, now)
+                v2_content = "" if change.event is Event.DELETED else written
+                value = _v2_value(dataclasses.replace(scoped, hash=v2_content), container, now)
             body = strategies.annotation_patch(value, record)
         done = f"the pod template already records {change.rtype.value} {change.name} {content}"
         todo = f"record {change.rtype.value} {change.name} {content} in the pod template"
@@ -270,7 +303,7 @@ def missed_while_away(
     if plan.outcome is not Outcome.RELOAD:
         return False, plan.message
     what = str(plan.change)
-    if carried_hash == plan.change.hash:
+    if carried_hash == (plan.written or plan.change.hash):
         return False, f"{what}: the workload already carries this content"
     if carried_hash is not None:
         return True, f"{what} changed while kube-reloader was not watching (carried {carried_hash})"

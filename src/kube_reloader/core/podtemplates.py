@@ -75,6 +75,8 @@ class Source:
     rtype: ResourceType
     name: str
     field: str
+    #: the keys it reads: a keyRef's key, a volume source's `items` keys; None: every key
+    items: tuple[str, ...] | None = None
 
 
 def _name(value: Any, key: str) -> str | None:
@@ -82,18 +84,28 @@ def _name(value: Any, key: str) -> str | None:
     return str(name) if name else None
 
 
+def _item_keys(source: Any) -> tuple[str, ...] | None:
+    """The keys of a volume source's `items` (None when it lists none: every key)."""
+    items = mappings(mapping(source).get("items"))
+    keys = tuple(str(i.get("key")) for i in items if isinstance(i.get("key"), str))
+    return keys or None
+
+
 def volume_sources(volume: Mapping[str, Any]) -> tuple[Source, ...]:
     """What one volume reads, in order: configMap, secret, each projected source, CSI class."""
     out: list[Source] = []
-    if name := _name(volume.get("configMap"), "name"):
-        out.append(Source(ResourceType.CONFIGMAP, name, "configMap"))
-    if name := _name(volume.get("secret"), "secretName"):
-        out.append(Source(ResourceType.SECRET, name, "secret"))
+    cm, sec = volume.get("configMap"), volume.get("secret")
+    if name := _name(cm, "name"):
+        out.append(Source(ResourceType.CONFIGMAP, name, "configMap", _item_keys(cm)))
+    if name := _name(sec, "secretName"):
+        out.append(Source(ResourceType.SECRET, name, "secret", _item_keys(sec)))
     for src in mappings(mapping(volume.get("projected")).get("sources")):
         if name := _name(src.get("configMap"), "name"):
-            out.append(Source(ResourceType.CONFIGMAP, name, "projected"))
+            items = _item_keys(src.get("configMap"))
+            out.append(Source(ResourceType.CONFIGMAP, name, "projected", items))
         if name := _name(src.get("secret"), "name"):
-            out.append(Source(ResourceType.SECRET, name, "projected"))
+            items = _item_keys(src.get("secret"))
+            out.append(Source(ResourceType.SECRET, name, "projected", items))
     attributes = mapping(mapping(volume.get("csi")).get("volumeAttributes"))
     if name := _name(attributes, "secretProviderClass"):
         out.append(Source(ResourceType.SECRETPROVIDERCLASS, name, "csi"))
@@ -105,10 +117,13 @@ def env_sources(var: Mapping[str, Any]) -> tuple[Source, ...]:
     value_from = mapping(var.get("valueFrom"))
     base = f"env[{var.get('name')}].valueFrom"
     out: list[Source] = []
-    if name := _name(value_from.get("configMapKeyRef"), "name"):
-        out.append(Source(ResourceType.CONFIGMAP, name, f"{base}.configMapKeyRef"))
-    if name := _name(value_from.get("secretKeyRef"), "name"):
-        out.append(Source(ResourceType.SECRET, name, f"{base}.secretKeyRef"))
+    for field, rtype in (("configMapKeyRef", ResourceType.CONFIGMAP),
+                         ("secretKeyRef", ResourceType.SECRET)):  # fmt: skip
+        ref = mapping(value_from.get(field))
+        if name := _name(ref, "name"):
+            key = ref.get("key")
+            items = (key,) if isinstance(key, str) else None
+            out.append(Source(rtype, name, f"{base}.{field}", items))
     return tuple(out)
 
 

@@ -25,6 +25,7 @@ class EnvVar:
     value: str | None = None  # kept only for STAKATER_* variables
     configmap: str | None = None  # valueFrom.configMapKeyRef.name
     secret: str | None = None  # valueFrom.secretKeyRef.name
+    key: str | None = None  # the key of configMapKeyRef / secretKeyRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,20 @@ class Volume:
     configmaps: tuple[str, ...] = ()  # configMap.name and projected configMap sources
     secrets: tuple[str, ...] = ()  # secret.secretName and projected secret sources
     spc: str | None = None  # csi.volumeAttributes.secretProviderClass
+    #: per entry of `configmaps` / `secrets`: the keys of its `items`, or None (every key);
+    #: empty when no source lists items
+    configmap_items: tuple[tuple[str, ...] | None, ...] = ()
+    secret_items: tuple[tuple[str, ...] | None, ...] = ()
+
+    def items_of(self, rtype: ResourceType) -> list[tuple[str, tuple[str, ...] | None]]:
+        """Each source of the type with the keys its `items` project (None: every key)."""
+        if rtype is ResourceType.CONFIGMAP:
+            names, items = self.configmaps, self.configmap_items
+        elif rtype is ResourceType.SECRET:
+            names, items = self.secrets, self.secret_items
+        else:
+            return []
+        return [(n, items[i] if i < len(items) else None) for i, n in enumerate(names)]
 
     def sources(self, rtype: ResourceType, name: str) -> bool:
         if rtype is ResourceType.CONFIGMAP:
@@ -160,8 +175,9 @@ def _container(raw: Mapping[str, Any]) -> Container:
         refs = pt.env_sources(var)
         cm = next((s.name for s in refs if s.rtype is ResourceType.CONFIGMAP), None)
         sec = next((s.name for s in refs if s.rtype is ResourceType.SECRET), None)
+        key = next((s.items[0] for s in refs if s.items), None)
         value = var.get("value") if name.startswith(ENV_PREFIX) else None
-        env.append(EnvVar(name, None if value is None else str(value), cm, sec))
+        env.append(EnvVar(name, None if value is None else str(value), cm, sec, key))
     env_from = pt.env_from_sources(raw)
     return Container(
         name=str(raw.get("name") or ""),
@@ -179,9 +195,19 @@ def _names(sources: Iterable[pt.Source], rtype: ResourceType) -> tuple[str, ...]
 def _volume(raw: Mapping[str, Any]) -> Volume:
     sources = pt.volume_sources(raw)
     spc = next((s.name for s in sources if s.rtype is ResourceType.SECRETPROVIDERCLASS), None)
+    cms = [s for s in sources if s.rtype is ResourceType.CONFIGMAP]
+    secrets = [s for s in sources if s.rtype is ResourceType.SECRET]
     return Volume(
         str(raw.get("name") or ""),
-        _names(sources, ResourceType.CONFIGMAP),
-        _names(sources, ResourceType.SECRET),
+        tuple(s.name for s in cms),
+        tuple(s.name for s in secrets),
         spc,
+        _items(cms),
+        _items(secrets),
     )
+
+
+def _items(sources: list[pt.Source]) -> tuple[tuple[str, ...] | None, ...]:
+    if all(s.items is None for s in sources):
+        return ()
+    return tuple(s.items for s in sources)

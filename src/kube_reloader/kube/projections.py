@@ -95,12 +95,22 @@ class SecretContent(msgspec.Struct, frozen=True):
 # skips everything else while decoding.
 
 
+class KeyToPath(msgspec.Struct, frozen=True):
+    key: str = ""
+
+
 class NameRef(msgspec.Struct, frozen=True):
+    """A reference by name; `key` (a keyRef's) and `items` (a volume source's) say which
+    keys it reads (key-level reloads)."""
+
     name: str = ""
+    key: str = ""
+    items: tuple[KeyToPath, ...] = ()
 
 
 class SecretVolumeRef(msgspec.Struct, frozen=True):
     secretName: str = ""
+    items: tuple[KeyToPath, ...] = ()
 
 
 class EnvVarSource(msgspec.Struct, frozen=True):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kube_reloader.core import planning, strategies
+from kube_reloader.core import planning, scoping, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Plan
 from kube_reloader.core.references import PodTemplate
+from kube_reloader.runtime.cache import ConfigEntry
 from kube_reloader.runtime.reporting import Reporter
 from kube_reloader.runtime.stores import Stores
 
@@ -65,8 +66,8 @@ class Breaker:
             for (rtype, name), h in planning.carried_hashes(workload, strategy).items():
                 entry = self.stores.config(rtype, workload.namespace, name)
                 if rtype is not ResourceType.SECRETPROVIDERCLASS and entry is not None \
-                        and entry.hash == h:  # fmt: skip
-                    self.fail(workload.key, ((rtype, workload.namespace, name), h))
+                        and _current(workload, entry, h):  # fmt: skip
+                    self.fail(workload.key, ((rtype, workload.namespace, name), entry.hash))
         elif not progressing:
             self.recovered(workload.key)
 
@@ -119,3 +120,14 @@ def _target(stores: Stores, resource: Resource) -> planning.Workload:
     entry = stores.config(rtype, namespace, name)
     uid = "" if entry is None else entry.metadata.uid
     return planning.Workload(rtype.kind, namespace, name, {}, PodTemplate(), uid=uid)
+
+
+def _current(workload: planning.Workload, entry: ConfigEntry, carried: str) -> bool:
+    """Does the carried hash stand for the entry's current content (the object's hash, or
+    under `reload-scope: keys` the hash of the keys the workload consumes)?"""
+    if carried == entry.hash:
+        return True
+    if entry.digests is None:
+        return False
+    keys = scoping.consumed_keys(workload.template, entry.rtype, entry.name)
+    return keys is not None and carried == scoping.scoped_hash(entry.digests, keys)

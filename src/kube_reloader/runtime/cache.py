@@ -11,13 +11,13 @@ work proportional to the workloads it can affect, never a LIST.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kube_reloader.core import hashing, matching, rollouts
+from kube_reloader.core import hashing, matching, rollouts, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
-from kube_reloader.core.planning import Workload
+from kube_reloader.core.planning import Change, Event, Workload
 from kube_reloader.core.references import (
     ENV_PREFIX,
     Container,
@@ -40,6 +40,21 @@ class ConfigEntry:
     resource: str = ""
     #: epoch seconds of the last write to the content (from managedFields), if known
     changed_at: float | None = None
+    #: per-key digests (`core.scoping`), kept only while a `keys`-scope workload reads it
+    digests: bytes | None = None
+    #: a TLS Secret (type kubernetes.io/tls, or cert-manager's certificate-name annotation)
+    tls: bool = False
+
+    def change(
+        self, event: Event, annotations: Mapping[str, str] | None = None, hash: str | None = None
+    ) -> Change:
+        """The change this entry's content makes, for `event`."""
+        return Change(
+            self.rtype, self.metadata.namespace, self.name,
+            self.hash if hash is None else hash, event,
+            self.metadata.annotations if annotations is None else annotations,
+            digests=self.digests, tls=self.tls,
+        )  # fmt: skip
 
     @property
     def name(self) -> str:
@@ -66,37 +81,50 @@ _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
 
 
 def configmap_entry(
-    obj: p.ConfigMapContent, keys: Keys, hash_key: bytes | None = None
+    obj: p.ConfigMapContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
 ) -> ConfigEntry:
+    items = hashing.configmap_items(obj.data, obj.binaryData)
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.CONFIGMAP,
-        hashing.configmap_hash(obj.data, obj.binaryData, key=hash_key),
+        hashing.items_hash(items, key=hash_key),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
+        digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
     )
 
 
-def secret_entry(obj: p.SecretContent, keys: Keys, hash_key: bytes | None = None) -> ConfigEntry:
+def secret_entry(
+    obj: p.SecretContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
+) -> ConfigEntry:
+    items = hashing.secret_items(dict(obj.values()))
+    meta = obj.metadata
     return ConfigEntry(
-        _trim_meta(obj.metadata, keys.resource_keys()),
+        _trim_meta(meta, keys.resource_keys()),
         ResourceType.SECRET,
-        hashing.secret_hash(dict(obj.values()), key=hash_key),
-        changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
+        hashing.items_hash(items, key=hash_key),
+        changed_at=p.last_write(meta, *_CONTENT_FIELDS),
+        digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
+        tls=matching.is_tls_secret(obj.type, meta.annotations),
     )
+
+
+def _env(v: p.EnvVar) -> EnvVar:
+    value = v.value if v.name.startswith(ENV_PREFIX) else None
+    cm = v.valueFrom.configMapKeyRef if v.valueFrom else None
+    sec = v.valueFrom.secretKeyRef if v.valueFrom else None
+    ref = cm or sec
+    return EnvVar(
+        v.name, value, cm.name if cm else None, sec.name if sec else None,
+        ref.key if ref is not None and ref.key else None,
+    )  # fmt: skip
+
+
+def _items(items: tuple[p.KeyToPath, ...]) -> tuple[str, ...] | None:
+    return tuple(i.key for i in items) or None
 
 
 def _container(c: p.Container) -> Container:
-    env = tuple(
-        EnvVar(
-            v.name,
-            v.value if v.name.startswith(ENV_PREFIX) else None,
-            v.valueFrom.configMapKeyRef.name
-            if v.valueFrom and v.valueFrom.configMapKeyRef
-            else None,
-            v.valueFrom.secretKeyRef.name if v.valueFrom and v.valueFrom.secretKeyRef else None,
-        )
-        for v in c.env
-    )
+    env = tuple(_env(v) for v in c.env)
     return Container(
         name=c.name,
         env=env,
@@ -111,13 +139,28 @@ def _container(c: p.Container) -> Container:
 
 
 def _volume(v: p.Volume) -> Volume:
-    cms = [v.configMap.name] if v.configMap and v.configMap.name else []
-    secrets = [v.secret.secretName] if v.secret and v.secret.secretName else []
+    cm, sec = v.configMap, v.secret
+    cms = [(cm.name, _items(cm.items))] if cm and cm.name else []
+    secrets = [(sec.secretName, _items(sec.items))] if sec and sec.secretName else []
     if v.projected:
-        cms += [s.configMap.name for s in v.projected.sources if s.configMap and s.configMap.name]
-        secrets += [s.secret.name for s in v.projected.sources if s.secret and s.secret.name]
+        cms += [(s.configMap.name, _items(s.configMap.items))
+                for s in v.projected.sources if s.configMap and s.configMap.name]  # fmt: skip
+        secrets += [(s.secret.name, _items(s.secret.items))
+                    for s in v.projected.sources if s.secret and s.secret.name]  # fmt: skip
     spc = (v.csi.volumeAttributes.get("secretProviderClass") or None) if v.csi else None
-    return Volume(v.name, tuple(cms), tuple(secrets), spc)
+    return Volume(
+        v.name, tuple(n for n, _ in cms), tuple(n for n, _ in secrets), spc,
+        _item_lists(cms), _item_lists(secrets),
+    )  # fmt: skip
+
+
+def _item_lists(
+    sources: list[tuple[str, tuple[str, ...] | None]],
+) -> tuple[tuple[str, ...] | None, ...]:
+    """Per source its item keys; () when no source lists items (the common case)."""
+    if all(items is None for _, items in sources):
+        return ()
+    return tuple(items for _, items in sources)
 
 
 def _template(tmpl: p.PodTemplateSpec | None, keep: frozenset[str]) -> PodTemplate:
@@ -209,8 +252,14 @@ def spc_status_entry(obj: p.SpcPodStatus, hash_key: bytes | None = None) -> Conf
 class WorkloadIndex:
     """All watched workloads, with reverse indexes from resources to workloads."""
 
-    def __init__(self, keys: Keys) -> None:
+    def __init__(self, keys: Keys, scope: scoping.Scope = scoping.Scope.OBJECT) -> None:
         self.keys = keys
+        #: `--reload-scope`: under `keys` every ConfigMap and Secret keeps per-key digests
+        self.scope = scope
+        #: until every workload is listed, any config may turn out to be read by key
+        self.warming = True
+        #: (namespace, type, name) -> how many `keys`-scope workloads read some of its keys
+        self._by_key: dict[tuple[str, ResourceType, str], int] = defaultdict(int)
         self.workloads: dict[ObjectKey, Workload] = {}
         self._refs: dict[tuple[str, ResourceType, str], set[ObjectKey]] = defaultdict(set)
         self._named: dict[tuple[str, ResourceType], set[ObjectKey]] = defaultdict(set)
@@ -219,6 +268,7 @@ class WorkloadIndex:
         self._indexed: dict[
             ObjectKey, tuple[list[tuple[str, ResourceType, str]], list[tuple[str, ResourceType]]]
         ] = {}
+        self._keyed: dict[ObjectKey, list[tuple[str, ResourceType, str]]] = {}
 
     def __len__(self) -> int:
         return len(self.workloads)
@@ -238,6 +288,7 @@ class WorkloadIndex:
                 named.append((workload.namespace, rtype))
                 self._named[(workload.namespace, rtype)].add(key)
         self._indexed[key] = (refs, named)
+        self._put_keyed(workload, refs)
         if workload.workload_ref:
             self._borrowers[(workload.namespace, workload.workload_ref)].add(key)
 
@@ -250,6 +301,10 @@ class WorkloadIndex:
                 if not borrowers:
                     del self._borrowers[(old.namespace, old.workload_ref)]
         refs, named = self._indexed.pop(key, ([], []))
+        for r in self._keyed.pop(key, []):
+            self._by_key[r] -= 1
+            if self._by_key[r] <= 0:
+                del self._by_key[r]
         for r in refs:
             bucket = self._refs.get(r)
             if bucket is not None:
@@ -262,6 +317,25 @@ class WorkloadIndex:
                 nbucket.discard(key)
                 if not nbucket:
                     del self._named[n]
+
+    def _put_keyed(self, workload: Workload, refs: list[tuple[str, ResourceType, str]]) -> None:
+        tmpl = workload.template
+        scope, _ = scoping.scope_of(workload.annotations, tmpl.annotations, self.scope)
+        if scope is not scoping.Scope.KEYS or self.scope is scoping.Scope.KEYS:
+            return
+        keyed = [r for r in refs if scoping.consumed_keys(tmpl, r[1], r[2]) is not None]
+        for r in keyed:
+            self._by_key[r] += 1
+        if keyed:
+            self._keyed[workload.key] = keyed
+
+    def wants_keys(self, namespace: str, rtype: ResourceType, name: str) -> bool:
+        """Should this ConfigMap or Secret keep per-key digests (`core.scoping`)?"""
+        return (
+            self.warming
+            or self.scope is scoping.Scope.KEYS
+            or (namespace, rtype, name) in self._by_key
+        )
 
     def candidates(self, namespace: str, rtype: ResourceType, name: str) -> list[Workload]:
         """Workloads that reference the resource or carry a named list for its type."""

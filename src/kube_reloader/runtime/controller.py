@@ -71,7 +71,7 @@ class Controller:
         spawn = self.supervisor.oneshot
         self.reporter = Reporter(self.metrics, KubeEvents(client, kinds, clock), self.fence, spawn)
         self.stats = self.reporter.stats
-        self.stores = Stores(options.plan.match.keys)
+        self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = self.stores.index
         self.coalescer = Coalescer(self.clock, on_queued=self.reporter.queued)
         self.writer = writer or KubeWriter(client, kinds, options.field_manager)
@@ -167,7 +167,7 @@ class Controller:
     def _build(self) -> None:
         opts, stores = self.options, self.stores
         for ns in sources.scopes(opts):
-            stores.configs += sources.configs(self.client, opts, ns)
+            stores.configs += sources.configs(self.client, opts, ns, stores.index.wants_keys)
             for kind in opts.workload_kinds:
                 spec = self.kinds[kind]
                 if not spec.discovered:

@@ -70,6 +70,7 @@ class Intake:
             log.warning("namespaces cannot be listed: freeze and reload-window annotations "
                         "on namespaces are not read (grant list/watch on namespaces, or set "
                         "--namespace-policies=false)")  # fmt: skip
+        self.stores.settle()
         self.ready.set()
         self.reporter.synced()
         stashed, self._stashed = self._stashed, {}
@@ -87,6 +88,7 @@ class Intake:
             try:
                 if ev.type is EventType.SYNCED and optional:
                     if self.ready.is_set() and self.optional_synced is not None:
+                        self.stores.settle()
                         await self.optional_synced()
                 else:
                     self.on_workload(ev)
@@ -187,17 +189,16 @@ class Intake:
         if ev.type is EventType.ADDED:
             if initial and not opts.sync_after_restart and not ev.synthesized:
                 return NOT_SELECTED  # existed before we started (v1's guard, same count)
-            return Change(obj.rtype, ns, obj.name, obj.hash, Event.CREATED,
-                          obj.metadata.annotations)  # fmt: skip
+            return obj.change(Event.CREATED)
         if ev.type is EventType.DELETED:
-            return Change(obj.rtype, ns, obj.name, "", Event.DELETED, obj.metadata.annotations)
+            return obj.change(Event.DELETED, hash="")
         if obj.rtype is ResourceType.SECRETPROVIDERCLASS:
             if not obj.name:
                 return ""
             if ev.old is not None and ev.old.hash == obj.hash and ev.old.hash:
                 return NO_DATA_CHANGE
             annotations = self.stores.spc_annotations(ns, obj.name)
-            return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, annotations)
+            return obj.change(Event.UPDATED, annotations)
         if ev.old is not None and ev.old.hash == obj.hash:
             return NO_DATA_CHANGE  # metadata-only update
-        return Change(obj.rtype, ns, obj.name, obj.hash, Event.UPDATED, obj.metadata.annotations)
+        return obj.change(Event.UPDATED)

@@ -6,7 +6,6 @@ report one outcome."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -275,8 +274,7 @@ class Reconciler:
         entry = self.stores.config(change.rtype, change.namespace, change.name)
         if entry is None or entry.hash == change.hash:
             return change
-        return dataclasses.replace(change, hash=entry.hash,
-                                   annotations=entry.metadata.annotations)  # fmt: skip
+        return entry.change(change.event)
 
     def _changed_at(self, change: planning.Change) -> float | None:
         """When the config's content was last written (the API server's whole seconds)."""

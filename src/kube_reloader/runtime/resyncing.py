@@ -92,10 +92,7 @@ class Resync:
             entry = self.stores.config(rtype, workload.namespace, name)
             if entry is None:
                 continue
-            change = Change(
-                rtype, workload.namespace, name, entry.hash, Event.UPDATED,
-                entry.metadata.annotations,
-            )  # fmt: skip
+            change = entry.change(Event.UPDATED)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
             if evicts and p.outcome is planning.Outcome.RELOAD and entry.changed_at is not None:
                 # its template carries nothing: the rotation compares its pods with the change

@@ -63,7 +63,7 @@ class Reverts:
             return  # our write, or a state from before it arriving late: not a revert
         for plan, earlier in entry[0]:
             now = planning.carried(plan, workload, self.strategy)
-            if now != plan.change.hash and now == earlier:
+            if now != (plan.written or plan.change.hash) and now == earlier:
                 self.forget(workload.key)
                 self.reporter.reverted(workload, plan)
                 return

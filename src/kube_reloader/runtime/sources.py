@@ -34,18 +34,27 @@ def scopes(options: Options) -> list[str | None]:
     return list(options.namespaces) if options.namespaces else [None]
 
 
+#: (namespace, type, name) -> keep per-key digests? (`WorkloadIndex.wants_keys`)
+WantsKeys = Callable[[str, ResourceType, str], bool]
+
+
 def config_transform(
-    rtype: ResourceType, keys: Keys, hash_key: bytes | None
-) -> Callable[[Any], ConfigEntry]:
+    rtype: ResourceType, keys: Keys, hash_key: bytes | None,
+    wants_keys: WantsKeys = lambda _ns, _t, _n: False,
+) -> Callable[[Any], ConfigEntry]:  # fmt: skip
     def transform(obj: Any) -> ConfigEntry:
+        per_key = wants_keys(obj.metadata.namespace, rtype, obj.metadata.name)
         if rtype is ResourceType.CONFIGMAP:
-            return configmap_entry(obj, keys, hash_key)
-        return secret_entry(obj, keys, hash_key)
+            return configmap_entry(obj, keys, hash_key, per_key=per_key)
+        return secret_entry(obj, keys, hash_key, per_key=per_key)
 
     return transform
 
 
-def configs(client: Client, options: Options, ns: str | None) -> list[Reflector[ConfigEntry]]:
+def configs(
+    client: Client, options: Options, ns: str | None,
+    wants_keys: WantsKeys = lambda _ns, _t, _n: False,
+) -> list[Reflector[ConfigEntry]]:  # fmt: skip
     keys = options.plan.match.keys
     out: list[Reflector[ConfigEntry]] = []
     for rtype in options.resources:
@@ -57,7 +66,7 @@ def configs(client: Client, options: Options, ns: str | None) -> list[Reflector[
                 type=CONTENT_TYPES[rtype],
                 namespace=ns,
                 label_selector=options.resource_label_selector or None,
-                transform=config_transform(rtype, keys, options.hash_key),
+                transform=config_transform(rtype, keys, options.hash_key, wants_keys),
                 poll_interval=options.poll_interval,
             )
         )

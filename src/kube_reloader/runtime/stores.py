@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kube_reloader.core import matching, planning
+from kube_reloader.core import matching, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.kube import projections
@@ -15,9 +15,9 @@ from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry, WorkloadInde
 
 
 class Stores:
-    def __init__(self, keys: Keys) -> None:
+    def __init__(self, keys: Keys, scope: scoping.Scope = scoping.Scope.OBJECT) -> None:
         self.keys = keys
-        self.index = WorkloadIndex(keys)
+        self.index = WorkloadIndex(keys, scope)
         self.configs: list[Reflector[ConfigEntry]] = []
         self.workloads: list[Reflector[WorkloadEntry]] = []
         #: optional kinds (Argo, DeploymentConfig): watched when served, never awaited for
@@ -70,6 +70,21 @@ class Stores:
             return {}
         obj = self.namespaces.store.get(("", namespace))
         return {} if obj is None else obj.metadata.annotations
+
+    def settle(self) -> int:
+        """Every workload is listed: per-key digests are kept from now on only for the
+        configs some `keys`-scope workload reads; drop the others. Returns how many."""
+        if not self.optional_synced():
+            return 0  # an optional kind's workloads may still read some by key
+        self.index.warming = False
+        dropped = 0
+        for refl in self.configs:
+            for k, entry in refl.store.items():
+                wanted = self.index.wants_keys(entry.metadata.namespace, entry.rtype, entry.name)
+                if entry.digests is not None and not wanted:
+                    refl.store[k] = dataclasses.replace(entry, digests=None)
+                    dropped += 1
+        return dropped
 
     def workload(self, key: ObjectKey) -> planning.Workload | None:
         return self.index.workloads.get(key)
