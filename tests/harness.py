@@ -12,6 +12,7 @@ import msgspec
 
 from kube_reloader.core import planning
 from kube_reloader.core.matching import MatchConfig
+from kube_reloader.core.scoping import Scope
 from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.kube import config, credentials, resources
 from kube_reloader.kube.client import Client, PatchType
@@ -42,7 +43,8 @@ async def running(client: Client, namespace: str, **overrides: Any) -> AsyncIter
     strategy = overrides.pop("strategy", Strategy.ENV_VARS)
     match = overrides.pop("match", MatchConfig())
     compat = overrides.pop("compat", Compat.V1)
-    plan = planning.Config(match=match, strategy=strategy, compat=compat)
+    scope = overrides.pop("scope", Scope.OBJECT)
+    plan = planning.Config(match=match, strategy=strategy, compat=compat, scope=scope)
     opts = replace(
         Options(plan=plan, namespaces=(namespace,), field_manager=compat.field_manager),
         **overrides,

@@ -59,6 +59,15 @@ class Change:
     digests: bytes | None = field(default=None, compare=False)
     #: a TLS Secret (`--reload-tls-secrets`)
     tls: bool = False
+    #: per-key digests of the content before this change, when known: a `keys` workload
+    #: whose consumed keys are the same in both has nothing to reload
+    previous: bytes | None = field(default=None, compare=False)
+
+    def since(self, earlier: Change) -> Change:
+        """This change, as seen from before `earlier` (both of one resource, coalesced)."""
+        if self.previous is earlier.previous:
+            return self  # (an unknown earlier content leaves it unknown)
+        return dataclasses.replace(self, previous=earlier.previous)
 
     def __str__(self) -> str:
         return f"{self.rtype.kind} {self.namespace}/{self.name}"
@@ -184,6 +193,13 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     )  # fmt: skip
     if why:
         decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
+    if written != change.hash and change.previous is not None and change.event is Event.UPDATED:
+        keys = scoping.consumed_keys(workload.template, change.rtype, change.name)
+        if keys is not None and scoping.scoped_hash(change.previous, keys) == written:
+            return result(
+                Outcome.UP_TO_DATE, f"{decision.message}; the keys it consumes did not change",
+                target,
+            )  # fmt: skip
     scoped = dataclasses.replace(change, hash=written) if written != change.hash else change
     env_name = strategies.env_var_name(change.name, change.rtype)
     tmpl = workload.template

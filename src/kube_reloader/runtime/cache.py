@@ -46,14 +46,16 @@ class ConfigEntry:
     tls: bool = False
 
     def change(
-        self, event: Event, annotations: Mapping[str, str] | None = None, hash: str | None = None
-    ) -> Change:
-        """The change this entry's content makes, for `event`."""
+        self, event: Event, annotations: Mapping[str, str] | None = None, hash: str | None = None,
+        previous: bytes | None = None,
+    ) -> Change:  # fmt: skip
+        """The change this entry's content makes, for `event` (`previous`: the per-key
+        digests of the content it replaced, if known)."""
         return Change(
             self.rtype, self.metadata.namespace, self.name,
             self.hash if hash is None else hash, event,
             self.metadata.annotations if annotations is None else annotations,
-            digests=self.digests, tls=self.tls,
+            digests=self.digests, tls=self.tls, previous=previous,
         )  # fmt: skip
 
     @property

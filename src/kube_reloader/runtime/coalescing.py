@@ -35,10 +35,13 @@ class WorkItem:
     queued_at: float | None = None
 
     def under(self, newer: WorkItem) -> WorkItem:
-        """This (older) item with `newer`'s changes winning."""
+        """This (older) item with `newer`'s changes winning (each seen from before ours)."""
+        merged = dict(self.changes)
+        for k, c in newer.changes.items():
+            merged[k] = c.since(self.changes[k]) if k in self.changes else c
         return WorkItem(
             self.key,
-            {**self.changes, **newer.changes},
+            merged,
             {**newer.observed, **self.observed},
             min((t for t in (self.queued_at, newer.queued_at) if t is not None), default=None),
         )
@@ -74,7 +77,8 @@ class Coalescer:
         item = self._waiting.setdefault(key, WorkItem(key))
         joined = bool(item.changes)
         ck = (change.rtype, change.name)
-        item.changes[ck] = change
+        earlier = item.changes.get(ck)
+        item.changes[ck] = change if earlier is None else change.since(earlier)
         if observed is not None:
             item.observed.setdefault(ck, observed)
         self.schedule(key, delay)

@@ -201,4 +201,4 @@ class Intake:
             return obj.change(Event.UPDATED, annotations)
         if ev.old is not None and ev.old.hash == obj.hash:
             return NO_DATA_CHANGE  # metadata-only update
-        return obj.change(Event.UPDATED)
+        return obj.change(Event.UPDATED, previous=None if ev.old is None else ev.old.digests)

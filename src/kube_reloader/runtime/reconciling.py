@@ -274,7 +274,7 @@ class Reconciler:
         entry = self.stores.config(change.rtype, change.namespace, change.name)
         if entry is None or entry.hash == change.hash:
             return change
-        return entry.change(change.event)
+        return entry.change(change.event, previous=change.previous)
 
     def _changed_at(self, change: planning.Change) -> float | None:
         """When the config's content was last written (the API server's whole seconds)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -320,3 +321,32 @@ def test_tls_secrets_are_told_by_type_or_cert_managers_annotation(
     secret_type: str, annotations: dict[str, str], tls: bool
 ) -> None:
     assert is_tls_secret(secret_type, annotations) is tls
+
+
+# ------------------------------------------------------------------- previous content
+
+
+def test_a_keys_workload_carrying_nothing_is_left_alone_when_its_keys_did_not_change() -> None:
+    before = change({"animal": "cat", "animal2": "dog"})
+    after = dataclasses.replace(change({"animal": "lion", "animal2": "dog"}),
+                                previous=before.digests)  # fmt: skip
+    p = plan(change=after, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
+    assert p.outcome is Outcome.UP_TO_DATE
+    assert "did not change" in p.message
+    moved = dataclasses.replace(change({"animal": "cat", "animal2": "wolf"}),
+                                previous=before.digests)  # fmt: skip
+    p = plan(change=moved, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
+    assert p.outcome is Outcome.RELOAD
+
+
+def test_coalesced_changes_compare_with_the_content_before_the_first() -> None:
+    first = dataclasses.replace(change({"animal2": "wolf"}),
+                                previous=change({"animal2": "dog"}).digests)  # fmt: skip
+    second = dataclasses.replace(change({"animal2": "wolf", "animal": "x"}),
+                                 previous=first.digests)  # fmt: skip
+    merged = second.since(first)
+    assert merged.previous == first.previous
+    p = plan(change=merged, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
+    assert p.outcome is Outcome.RELOAD
+    unknown = second.since(dataclasses.replace(first, previous=None))
+    assert unknown.previous is None
