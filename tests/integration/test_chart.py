@@ -79,6 +79,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "serving.knative.dev/v1/services:spec.template", "core.example.io/v1beta2/podsets:spec.pod.template"]}},
     "fleet safety": {"reloader": {"maxConcurrentRollouts": 10, "haltAfterFailures": 3, "freeze": True,
                                   "namespacePolicies": False}},
+    "key-level and TLS": {"reloader": {"reloadScope": "keys", "reloadTlsSecrets": True}},
     "everything": {
         "reloader": {
             "autoReloadAll": True, "isArgoRollouts": True, "isOpenshift": True, "ignoreJobs": True,
@@ -1456,3 +1457,16 @@ async def test_the_v2_values_file_renders_objects_the_api_server_accepts(
     finally:
         for n in namespaces:
             await client.delete(resources.NAMESPACES, n)
+
+
+def test_key_level_and_tls_values_render_their_flags_and_are_off_by_default() -> None:
+    def args(values: dict[str, Any]) -> list[str]:
+        docs = render(values)
+        deployment = next(d for d in docs if d["kind"] == "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    on = args({"reloader": {"reloadScope": "keys", "reloadTlsSecrets": True}})
+    assert "--reload-scope=keys" in on
+    assert "--reload-tls-secrets=true" in on
+    off = args({})
+    assert not [a for a in off if a.startswith(("--reload-scope", "--reload-tls-secrets"))]

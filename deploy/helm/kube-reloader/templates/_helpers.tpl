@@ -230,7 +230,7 @@ to the lists below (the default values fail to render otherwise). */}}
     "readOnlyRootFileSystem" "legacy" "matchLabels" "enableMetricsByNamespace" "deployment"
     "service" "rbac" "serviceAccount" "custom_annotations" "serviceMonitor" "podMonitor"
     "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
-    "hashAlgorithm" "defaultStrategy" "podReloads" "workloadKinds" "maxConcurrentRollouts"
+    "hashAlgorithm" "defaultStrategy" "reloadScope" "reloadTlsSecrets" "podReloads" "workloadKinds" "maxConcurrentRollouts"
     "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard"
     "compat")) -}}
 {{- $d := default dict $r.deployment -}}
