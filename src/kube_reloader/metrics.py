@@ -149,6 +149,13 @@ class Recorder:
             "kube_reloader_leader", "1 when this replica holds the lease", registry=r
         )
         self.ready = Gauge("kube_reloader_ready", "1 once the caches are synced", registry=r)
+        self.stale_workloads = Gauge(
+            "kube_reloader_stale_workloads",
+            "1 per workload whose pods predate the last change of a ConfigMap/Secret they "
+            "consume that no rule reloads (the staleness audit)",
+            ["namespace", "kind", "name", "resource"], registry=r,
+        )  # fmt: skip
+        self._stale: set[tuple[str, str, str, str]] = set()
         self.task_restarts = Counter(
             "kube_reloader_task_restarts", "Background tasks restarted after a crash, by task",
             ["task"], registry=r,
@@ -198,6 +205,15 @@ class Recorder:
     def task_crashed(self, name: str) -> None:
         """A supervised task crashed; its label drops the per-namespace part of its name."""
         self.task_restarts.labels(task=name.split("@", 1)[0]).inc()
+
+    def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> None:
+        """The audit's stale (namespace, kind, name, resource) pairs: each a series of 1;
+        the pairs no longer stale are removed (the cardinality is what is stale now)."""
+        for labels in self._stale - series:
+            self.stale_workloads.remove(*labels)
+        for labels in series - self._stale:
+            self.stale_workloads.labels(*labels).set(1)
+        self._stale = set(series)
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""

@@ -286,6 +286,22 @@ def test_a_file_without_namespaces_is_read_in_the_one_asked_for(
     assert "Deployment/w  reload  env-vars  now" in out
 
 
+@pytest.mark.parametrize(("flags", "verdict"), [((), "no"), (("--reload-tls-secrets",), "reload")])
+def test_a_tls_secrets_annotation_less_readers_are_previewed_under_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], verdict: str
+) -> None:
+    f = tmp_path / "tls.yaml"
+    f.write_text(
+        "kind: List\nitems:\n- {kind: Secret, type: kubernetes.io/tls, metadata: {name: cert}}\n"
+        "- kind: Deployment\n  metadata: {name: nats}\n"
+        "  spec: {template: {spec: {containers: [{name: c, volumeMounts: [{name: v, mountPath: /t}]}],\n"
+        "    volumes: [{name: v, secret: {secretName: cert}}]}}}\n"
+    )
+    code, out, _ = run(capsys, "secret/cert", "-n", "team", "-f", str(f), *flags)
+    assert code == 0
+    assert f"Deployment/nats  {verdict}" in out, out
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["pod/x", "-f", str(DATA)], "expected KIND/NAME or KIND/NAMESPACE/NAME"),
     (["configmap/", "-f", str(DATA)], "expected KIND/NAME"),

@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kube_reloader.cli import explain
 
         return explain.main(args[1:])
+    if args and args[0] == "audit":
+        from kube_reloader.cli import audit
+
+        return audit.main(args[1:])
     if args and args[0] == "impact":
         from kube_reloader.cli import impact
 

@@ -176,7 +176,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
 
     durations = {}
-    for flag in ("reload-coalesce-window", "reload-min-interval"):
+    for flag in ("reload-coalesce-window", "reload-min-interval", "audit-interval"):
         raw = getattr(ns, flag.replace("-", "_"))
         try:
             durations[flag] = parse_duration(raw)
@@ -222,6 +222,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         coalesce_window=durations["reload-coalesce-window"],
         reconcile_on_start=bool(ns.reconcile_on_start),
         min_interval=durations["reload-min-interval"],
+        audit_interval=durations["audit-interval"],
         reload_rate=ns.reload_rate,
         reload_burst=ns.reload_burst,
         default_strategy=_pod_strategy(ns.default_strategy),

@@ -155,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="minimum time between two reloads of one workload; later ones wait (0 disables)",
     )  # fmt: skip
     parser.add_argument(
+        "--audit-interval", default="5m",
+        help="time between two staleness audits by the leader (0 disables)",
+    )  # fmt: skip
+    parser.add_argument(
         "--reload-rate", type=float, default=50.0, help="reloads/s, cluster-wide (0 disables)"
     )
     parser.add_argument(

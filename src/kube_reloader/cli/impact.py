@@ -38,7 +38,7 @@ from kube_reloader.cli import impact_report
 from kube_reloader.cli.explain import content_hash
 from kube_reloader.core import evicting, impact, planning, rollouts, strategies
 from kube_reloader.core.annotations import Keys
-from kube_reloader.core.matching import MatchConfig
+from kube_reloader.core.matching import MatchConfig, is_tls_secret
 from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", default=None)
     p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
     p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
+    p.add_argument("--reload-tls-secrets", action="store_true", help="as the controller's flag")
     p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch")
     p.add_argument("--max-concurrent-rollouts", type=_count, default=0, metavar="N",
                    help="as the controller's flag (0: no cap)")  # fmt: skip
@@ -171,8 +172,9 @@ def _change(rtype: ResourceType, ns: str, name: str, obj: Mapping[str, Any]) -> 
         current = f"{rtype.value}/{ns}/{name}/{meta.get('resourceVersion', '')}"
     else:
         current = content_hash(obj)
-    return planning.Change(rtype, ns, name, sentinel(current),
-                           annotations=dict(meta.get("annotations") or {}))  # fmt: skip
+    annotations = dict(meta.get("annotations") or {})
+    tls = rtype is ResourceType.SECRET and is_tls_secret(str(obj.get("type") or ""), annotations)
+    return planning.Change(rtype, ns, name, sentinel(current), annotations=annotations, tls=tls)
 
 
 def _docs(path: Path) -> list[Doc]:
@@ -280,8 +282,11 @@ def main(argv: Sequence[str]) -> int:
             inputs = asyncio.run(from_cluster(args, rtype, namespace, name))
         if rtype is ResourceType.SECRETPROVIDERCLASS:
             inputs.notes.append(CSI_NOTE)
-        cfg = planning.Config(match=MatchConfig(auto_reload_all=args.auto_reload_all),
-                              strategy=Strategy(args.reload_strategy))  # fmt: skip
+        cfg = planning.Config(
+            match=MatchConfig(auto_reload_all=args.auto_reload_all,
+                              reload_tls_secrets=args.reload_tls_secrets),
+            strategy=Strategy(args.reload_strategy),
+        )  # fmt: skip
         cap = args.max_concurrent_rollouts
         state = impact.State(cap=cap, freeze=args.freeze, in_flight=in_flight(inputs.rolling, cap))
         rows = impact.preview(

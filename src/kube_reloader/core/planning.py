@@ -319,7 +319,7 @@ def missed_while_away(
     if plan.outcome is not Outcome.RELOAD:
         return False, plan.message
     what = str(plan.change)
-    if carried_hash == (plan.written or plan.change.hash):
+    if carried_hash in (plan.written, plan.change.hash):  # (the object's hash: every key)
         return False, f"{what}: the workload already carries this content"
     if carried_hash is not None:
         return True, f"{what} changed while kube-reloader was not watching (carried {carried_hash})"

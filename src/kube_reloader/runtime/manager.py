@@ -29,6 +29,7 @@ from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.auditing import Auditing
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.kinds import custom
@@ -223,6 +224,11 @@ class Manager:
                 controller = self.new_controller(
                     client, options, clock=self.clock, metrics=self.recorder
                 )
+                if options.audit_interval > 0 and isinstance(controller, Controller):
+                    c = controller  # the staleness audit reads its caches, reports through it
+                    room = Auditing(client, options, c.clock, c.stores, c.fence, c.reporter,
+                                    c.ready)  # fmt: skip
+                    c.supervisor.spawn("staleness-audit", room.loop)
                 code = await self._run_controller(client, controller, stop)
                 if code:
                     return code

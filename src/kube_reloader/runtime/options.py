@@ -89,3 +89,5 @@ class Options:
     #: Reloader's values)
     hash_key: bytes | None = field(default=None, repr=False)
     user_agent: str = ""
+    #: `--audit-interval`: seconds between two staleness audits by the leader (0: off)
+    audit_interval: float = 0.0

@@ -323,6 +323,22 @@ class Reporter(Counting):
             self.event(workload, "Warning" if warn else "Normal",
                        "ReloadHalted" if warn else "ReloadDeferred", text, "reloader")  # fmt: skip
 
+    def stale(self, series: set[tuple[str, str, str, str]]) -> None:
+        """The staleness audit's finding: (namespace, kind, name, resource) pairs."""
+        self.metrics.set_stale_workloads(series)
+
+    def stale_certificate(self, workload: planning.Workload, text: str) -> None:
+        """Pods predate a TLS Secret's rotation and no rule reloads them: one Warning Event
+        per (workload, rotation), recorded by the leader."""
+        if not self.fence.may_write() or (workload.key, text) in self._warned:
+            return
+        self._warned[(workload.key, text)] = None
+        if len(self._warned) > MAX_WARNED:
+            del self._warned[next(iter(self._warned))]
+        log.warning("pods run a rotated certificate", extra={"workload": str(workload.key),
+                                                             "problem": text})  # fmt: skip
+        self.event(workload, "Warning", "StaleCertificate", text, "reloader")
+
     def halted(self, resource: planning.Workload, text: str, *, on: bool) -> None:
         """The circuit breaker opened for (or was reset by new content of) a ConfigMap/Secret."""
         label = f"{resource.kind}/{resource.name}"

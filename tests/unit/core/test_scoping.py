@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 from kube_reloader.core import hashing, scoping
 from kube_reloader.core.matching import MatchConfig, Reason, is_tls_secret
 from kube_reloader.core.objects import ResourceType
-from kube_reloader.core.planning import Change, Config, Outcome, plan, workload_from_manifest
+from kube_reloader.core.planning import (
+    Change,
+    Config,
+    Outcome,
+    carried,
+    missed_while_away,
+    plan,
+    workload_from_manifest,
+)
 from kube_reloader.core.references import pod_template_from_manifest
 from kube_reloader.core.strategies import Strategy
 
@@ -350,3 +358,16 @@ def test_coalesced_changes_compare_with_the_content_before_the_first() -> None:
     assert p.outcome is Outcome.RELOAD
     unknown = second.since(dataclasses.replace(first, previous=None))
     assert unknown.previous is None
+
+
+def test_a_workload_switched_to_keys_carrying_the_objects_current_hash_missed_nothing() -> None:
+    c = change({"animal": "cat", "animal2": "dog"})
+    env = [*key_ref("cm", "animal2")["env"], {"name": "STAKATER_CM_CONFIGMAP", "value": c.hash}]
+    w = workload({**AUTO, **KEYS}, template({"env": env}))
+    p = plan(change=c, workload=w, config=Config(), now=0)
+    assert p.outcome is Outcome.RELOAD  # a live change would write the scoped hash
+    missed, why = missed_while_away(
+        plan=p, carried_hash=carried(p, w, Strategy.ENV_VARS), config_changed_at=10.0,
+        template_changed_at=5.0,
+    )  # fmt: skip
+    assert not missed, why

@@ -232,7 +232,7 @@ to the lists below (the default values fail to render otherwise). */}}
     "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
     "hashAlgorithm" "defaultStrategy" "reloadScope" "reloadTlsSecrets" "podReloads" "workloadKinds" "maxConcurrentRollouts"
     "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard"
-    "compat")) -}}
+    "compat" "auditInterval")) -}}
 {{- $d := default dict $r.deployment -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.deployment" "values" $d "allowed" (list
     "dnsConfig" "replicas" "revisionHistoryLimit" "hostUsers" "nodeSelector" "affinity" "volumeMounts"

@@ -1,0 +1,155 @@
+"""What the staleness audit reads: when each live pod of a namespace started, by the workload
+that owns it, and the validity of a TLS Secret's certificate.
+
+Pods are read by a paged LIST of one namespace, decoded into a projection of a few fields
+(owner, labels, phase, start times) and reduced page by page to (workload, start time):
+no pod cache, and never more than one page of pods alive. A Secret is read by one GET; only
+its `tls.crt` is decoded, reduced to its certificate's validity and dropped at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+
+import msgspec
+
+from kube_reloader.core import staleness, x509
+from kube_reloader.kube import resources
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES
+from kube_reloader.kube.projections import ObjectMeta, OwnerReference, last_write
+
+_BYTES = msgspec.json.Decoder(bytes)
+_CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
+#: the label a Deployment's (an Argo Rollout's) ReplicaSets put on their pods
+_HASH_LABELS = (("pod-template-hash", "Deployment"), ("rollouts-pod-template-hash", "Rollout"))
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    ownerReferences: tuple[OwnerReference, ...] = ()
+    deletionTimestamp: str | None = None
+
+
+class _Running(msgspec.Struct, frozen=True):
+    startedAt: str | None = None
+
+
+class _State(msgspec.Struct, frozen=True):
+    running: _Running | None = None
+
+
+class _ContainerStatus(msgspec.Struct, frozen=True):
+    state: _State = msgspec.field(default_factory=_State)
+
+
+class _Status(msgspec.Struct, frozen=True):
+    phase: str = ""
+    startTime: str | None = None
+    containerStatuses: tuple[_ContainerStatus, ...] = ()
+
+
+class PodStart(msgspec.Struct, frozen=True):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text or len(text) > 64:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def owner_of(pod: PodStart) -> tuple[str, str] | None:
+    """(kind, name) of the workload whose pod this is: a Deployment's or Rollout's through
+    its ReplicaSet (`<name>-<pod-template-hash>`), a StatefulSet's or DaemonSet's directly."""
+    owner = next((o for o in pod.metadata.ownerReferences if o.controller), None)
+    if owner is None:
+        return None
+    if owner.kind in ("StatefulSet", "DaemonSet"):
+        return owner.kind, owner.name
+    if owner.kind == "ReplicaSet":
+        for label, kind in _HASH_LABELS:
+            value = pod.metadata.labels.get(label, "")
+            if value and owner.name.endswith(f"-{value}"):
+                return kind, owner.name[: -len(value) - 1]
+    return None
+
+
+def start_of(pod: PodStart) -> float | None:
+    """When the pod's content was last read: the start of its oldest running container (env
+    values are resolved when a container starts), else the pod's start; None for a pod that
+    runs nothing (not Running, or terminating)."""
+    if pod.status.phase != "Running" or pod.metadata.deletionTimestamp is not None:
+        return None
+    starts = [
+        t for c in pod.status.containerStatuses
+        if c.state.running is not None and (t := _epoch(c.state.running.startedAt)) is not None
+    ]  # fmt: skip
+    return min(starts) if starts else _epoch(pod.status.startTime)
+
+
+async def pod_starts(client: Client, namespace: str) -> dict[tuple[str, str], list[float]]:
+    """The start times of the live pods of `namespace`, by (kind, name) of their workload."""
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+
+    def reduce(pod: PodStart) -> None:
+        owner, start = owner_of(pod), start_of(pod)
+        if owner is not None and start is not None:
+            out[owner].append(start)
+
+    await client.list_reduced(
+        resources.PODS, namespace=namespace, type=PodStart, reduce=reduce,
+        page_bytes=DEFAULT_PAGE_BYTES,
+    )  # fmt: skip
+    return dict(out)
+
+
+class ConfigMeta(msgspec.Struct, frozen=True):
+    """A ConfigMap or Secret without its content: enough to tell when the content changed."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    type: str = ""
+
+
+def changed_at(meta: ObjectMeta) -> float | None:
+    """Epoch seconds of the last write to a ConfigMap's or Secret's content."""
+    return last_write(meta, *_CONTENT_FIELDS)
+
+
+class _TlsSecret(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    type: str = ""
+    data: dict[str, msgspec.Raw] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Certificate:
+    resource_version: str
+    tls: bool
+    parsed: x509.Parsed | None
+
+
+async def certificate(client: Client, namespace: str, name: str) -> Certificate:
+    """Whether Secret `name` is a TLS Secret and, if so, its certificate's validity (its
+    `tls.crt` is decoded here and dropped; nothing else of the data is decoded)."""
+    secret = await client.get(resources.SECRETS, name, namespace=namespace, type=_TlsSecret)
+    meta = secret.metadata
+    if not staleness.is_tls(secret.type, meta.annotations):
+        return Certificate(meta.resourceVersion, False, None)
+    raw = (secret.data or {}).get("tls.crt")
+    if raw is None:
+        return Certificate(meta.resourceVersion, True, x509.Parsed(error="no tls.crt key"))
+    try:
+        pem = _BYTES.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Certificate(meta.resourceVersion, True, x509.Parsed(error="tls.crt is not base64"))
+    parsed = x509.validity_of_pem(pem)
+    del pem
+    return Certificate(meta.resourceVersion, True, parsed)

@@ -1,0 +1,230 @@
+"""The staleness audit: workloads whose running pods started before the last content change
+of a ConfigMap or Secret they consume, and that no rule will reload (`core.staleness`).
+
+`audit` is one pass, shared by `kube-reloader audit` and the controller's room: the rules
+first (no API call), then, one namespace at a time and only for namespaces with a workload
+that no rule reloads for some changed resource, one paged LIST of its pods reduced to start
+times (never a pod cache, never a watch), then one GET per stale Secret to tell a TLS one
+and read its certificate's validity (cached by resourceVersion; the data is dropped).
+
+`Auditing` is the controller's room (`--audit-interval`, 0: off): every interval, while this
+replica leads (standbys keep no series), it audits what the controller watches and sets
+`kube_reloader_stale_workloads{namespace,kind,name,resource}` to 1 per stale pair (pairs no
+longer stale are removed), with a Warning Event `StaleCertificate` per workload and rotation
+when the stale resource is a TLS Secret. A resource the controller does not watch (an
+ignored type, one outside `--resource-label-selector`) is read by one GET when a workload
+references it; workloads in namespaces it does not watch are not seen (the CLI audits them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from kube_reloader.core import planning, staleness
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.staleness import Candidate, Consumed, Finding, Reason, Unwatched
+from kube_reloader.core.x509 import iso
+from kube_reloader.kube import errors, podstarts, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime.clock import Clock, sleep
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.stores import Stores
+
+#: the kinds whose pods run for long (a Job's or CronJob's pods start with current content)
+AUDITED = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Rollout"})
+#: certificates remembered (one per stale TLS Secret), the oldest dropped first
+MAX_CERTIFICATES = 10_000
+
+Lookup = Callable[[ResourceType, str, str], Awaitable[Consumed | None]]
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    workloads: int = 0
+    #: namespaces whose pods were listed
+    namespaces_read: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Certificates:
+    """TLS-ness and validity of Secrets, by (namespace, name), re-read when changed."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._known: dict[tuple[str, str], podstarts.Certificate] = {}
+        self.reads = 0
+
+    async def get(self, namespace: str, name: str, resource_version: str) -> podstarts.Certificate:
+        known = self._known.get((namespace, name))
+        if known is not None and resource_version and known.resource_version == resource_version:
+            return known
+        self.reads += 1
+        cert = await podstarts.certificate(self.client, namespace, name)
+        self._known.pop((namespace, name), None)
+        self._known[(namespace, name)] = cert
+        while len(self._known) > MAX_CERTIFICATES:
+            del self._known[next(iter(self._known))]
+        return cert
+
+
+async def audit(
+    client: Client, workloads: Iterable[planning.Workload], lookup: Lookup,
+    config: planning.Config, now: int, certificates: Certificates, *,
+    versions: Callable[[str, str], str] | None = None,
+) -> Report:  # fmt: skip
+    """One audit pass. `lookup` gives a consumed resource as it is now (None: absent);
+    `versions` a Secret's resourceVersion (the certificate cache's key), when known. The
+    certificate of each stale TLS Secret is read (one GET, unless its version is cached)."""
+    report = Report()
+    by_ns: dict[str, list[tuple[planning.Workload, list[Candidate]]]] = defaultdict(list)
+    for w in workloads:
+        if w.kind not in AUDITED:
+            continue
+        report.workloads += 1
+        consumed = []
+        for rtype, name in staleness.consumed_names(w):
+            found = await lookup(rtype, w.namespace, name)
+            if found is not None:
+                consumed.append(found)
+        candidates = staleness.unreloaded(workload=w, consumed=consumed, config=config, now=now)
+        if candidates:
+            by_ns[w.namespace].append((w, candidates))
+    for ns in sorted(by_ns):  # one namespace at a time: one LIST of its pods, reduced
+        try:
+            starts = await podstarts.pod_starts(client, ns)
+        except errors.KubeError as exc:
+            report.errors.append(f"namespace {ns}: cannot list pods: {str(exc)[:200]}")
+            continue
+        report.namespaces_read += 1
+        for w, candidates in by_ns[ns]:
+            stale = staleness.judge(w, candidates, starts.get((w.kind, w.name), []))
+            report.findings += [
+                await _certificate(f, certificates, versions, report) for f in stale
+            ]
+        del starts
+    return report
+
+
+async def _certificate(
+    f: Finding, certificates: Certificates, versions: Callable[[str, str], str] | None,
+    report: Report,
+) -> Finding:  # fmt: skip
+    if not f.tls:
+        return f
+    ns = f.workload.namespace
+    try:
+        cert = await certificates.get(ns, f.name, versions(ns, f.name) if versions else "")
+    except errors.KubeError as exc:
+        report.errors.append(f"Secret {ns}/{f.name}: cannot read: {str(exc)[:200]}")
+        return f
+    if cert.parsed is not None and cert.parsed.error is not None:
+        report.errors.append(f"Secret {ns}/{f.name}: tls.crt: {cert.parsed.error}")
+    validity = cert.parsed.validity if cert.parsed is not None else None
+    return dataclasses.replace(f, tls=True, validity=validity)
+
+
+def stale_certificate_text(f: Finding) -> str:
+    cert = ""
+    if f.validity is not None:
+        v = f.validity.to_dict()
+        cert = f" (its certificate is now valid from {v['notBefore']} to {v['notAfter']})"
+    return (
+        f"{f.pods_before} of {f.pods} pod(s) started before Secret {f.name} was rotated at "
+        f"{iso(f.changed_at)}{cert}, and no rule reloads them: {f.message}"
+    )
+
+
+def series(f: Finding) -> tuple[str, str, str, str]:
+    w = f.workload
+    return (w.namespace, w.kind, w.name, f"{f.rtype.kind}/{f.name}")
+
+
+class Auditing:
+    """The controller's periodic audit (see the module docstring)."""
+
+    def __init__(
+        self, client: Client, options: Options, clock: Clock, stores: Stores, fence: Fence,
+        reporter: Reporter, ready: asyncio.Event,
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.options = options
+        self.clock = clock
+        self.stores = stores
+        self.fence = fence
+        self.reporter = reporter
+        self.ready = ready
+        self.certificates = Certificates(client)
+        self.last: Report | None = None
+
+    async def loop(self) -> None:
+        await self.ready.wait()
+        while True:
+            await sleep(self.clock, self.options.audit_interval)
+            if not self.fence.may_write():
+                self.reporter.stale(set())
+                continue
+            await self.once()
+
+    async def once(self) -> Report:
+        stores = self.stores
+        workloads = [stores.resolve(w) for w in list(stores.index.workloads.values())]
+        report = await audit(
+            self.client, workloads, self._lookup, self.options.plan, int(self.clock.wall()),
+            self.certificates, versions=self._version,
+        )  # fmt: skip
+        if not self.fence.may_write():
+            self.reporter.stale(set())
+            return report
+        self.reporter.stale({series(f) for f in report.findings})
+        for f in report.findings:
+            if f.tls:
+                workload = stores.workload(f.workload)
+                if workload is not None:
+                    self.reporter.stale_certificate(workload, stale_certificate_text(f))
+        for problem in report.errors[:5]:
+            log.warning("staleness audit: a read failed", extra={"problem": problem})
+        log.info("staleness audit", extra={
+            "workloads": report.workloads, "stale": len(report.findings),
+            "namespaces_read": report.namespaces_read, "errors": len(report.errors),
+        })  # fmt: skip
+        self.last = report
+        return report
+
+    def _version(self, namespace: str, name: str) -> str:
+        entry = self.stores.config(ResourceType.SECRET, namespace, name)
+        return entry.metadata.resourceVersion if entry is not None else ""
+
+    async def _lookup(self, rtype: ResourceType, namespace: str, name: str) -> Consumed | None:
+        entry = self.stores.config(rtype, namespace, name)
+        if entry is not None:
+            return Consumed(rtype, name, entry.changed_at, entry.metadata.annotations,
+                            tls=entry.tls)  # fmt: skip
+        opts = self.options
+        selector = opts.resource_label_selector
+        if rtype in opts.resources and not selector:
+            return None  # watched, and absent: nothing runs its content
+        try:  # not watched: one GET tells whether it exists and when it changed
+            res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
+            obj = await self.client.get(res, name, namespace=namespace, type=podstarts.ConfigMeta)
+        except errors.NotFound:
+            return None
+        except errors.KubeError:
+            return None
+        meta: ObjectMeta = obj.metadata
+        outside = Unwatched(Reason.EXCLUDED, f"the {rtype.kind} does not match "
+                                             f"--resource-label-selector={selector}")  # fmt: skip
+        scope = staleness.unwatched(
+            namespace=namespace, rtype=rtype, namespaces=opts.namespaces,
+            namespaces_to_ignore=opts.namespaces_to_ignore, resources=opts.resources,
+        ) or outside  # fmt: skip
+        tls = staleness.is_tls(obj.type, meta.annotations)
+        return Consumed(rtype, name, podstarts.changed_at(meta), meta.annotations, tls=tls,
+                        unwatched=scope)  # fmt: skip
