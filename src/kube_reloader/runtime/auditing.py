@@ -188,7 +188,9 @@ class Auditing:
             if f.tls:
                 workload = stores.workload(f.workload)
                 if workload is not None:
-                    self.reporter.stale_certificate(workload, stale_certificate_text(f))
+                    rotation = f"{f.name}@{f.changed_at}"
+                    text = stale_certificate_text(f)
+                    self.reporter.stale_certificate(workload, rotation, text)
         for problem in report.errors[:5]:
             log.warning("staleness audit: a read failed", extra={"problem": problem})
         log.info("staleness audit", extra={

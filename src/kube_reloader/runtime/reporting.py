@@ -327,12 +327,13 @@ class Reporter(Counting):
         """The staleness audit's finding: (namespace, kind, name, resource) pairs."""
         self.metrics.set_stale_workloads(series)
 
-    def stale_certificate(self, workload: planning.Workload, text: str) -> None:
+    def stale_certificate(self, workload: planning.Workload, rotation: str, text: str) -> None:
         """Pods predate a TLS Secret's rotation and no rule reloads them: one Warning Event
-        per (workload, rotation), recorded by the leader."""
-        if not self.fence.may_write() or (workload.key, text) in self._warned:
+        per (workload, `rotation`), recorded by the leader."""
+        marker = (workload.key, f"StaleCertificate {rotation}")
+        if not self.fence.may_write() or marker in self._warned:
             return
-        self._warned[(workload.key, text)] = None
+        self._warned[marker] = None
         if len(self._warned) > MAX_WARNED:
             del self._warned[next(iter(self._warned))]
         log.warning("pods run a rotated certificate", extra={"workload": str(workload.key),

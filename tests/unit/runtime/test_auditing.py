@@ -187,6 +187,18 @@ async def test_a_second_audit_reuses_the_certificate_and_writes_no_second_event(
     assert room.events.reasons() == ["StaleCertificate"]
 
 
+async def test_a_rotation_is_warned_once_even_when_its_pod_counts_change() -> None:
+    room, _stores, client, audit = rig()
+    client.pods["ns"].append(pod("nats", CHANGED - 30))
+    await audit.once()
+    client.pods["ns"] = [p for p in client.pods["ns"] if p["status"]["containerStatuses"][0]
+                         ["state"]["running"]["startedAt"] != stamp(CHANGED - 30)]  # fmt: skip
+    await audit.once()
+    await room.spawned.run()
+    assert room.events.reasons() == ["StaleCertificate"]
+    assert "2 of 2 pod(s)" in room.events.sent[0][2]
+
+
 async def test_a_pair_no_longer_stale_loses_its_series() -> None:
     room, _stores, client, audit = rig()
     await audit.once()
