@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import ssl
 import tracemalloc
 from collections import OrderedDict
 from collections.abc import Callable
@@ -139,6 +140,10 @@ def build_debug_app(recorder: Recorder) -> web.Application:
     app.router.add_get("/debug/memory", memory)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+#: bytes of one request or header line, whatever a listener's request bytes (its bodies) are
+MAX_HEADER_LINE = 8192
 
 
 @dataclass(frozen=True)
@@ -333,8 +338,10 @@ class Server:
         *,
         default_host: str = "0.0.0.0",  # noqa: S104
         limits: Limits | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls
         self.host, self.port = split_addr(addr, default_host=default_host)
         self.edge = Edge(limits or Limits())
         self._runner: web.AppRunner | None = None
@@ -346,8 +353,8 @@ class Server:
             self.app,
             access_log=None,
             keepalive_timeout=limits.keepalive_timeout,
-            max_line_size=limits.max_request_bytes,
-            max_field_size=limits.max_request_bytes,
+            max_line_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
+            max_field_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
             lingering_time=limits.header_timeout,
         )
         await self._runner.setup()
@@ -355,7 +362,12 @@ class Server:
         assert handlers is not None
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: _Guard(self.edge, handlers), self.host, self.port, reuse_address=True
+            lambda: _Guard(self.edge, handlers),
+            self.host,
+            self.port,
+            reuse_address=True,
+            ssl=self.tls,
+            ssl_handshake_timeout=None if self.tls is None else limits.header_timeout,
         )
         if self.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]

@@ -46,6 +46,8 @@ KINDS = {
     "ConfigMap": resources.CONFIGMAPS,
     "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
     "NetworkPolicy": Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
+    "MutatingWebhookConfiguration": Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                                             "MutatingWebhookConfiguration", namespaced=False),
 }  # fmt: skip
 
 
@@ -80,6 +82,9 @@ MATRIX: dict[str, dict[str, Any]] = {
     "fleet safety": {"reloader": {"maxConcurrentRollouts": 10, "haltAfterFailures": 3, "freeze": True,
                                   "namespacePolicies": False}},
     "key-level and TLS": {"reloader": {"reloadScope": "keys", "reloadTlsSecrets": True}},
+    "admission webhook": {"reloader": {"admission": {"enabled": True, "timeoutSeconds": 1, "certValidity": "12h",
+                                                     "namespaceSelector": {"matchLabels": {"team": "a"}}},
+                                       "netpol": {"enabled": True}}},
     "everything": {
         "reloader": {
             "autoReloadAll": True, "isArgoRollouts": True, "isOpenshift": True, "ignoreJobs": True,
@@ -155,6 +160,20 @@ def test_chart_renders_and_the_binary_accepts_the_rendered_args(case: str) -> No
             ("Role", "team-a"),
             ("Role", "team-b"),
         }
+    if case == "admission webhook":
+        assert settings.admission is not None
+        assert (settings.admission.addr, settings.admission.cert_validity) == (":9443", 12 * 3600)
+        assert settings.admission.webhook_config == "rel-reloader"
+        namespace = env["POD_NAMESPACE"]  # the pod's, from the downward API
+        assert f"rel-reloader-admission.{namespace}.svc" in settings.admission.hosts
+        hook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")["webhooks"][0]
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 1)
+        assert hook["namespaceSelector"] == {"matchLabels": {"team": "a"}}
+        netpol = next(d for d in docs if d["kind"] == "NetworkPolicy")
+        assert {"ports": [{"port": "admission", "protocol": "TCP"}]} in netpol["spec"]["ingress"]
+    else:
+        assert settings.admission is None
+        assert not any(d["kind"] == "MutatingWebhookConfiguration" for d in docs)
     if case == "ha":
         assert settings.ha is not None
         assert deployment["spec"]["replicas"] == 2
@@ -228,6 +247,14 @@ def test_helm_lint_passes() -> None:
             "reloader.deployment.nodeSelectors: not a key",
         ),
         ({"reloader": {"watchGloballly": False}}, "reloader.watchGloballly: not a key"),
+        (
+            {"reloader": {"admission": {"enabled": True, "timeoutSeconds": 10}}},
+            "reloader.admission.timeoutSeconds: 10 must be 1 or 2",
+        ),
+        (
+            {"reloader": {"admission": {"failurePolicy": "Fail"}}},
+            "reloader.admission.failurePolicy: not a key",
+        ),
         ({"image": {"registry": "r.example"}}, "image.registry: not a key"),
         (
             {"reloader": {"deployment": {"gomaxprocsOverride": "2"}}},

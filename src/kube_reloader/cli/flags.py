@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kube_reloader.cli import compat, fleet
+from kube_reloader.cli import admission, compat, fleet
 from kube_reloader.cli.flagset import (
     ANNOTATION_FLAGS,
     DNS_LABEL,
@@ -37,6 +37,7 @@ from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.logs import LEVELS
+from kube_reloader.runtime.admission import AdmissionSettings
 from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import Options
@@ -60,6 +61,8 @@ class RunSettings:
     compat: Compat = Compat.V1
     #: Reloader v2's health listener (`/healthz`, `/readyz`); None: not served
     health_addr: str | None = None
+    #: the mutating admission webhook (`--admission-addr`); None: not served
+    admission: AdmissionSettings | None = None
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
@@ -249,6 +252,10 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         if not DNS_SUBDOMAIN.fullmatch(ns.hash_key_secret):
             raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
         hash_key = HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
+    try:
+        admission_settings = admission.settings(ns, env)
+    except admission.AdmissionFlagError as exc:
+        raise FlagError(str(exc)) from None
     pprof = None
     if ns.enable_pprof:
         pprof = "127.0.0.1:6060" if ns.pprof_addr == ":6060" else ns.pprof_addr
@@ -266,6 +273,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
         compat=mode,
         # v1 as today: no health listener unless --health-addr is given
         health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
+        admission=admission_settings,
     )
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from kube_reloader.cli import fleet
+from kube_reloader.cli import admission, fleet
 from kube_reloader.core.annotations import Keys, parse_bool
 
 BOOL_FLAGS = (
@@ -178,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workload-kind", action="append", default=[],
                         metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
     fleet.add(parser)  # ours: fleet-safe rotations
+    admission.add(parser)  # ours: one rollout per apply (the mutating admission webhook)
     return parser
 
 

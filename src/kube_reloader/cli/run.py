@@ -49,6 +49,7 @@ def manager_settings(settings: RunSettings) -> ManagerSettings:
         health_addr=settings.health_addr,
         ha=settings.ha,
         hash_key=settings.hash_key,
+        admission=settings.admission,
     )
 
 

@@ -128,6 +128,9 @@ class Plan:
     #: the hash this workload records for the change: the content's, or under
     #: `reload-scope: keys` the hash of the keys it consumes
     written: str = ""
+    #: False when `written` is the object's hash only because the per-key digests a `keys`
+    #: workload needs are not known: a carried hash can then not be compared
+    exact: bool = True
 
 
 def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
@@ -158,8 +161,10 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     ) -> Plan:
         return Plan(
             workload.key, change, decision, outcome, message, target, patch_type, patch,
-            env_name, written,
+            env_name, written, exact,
         )  # fmt: skip
+
+    exact = True
 
     written = change.hash
 
@@ -187,7 +192,7 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
     container = target.container
-    written, why = scoping.value_for(
+    written, why, exact = scoping.value_for(
         template=workload.template, rtype=change.rtype, name=change.name,
         object_hash=change.hash, packed=change.digests, scope=scope,
     )  # fmt: skip
@@ -321,6 +326,9 @@ def missed_while_away(
     what = str(plan.change)
     if carried_hash in (plan.written, plan.change.hash):  # (the object's hash: every key)
         return False, f"{what}: the workload already carries this content"
+    if carried_hash is not None and not plan.exact:
+        return False, (f"{what}: the per-key digests of the keys it reads are not known "
+                       "until its next change; left alone")  # fmt: skip
     if carried_hash is not None:
         return True, f"{what} changed while kube-reloader was not watching (carried {carried_hash})"
     if config_changed_at is None or template_changed_at is None:

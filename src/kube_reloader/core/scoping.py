@@ -132,18 +132,19 @@ def value_for(
     object_hash: str,
     packed: bytes | None,
     scope: Scope,
-) -> tuple[str, str]:
-    """The hash a workload in `scope` records for the resource, and why (for `explain`)."""
+) -> tuple[str, str, bool]:
+    """The hash a workload in `scope` records for the resource, why (for `explain`), and
+    whether it is exact (False: the object's hash, for want of the per-key digests)."""
     if scope is Scope.OBJECT or not object_hash:
-        return object_hash, ""
+        return object_hash, "", True
     keys = consumed_keys(template, rtype, name)
     if keys is None:
-        return object_hash, "reload-scope keys: every key is consumed; the object's hash"
+        return object_hash, "reload-scope keys: every key is consumed; the object's hash", True
     shown = ", ".join(quote(k) for k in sorted(keys))
     if packed is None:
         return object_hash, (
             f"reload-scope keys: consumes {shown}, but no per-key digests are known for it "
             f"(more than {MAX_KEYS} keys, or not read since it was first needed); "
             "the object's hash"
-        )
-    return scoped_hash(packed, keys), f"reload-scope keys: only {shown} count"
+        ), False  # fmt: skip
+    return scoped_hash(packed, keys), f"reload-scope keys: only {shown} count", True

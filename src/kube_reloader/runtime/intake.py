@@ -87,6 +87,7 @@ class Intake:
         async for ev in refl.events():
             try:
                 if ev.type is EventType.SYNCED and optional:
+                    self.stores.workloads_listed()
                     if self.ready.is_set() and self.optional_synced is not None:
                         self.stores.settle()
                         await self.optional_synced()
@@ -102,6 +103,8 @@ class Intake:
                     )
 
     def on_workload(self, ev: ReflectorEvent[WorkloadEntry]) -> None:
+        if ev.type is EventType.SYNCED:
+            self.stores.workloads_listed()
         if ev.object is None:
             return
         if ev.type is EventType.DELETED:

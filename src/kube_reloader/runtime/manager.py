@@ -22,13 +22,14 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kube_reloader import __version__
 from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.admission import AdmissionSettings
 from kube_reloader.runtime.auditing import Auditing
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
@@ -37,6 +38,9 @@ from kube_reloader.runtime.leadership import HASettings, LeaderElector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.serving import Health, Server, build_app, build_debug_app, build_health_app
+
+if TYPE_CHECKING:
+    from kube_reloader.runtime import admissioncerts
 
 log = logging.getLogger("kube_reloader")
 
@@ -62,6 +66,8 @@ class ManagerSettings:
     #: None: a single replica, always writing
     ha: HASettings | None = None
     hash_key: HashKeySettings | None = None
+    #: the admission webhook (`--admission-addr`); None: not served
+    admission: AdmissionSettings | None = None
 
 
 # ---------------------------------------------------------------------- what the manager runs
@@ -198,6 +204,8 @@ class Manager:
         self.recorder = Recorder()
         self.health = Health()
         self.servers: list[Server] = []
+        #: the admission webhook, once serving
+        self.admission: admissioncerts.Running | None = None
 
     async def run(self, conn: config.ConnectionConfig, stop: asyncio.Event) -> int:
         """Serve, then run the controller until `stop` is set (or the lease is lost)."""
@@ -224,6 +232,10 @@ class Manager:
                 controller = self.new_controller(
                     client, options, clock=self.clock, metrics=self.recorder
                 )
+                if settings.admission is not None and not await self._admission(
+                    client, options, settings.admission, controller.supervisor
+                ):
+                    return 1
                 if options.audit_interval > 0 and isinstance(controller, Controller):
                     c = controller  # the staleness audit reads its caches, reports through it
                     room = Auditing(client, options, c.clock, c.stores, c.fence, c.reporter,
@@ -240,6 +252,21 @@ class Manager:
             extra={"reloads": controller.stats.reloads, "changes": controller.stats.changes},
         )
         return 0
+
+    async def _admission(
+        self, client: Client, options: Options, admission: AdmissionSettings, sup: Supervisor
+    ) -> bool:
+        """Serve the admission webhook (its server is stopped with the others)."""
+        from kube_reloader.runtime import admissioncerts as certs  # cryptography: only here
+
+        try:
+            running = await certs.start(client, options, admission, self.clock, sup)
+        except (OSError, ValueError, errors.KubeError) as exc:
+            log.error("cannot serve the admission webhook", extra={"error": str(exc)})
+            return False
+        self.servers.append(running.server)
+        self.admission = running
+        return True
 
     async def _options(self, client: Client) -> Options | None:
         """The controller's options, with the hash key read (or created) when one is used;

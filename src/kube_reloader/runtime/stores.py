@@ -71,6 +71,12 @@ class Stores:
         obj = self.namespaces.store.get(("", namespace))
         return {} if obj is None else obj.metadata.annotations
 
+    def workloads_listed(self) -> None:
+        """Once every workload is listed, which configs are read by key is known: configs
+        decoded from now on keep digests only when wanted (`settle` prunes the others)."""
+        if all(r.synced.is_set() for r in (*self.workloads, *self.optional)):
+            self.index.warming = False
+
     def settle(self) -> int:
         """Every workload is listed: per-key digests are kept from now on only for the
         configs some `keys`-scope workload reads; drop the others. Returns how many."""

@@ -371,3 +371,17 @@ def test_a_workload_switched_to_keys_carrying_the_objects_current_hash_missed_no
         template_changed_at=5.0,
     )  # fmt: skip
     assert not missed, why
+
+
+def test_a_keys_workload_is_left_alone_at_start_when_the_digests_it_needs_are_unknown() -> None:
+    c = Change(CM, "ns", "cm", hashing.configmap_hash({"animal2": "x"}))  # no digests
+    env = [*key_ref("cm", "animal2")["env"], {"name": "STAKATER_CM_CONFIGMAP", "value": "0" * 40}]
+    w = workload({**AUTO, **KEYS}, template({"env": env}))
+    p = plan(change=c, workload=w, config=Config(), now=0)
+    assert not p.exact
+    missed, why = missed_while_away(
+        plan=p, carried_hash=carried(p, w, Strategy.ENV_VARS), config_changed_at=10.0,
+        template_changed_at=5.0,
+    )  # fmt: skip
+    assert not missed
+    assert "not known" in why

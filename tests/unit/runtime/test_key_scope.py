@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from kube_reloader.core import scoping
@@ -58,10 +60,15 @@ def test_object_scope_or_a_whole_map_consumer_keeps_no_digests() -> None:
     assert not index.wants_keys("ns", CM, "cm")
 
 
-def test_the_global_keys_scope_keeps_digests_for_every_map() -> None:
+def test_the_global_keys_scope_keeps_digests_for_maps_read_by_key_only() -> None:
     index = WorkloadIndex(KEYS, scoping.Scope.KEYS)
     index.warming = False
-    assert index.wants_keys("ns", CM, "anything")
+    index.put(workload("unannotated", KEY_REF, scope=None))
+    index.put(workload("opted-out", [{"name": "B", "valueFrom": {"configMapKeyRef": {
+        "name": "other", "key": "b"}}}], scope="object"))  # fmt: skip
+    assert index.wants_keys("ns", CM, "cm")
+    assert not index.wants_keys("ns", CM, "other")
+    assert not index.wants_keys("ns", CM, "anything")
 
 
 def test_the_transform_digests_only_what_is_wanted() -> None:
@@ -91,3 +98,19 @@ def test_settling_drops_the_digests_of_maps_no_keys_workload_reads() -> None:
     assert stores.config(CM, "ns", "cm").digests is not None  # type: ignore[union-attr]
     assert stores.config(CM, "ns", "other").digests is None  # type: ignore[union-attr]
     assert transform(decoded("other", {"a": "2"})).digests is None
+
+
+def test_warming_ends_once_every_workload_reflector_has_listed() -> None:
+    class Listed:
+        def __init__(self, done: bool) -> None:
+            self.synced = asyncio.Event()
+            if done:
+                self.synced.set()
+
+    stores = Stores(KEYS)
+    stores.workloads = [Listed(True), Listed(False)]  # type: ignore[list-item]
+    stores.workloads_listed()
+    assert stores.index.warming
+    stores.workloads[1].synced.set()
+    stores.workloads_listed()
+    assert not stores.index.warming

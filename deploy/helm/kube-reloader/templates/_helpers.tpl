@@ -232,7 +232,13 @@ to the lists below (the default values fail to render otherwise). */}}
     "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
     "hashAlgorithm" "defaultStrategy" "reloadScope" "reloadTlsSecrets" "podReloads" "workloadKinds" "maxConcurrentRollouts"
     "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard"
-    "compat" "auditInterval")) -}}
+    "compat" "auditInterval" "admission")) -}}
+{{- $adm := default dict $r.admission -}}
+{{- include "reloader.knownKeys" (dict "path" "reloader.admission" "values" $adm
+    "allowed" (list "enabled" "port" "timeoutSeconds" "namespaceSelector" "certValidity")) -}}
+{{- if not (has (toString (default 2 $adm.timeoutSeconds)) (list "1" "2")) -}}
+{{- fail (printf "reloader.admission.timeoutSeconds: %v must be 1 or 2 (the webhook must never slow writes down)" $adm.timeoutSeconds) -}}
+{{- end -}}
 {{- $d := default dict $r.deployment -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.deployment" "values" $d "allowed" (list
     "dnsConfig" "replicas" "revisionHistoryLimit" "hostUsers" "nodeSelector" "affinity" "volumeMounts"

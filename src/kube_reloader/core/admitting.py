@@ -1,0 +1,260 @@
+"""One rollout per apply: what the mutating admission webhook writes into a workload.
+
+An AdmissionReview (raw bytes from the API server, hostile: a tenant wrote the object) goes
+in; JSONPatch operations and the reasons for them come out. The value written is exactly what
+the controller would write for the referenced ConfigMaps' and Secrets' current content: every
+(change, workload) pair goes through `planning.plan`, so the controller's next look at the
+workload finds it up to date (`Outcome.UP_TO_DATE`) and writes nothing.
+
+Only a workload that rolls anyway is touched: a CREATE, or an UPDATE whose pod template
+changes. An UPDATE that leaves the template alone (a scale, a label) is left to the
+controller, whose pauses, windows and rate limits then decide as they always do.
+
+Everything is total: a review that cannot be read, or an object of the wrong shape, is
+admitted unchanged with a one-line reason; nothing here raises on input.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kube_reloader.core import evicting, parsing, planning, podtemplates, strategies
+from kube_reloader.core.objects import ResourceType, WorkloadKind
+
+#: bytes of AdmissionReview read (an object is at most ~1.5 MiB in etcd; a review holds the
+#: object and the old object)
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+#: brackets deep (a workload with managedFields is ~20 deep)
+MAX_REVIEW_DEPTH = 100
+#: the references of one workload looked at (more: admitted unchanged, left to the controller)
+MAX_REFERENCES = 64
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+
+Reference = tuple[ResourceType, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """The parts of an admission request the webhook reads."""
+
+    uid: str
+    operation: str
+    namespace: str
+    obj: Mapping[str, Any]
+    old: Mapping[str, Any] | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedReview:
+    """A review, or why there is none (`uid` is still set when the request carried one)."""
+
+    review: Review | None = None
+    uid: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What to write (JSONPatch operations, possibly none) and why."""
+
+    ops: list[dict[str, Any]]
+    reasons: list[str]
+
+
+def parse_review(body: bytes) -> ParsedReview:
+    """An AdmissionReview v1 request, or a one-line reason why it cannot be read."""
+    if len(body) > MAX_REVIEW_BYTES:
+        return ParsedReview(error=f"review of {len(body)} bytes is over {MAX_REVIEW_BYTES}")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return ParsedReview(error="review is not UTF-8")
+    parsed = parsing.json_value(text, max_bytes=MAX_REVIEW_BYTES, max_depth=MAX_REVIEW_DEPTH)
+    if parsed.error is not None:
+        return ParsedReview(error=f"review: {parsed.error}")
+    doc = podtemplates.mapping(parsed.value)
+    request = podtemplates.mapping(doc.get("request"))
+    uid = request.get("uid")
+    uid = uid if isinstance(uid, str) and 0 < len(uid) <= 128 else ""
+    if doc.get("apiVersion") != REVIEW_API_VERSION or doc.get("kind") != "AdmissionReview":
+        return ParsedReview(uid=uid, error=f"not an {REVIEW_API_VERSION} AdmissionReview")
+    if not uid:
+        return ParsedReview(error="the review's request has no uid")
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return ParsedReview(uid=uid, error=f"operation {parsing.quote(str(operation))} ignored")
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        return ParsedReview(uid=uid, error="the request carries no object")
+    old = request.get("oldObject")
+    namespace = request.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        namespace = str(podtemplates.mapping(obj.get("metadata")).get("namespace") or "")
+    return ParsedReview(
+        Review(
+            uid=uid,
+            operation=str(operation),
+            namespace=namespace,
+            obj=obj,
+            old=old if isinstance(old, Mapping) else None,
+            dry_run=request.get("dryRun") is True,
+        ),
+        uid=uid,
+    )
+
+
+def workload_of(review: Review) -> planning.Workload | str:
+    """The review's object as the rules read it, or why it cannot be one."""
+    try:
+        workload = planning.workload_from_manifest(review.obj)
+    except (ValueError, TypeError, AttributeError) as exc:
+        return f"not a workload: {exc}"
+    spec = podtemplates.mapping(review.obj.get("spec"))
+    meta = podtemplates.mapping(review.obj.get("metadata"))
+    owners = podtemplates.mappings(meta.get("ownerReferences"))
+    owner = next((str(o.get("kind") or "") for o in owners if o.get("controller") is True), "")
+    paused = spec.get("suspend" if workload.kind == WorkloadKind.CRONJOB else "paused") is True
+    return planning.Workload(
+        kind=workload.kind,
+        namespace=review.namespace,
+        name=workload.name,
+        annotations={str(k): str(v) for k, v in workload.annotations.items()},
+        template=workload.template,
+        uid=workload.uid,
+        paused=paused,
+        owner_kind=owner,
+    )
+
+
+def rolls_anyway(review: Review) -> tuple[bool, str]:
+    """A CREATE, or an UPDATE that changes the pod template: pods start with this write."""
+    if review.operation == "CREATE":
+        return True, "a new workload"
+    if review.old is None:
+        return False, "an update without the old object"
+    kind = str(review.obj.get("kind") or "")
+    if podtemplates.template_of(review.obj) != podtemplates.template_of(
+        {**review.old, "kind": kind}
+    ):
+        return True, "the update changes the pod template"
+    return False, "the update leaves the pod template alone; the controller decides"
+
+
+def references(workload: planning.Workload) -> list[Reference]:
+    """The ConfigMaps and Secrets whose current hashes the webhook needs, sorted."""
+    return sorted(
+        r for r in workload.template.references() if r[0] is not ResourceType.SECRETPROVIDERCLASS
+    )
+
+
+def admit(
+    *,
+    workload: planning.Workload,
+    obj: Mapping[str, Any],
+    changes: Mapping[Reference, planning.Change],
+    config: planning.Config,
+    now: int,
+    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
+    evictable: bool | None = None,
+) -> Admission:
+    """The operations writing, into `obj` (the review's object, which `workload` was read
+    from), what the controller would write for each found reference's current content
+    (`changes`: as the controller's cache would describe it, see `cache.ConfigEntry.change`)."""
+    policy, _ = evicting.policy_of(
+        workload.kind, workload.annotations, default_strategy, evictable=evictable
+    )
+    if policy is None or policy.strategy is not evicting.PodStrategy.PATCH:
+        return Admission([], ["the workload is not reloaded by patching its pod template"])
+    plans = [
+        planning.plan(change=change, workload=workload, config=config, now=now)
+        for _, change in sorted(changes.items())
+    ]
+    reasons = [f"{p.change}: {p.message}" for p in plans]
+    ops: list[dict[str, Any]] = []
+    for ptype, body in planning.combine(plans):
+        if ptype is strategies.PatchType.STRATEGIC and isinstance(body, Mapping):
+            more, why = json_patch(obj, podtemplates.template_path(workload.kind), body)
+            ops += more
+            reasons += why
+    return Admission(ops, reasons)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def json_patch(
+    obj: Mapping[str, Any], path: Sequence[str], body: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A strategic-merge body of `strategies`' shapes (template annotations; env vars of
+    containers by name), rooted at the pod template, as JSONPatch operations on `obj`."""
+    template = podtemplates.template_of(obj)
+    if not template:
+        return [], ["the object has no pod template"]
+    base = "/" + "/".join(_escape(p) for p in path)
+    tbody = podtemplates.mapping(podtemplates.mapping(body.get("spec")).get("template"))
+    ops: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    wanted = podtemplates.mapping(podtemplates.mapping(tbody.get("metadata")).get("annotations"))
+    if wanted:
+        meta = template.get("metadata")
+        if not isinstance(meta, Mapping):
+            ops.append({"op": "add", "path": f"{base}/metadata", "value": {"annotations": {
+                str(k): str(v) for k, v in wanted.items()}}})  # fmt: skip
+        elif not isinstance(meta.get("annotations"), Mapping):
+            ops.append({"op": "add", "path": f"{base}/metadata/annotations",
+                        "value": {str(k): str(v) for k, v in wanted.items()}})  # fmt: skip
+        else:
+            ops += [
+                {"op": "add", "path": f"{base}/metadata/annotations/{_escape(str(k))}",
+                 "value": str(v)}
+                for k, v in wanted.items()
+            ]  # fmt: skip
+    spec = podtemplates.pod_spec(template)
+    raw = spec.get("containers")
+    raw_containers = raw if isinstance(raw, list) else []
+    for c in podtemplates.mappings(podtemplates.pod_spec(tbody).get("containers")):
+        name = c.get("name")
+        index = next(
+            (i for i, rc in enumerate(raw_containers)
+             if isinstance(rc, Mapping) and rc.get("name") == name),
+            None,
+        )  # fmt: skip
+        if index is None:
+            reasons.append(f"container {parsing.quote(str(name))} not found; nothing set")
+            continue
+        cpath = f"{base}/spec/containers/{index}/env"
+        variables = [
+            {"name": str(v.get("name")), "value": str(v.get("value"))}
+            for v in podtemplates.mappings(c.get("env"))
+        ]
+        env = raw_containers[index].get("env")
+        if not isinstance(env, list):
+            ops.append({"op": "add", "path": cpath, "value": variables})
+            continue
+        for var in variables:
+            at = next(
+                (j for j, e in enumerate(env)
+                 if isinstance(e, Mapping) and e.get("name") == var["name"]),
+                None,
+            )  # fmt: skip
+            if at is None:
+                ops.append({"op": "add", "path": f"{cpath}/-", "value": var})
+            else:
+                ops.append({"op": "replace", "path": f"{cpath}/{at}", "value": var})
+    return ops, reasons
+
+
+def response(uid: str, ops: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The AdmissionReview answer: always allowed; the operations as a JSONPatch, if any."""
+    answer: dict[str, Any] = {"uid": uid, "allowed": True}
+    if ops:
+        patch = json.dumps(list(ops), separators=(",", ":")).encode()
+        answer["patchType"] = "JSONPatch"
+        answer["patch"] = base64.b64encode(patch).decode()
+    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": answer}

@@ -1,0 +1,156 @@
+"""The admission room: answer the API server's AdmissionReviews (`--admission-addr`).
+
+For a workload being created, or updated with a new pod template, it reads the referenced
+ConfigMaps and Secrets straight from the API server (a quorum read: with `kubectl apply` of a
+ConfigMap and a Deployment, the ConfigMap's new content is already stored when the Deployment
+is admitted, while the controller's watch may not have it yet) and writes their current hashes
+as the controller would (`core.admitting`). When the controller's watch event then arrives, the
+workload already carries the hash: one apply, one rollout.
+
+Admission never blocks: every answer is `allowed`; a review that cannot be read, a lookup that
+fails or runs past its deadline, anything unexpected, is admitted unchanged with the reason
+logged (the controller then reloads as it would without a webhook). A Secret's data is hashed
+and dropped as it is decoded; hashes are logged at debug level only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kube_reloader.core import admitting
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.planning import Change, Event
+from kube_reloader.kube import errors, projections, resources
+from kube_reloader.kube.client import Client
+from kube_reloader.runtime.cache import configmap_entry, secret_entry
+from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.reporting import log
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    """`--admission-*`: where the webhook serves, and its certificates."""
+
+    addr: str
+    #: where the CA Secret lives (the controller's namespace)
+    namespace: str
+    ca_secret: str = "kube-reloader-admission-ca"
+    #: the MutatingWebhookConfiguration whose caBundle this process keeps current
+    webhook_config: str = "kube-reloader"
+    #: names the serving certificate is valid for (the Service's DNS names, 127.0.0.1)
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    #: seconds a serving certificate is valid; renewed after two thirds of it
+    cert_validity: float = 24 * 3600.0
+    #: seconds the CA is valid; renewed (with an overlapping bundle) with a third left
+    ca_validity: float = 365 * 24 * 3600.0
+    #: seconds for the lookups of one review (the webhook's timeoutSeconds is at most 2)
+    lookup_deadline: float = 1.0
+
+
+class Admitter:
+    """One AdmissionReview in, one answer out; `answer` never raises."""
+
+    def __init__(self, client: Client, options: Options, clock: Clock, deadline: float) -> None:
+        self.client = client
+        self.options = options
+        self.clock = clock
+        self.deadline = deadline
+        self.reviews = 0
+        self.mutated = 0
+
+    async def answer(self, body: bytes) -> bytes:
+        self.reviews += 1
+        parsed = admitting.parse_review(body)
+        if parsed.review is None:
+            log.info("admitted unchanged", extra={"reason": parsed.error, "uid": parsed.uid})
+            return _encode(admitting.response(parsed.uid))
+        review = parsed.review
+        try:
+            ops, what = await self._decide(review)
+        except Exception as exc:  # noqa: BLE001 - admission never fails the write
+            ops, what = [], f"{type(exc).__name__}: {str(exc)[:200]}"
+        name = str((review.obj.get("metadata") or {}).get("name") or "")
+        where = {"workload": f"{review.obj.get('kind')} {review.namespace}/{name}",
+                 "operation": review.operation, "uid": review.uid}  # fmt: skip
+        if ops:
+            self.mutated += 1
+            log.info("admission wrote current hashes", extra={**where, "reason": what})
+        else:
+            log.info("admitted unchanged", extra={**where, "reason": what})
+        return _encode(admitting.response(review.uid, ops))
+
+    async def _decide(self, review: admitting.Review) -> tuple[list[dict[str, Any]], str]:
+        opts = self.options
+        if opts.namespaces is not None and review.namespace not in opts.namespaces:
+            return [], "namespace not watched"
+        if review.namespace in opts.namespaces_to_ignore:
+            return [], "namespace ignored (--namespaces-to-ignore)"
+        rolls, why = admitting.rolls_anyway(review)
+        if not rolls:
+            return [], why
+        workload = admitting.workload_of(review)
+        if isinstance(workload, str):
+            return [], workload
+        if workload.kind not in opts.workload_kinds:
+            return [], f"kind {workload.kind} is not reloaded"
+        refs = [r for r in admitting.references(workload) if r[0] in opts.resources]
+        if not refs:
+            return [], "references no ConfigMap or Secret"
+        if len(refs) > admitting.MAX_REFERENCES:
+            return [], f"{len(refs)} references, over {admitting.MAX_REFERENCES}; left alone"
+        try:
+            async with asyncio.timeout(self.deadline):
+                found = await asyncio.gather(*(self._content(review.namespace, r) for r in refs))
+        except TimeoutError:
+            return [], f"lookups took over {self.deadline}s; left to the controller"
+        except errors.KubeError as exc:
+            return [], f"lookup failed ({exc}); left to the controller"
+        changes = {r: c for r, c in zip(refs, found, strict=True) if c is not None}
+        kind = opts.kinds.get(workload.kind)
+        result = admitting.admit(
+            workload=workload, obj=review.obj, changes=changes, config=opts.plan,
+            now=int(self.clock.wall()), default_strategy=opts.default_strategy,
+            evictable=None if kind is None else kind.evictable,
+        )  # fmt: skip
+        log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
+        names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(changes))
+        if result.ops:
+            return result.ops, f"{len(result.ops)} operation(s) for {names}"
+        return [], f"already current or not reloaded for {names or 'no found reference'}"
+
+    async def _content(self, namespace: str, ref: admitting.Reference) -> Change | None:
+        """The reference's current content as the controller's cache describes it (a
+        quorum LIST by name, with the controller's label selector), or None when it does not
+        exist or is not watched."""
+        rtype, name = ref
+        keys, key = self.options.plan.match.keys, self.options.hash_key
+        by_name, labels = f"metadata.name={name}", self.options.resource_label_selector or None
+        if rtype is ResourceType.SECRET:
+            secrets = await self.client.list(
+                resources.SECRETS,
+                namespace=namespace,
+                field_selector=by_name,
+                label_selector=labels,
+                type=projections.SecretContent,
+            )
+            if not secrets.items:
+                return None
+            return secret_entry(secrets.items[0], keys, key, per_key=True).change(Event.UPDATED)
+        configmaps = await self.client.list(
+            resources.CONFIGMAPS,
+            namespace=namespace,
+            field_selector=by_name,
+            label_selector=labels,
+            type=projections.ConfigMapContent,
+        )
+        if not configmaps.items:
+            return None
+        return configmap_entry(configmaps.items[0], keys, key, per_key=True).change(Event.UPDATED)
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
