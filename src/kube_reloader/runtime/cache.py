@@ -256,7 +256,7 @@ class WorkloadIndex:
 
     def __init__(self, keys: Keys, scope: scoping.Scope = scoping.Scope.OBJECT) -> None:
         self.keys = keys
-        #: `--reload-scope`: under `keys` every ConfigMap and Secret keeps per-key digests
+        #: `--reload-scope`: the scope of workloads without kube-reloader.io/reload-scope
         self.scope = scope
         #: until every workload is listed, any config may turn out to be read by key
         self.warming = True
@@ -323,7 +323,7 @@ class WorkloadIndex:
     def _put_keyed(self, workload: Workload, refs: list[tuple[str, ResourceType, str]]) -> None:
         tmpl = workload.template
         scope, _ = scoping.scope_of(workload.annotations, tmpl.annotations, self.scope)
-        if scope is not scoping.Scope.KEYS or self.scope is scoping.Scope.KEYS:
+        if scope is not scoping.Scope.KEYS:
             return
         keyed = [r for r in refs if scoping.consumed_keys(tmpl, r[1], r[2]) is not None]
         for r in keyed:
@@ -332,12 +332,9 @@ class WorkloadIndex:
             self._keyed[workload.key] = keyed
 
     def wants_keys(self, namespace: str, rtype: ResourceType, name: str) -> bool:
-        """Should this ConfigMap or Secret keep per-key digests (`core.scoping`)?"""
-        return (
-            self.warming
-            or self.scope is scoping.Scope.KEYS
-            or (namespace, rtype, name) in self._by_key
-        )
+        """Should this ConfigMap or Secret keep per-key digests (`core.scoping`)? Only
+        while some `keys`-scope workload reads some, not all, of its keys."""
+        return self.warming or (namespace, rtype, name) in self._by_key
 
     def candidates(self, namespace: str, rtype: ResourceType, name: str) -> list[Workload]:
         """Workloads that reference the resource or carry a named list for its type."""
