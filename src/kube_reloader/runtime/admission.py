@@ -11,6 +11,13 @@ Admission never blocks: every answer is `allowed`; a review that cannot be read,
 fails or runs past its deadline, anything unexpected, is admitted unchanged with the reason
 logged (the controller then reloads as it would without a webhook). A Secret's data is hashed
 and dropped as it is decoded; hashes are logged at debug level only.
+
+The listener cannot tell the API server from anyone else who reaches its port (API servers do
+not authenticate to webhooks by default), and its answer carries the hashes it writes. So
+Secrets are looked at only when hashes are keyed (`--hash-algorithm=hmac-sha256`: nothing to
+brute-force a short Secret from), and at most `MAX_IN_FLIGHT` reviews look anything up at once
+(a flood of forged reviews costs the API server a bounded number of LISTs; the rest are
+admitted unchanged).
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from kube_reloader.runtime.cache import configmap_entry, secret_entry
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
+
+#: reviews whose lookups run at once; more are admitted unchanged at once
+MAX_IN_FLIGHT = 8
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class Admitter:
         self.deadline = deadline
         self.reviews = 0
         self.mutated = 0
+        self.in_flight = 0
 
     async def answer(self, body: bytes) -> bytes:
         self.reviews += 1
@@ -98,10 +109,18 @@ class Admitter:
         if workload.kind not in opts.workload_kinds:
             return [], f"kind {workload.kind} is not reloaded"
         refs = [r for r in admitting.references(workload) if r[0] in opts.resources]
+        if opts.hash_key is None and any(r[0] is ResourceType.SECRET for r in refs):
+            refs = [r for r in refs if r[0] is not ResourceType.SECRET]
+            secrets = "Secrets are left to the controller without --hash-algorithm=hmac-sha256"
+        else:
+            secrets = ""
         if not refs:
-            return [], "references no ConfigMap or Secret"
+            return [], secrets or "references no ConfigMap or Secret"
         if len(refs) > admitting.MAX_REFERENCES:
             return [], f"{len(refs)} references, over {admitting.MAX_REFERENCES}; left alone"
+        if self.in_flight >= MAX_IN_FLIGHT:
+            return [], f"{MAX_IN_FLIGHT} reviews already looking up; left to the controller"
+        self.in_flight += 1
         try:
             async with asyncio.timeout(self.deadline):
                 found = await asyncio.gather(*(self._content(review.namespace, r) for r in refs))
@@ -109,6 +128,8 @@ class Admitter:
             return [], f"lookups took over {self.deadline}s; left to the controller"
         except errors.KubeError as exc:
             return [], f"lookup failed ({exc}); left to the controller"
+        finally:
+            self.in_flight -= 1
         changes = {r: c for r, c in zip(refs, found, strict=True) if c is not None}
         kind = opts.kinds.get(workload.kind)
         result = admitting.admit(
@@ -118,9 +139,10 @@ class Admitter:
         )  # fmt: skip
         log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
         names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(changes))
+        note = f" ({secrets})" if secrets else ""
         if result.ops:
-            return result.ops, f"{len(result.ops)} operation(s) for {names}"
-        return [], f"already current or not reloaded for {names or 'no found reference'}"
+            return result.ops, f"{len(result.ops)} operation(s) for {names}{note}"
+        return [], f"already current or not reloaded for {names or 'no found reference'}{note}"
 
     async def _content(self, namespace: str, ref: admitting.Reference) -> Change | None:
         """The reference's current content as the controller's cache describes it (a
