@@ -23,6 +23,8 @@ RELOADER_SUMS = (
 #: the Argo Rollouts controller, built only for the Argo integration tests: the newest v1.10.x
 #: whose go.mod accepts Go 1.26.8 (v1.10.2 asks for go >= 1.26.10)
 ARGO_ROLLOUTS = "1.10.1"
+#: cert-manager's controller and CRDs, built only for the cert-manager tests (certmanager.py)
+CERT_MANAGER = "1.21.2"
 #: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
 #: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
 OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
