@@ -165,7 +165,7 @@ def explain(
         carried = planning.carried(p, w, config.strategy) if p.target else None
         stale = None
         if found is not None and p.decision.reload and p.target and p.target.container:
-            stale = carried is not None and carried != current
+            stale = carried is not None and carried not in (current, got.hash)
         reason = p.message
         if rtype is ResourceType.SECRET:
             # a Secret's unsalted hash can give a short value away: show a prefix only

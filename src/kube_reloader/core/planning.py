@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from kube_reloader.core import (
     hashing,
@@ -45,6 +45,13 @@ class Outcome(StrEnum):
     NO_CONTAINER = "no_container"  # matched (auto/search) but nothing references the resource
 
 
+class Before(NamedTuple):
+    """A config's content before a change: its hash and its per-key digests."""
+
+    hash: str
+    digests: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """A resource whose content changed (or appeared, or went away)."""
@@ -59,9 +66,9 @@ class Change:
     digests: bytes | None = field(default=None, compare=False)
     #: a TLS Secret (`--reload-tls-secrets`)
     tls: bool = False
-    #: per-key digests of the content before this change, when known: a `keys` workload
-    #: whose consumed keys are the same in both has nothing to reload
-    previous: bytes | None = field(default=None, compare=False)
+    #: the content before this change, when known: a `keys` workload whose consumed keys
+    #: are the same in both has nothing to reload
+    previous: Before | None = field(default=None, compare=False)
 
     def since(self, earlier: Change) -> Change:
         """This change, as seen from before `earlier` (both of one resource, coalesced)."""
@@ -148,6 +155,10 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     scope, scope_warning = scoping.scope_of(
         workload.annotations, workload.template.annotations, config.scope
     )
+    if workload.workload_ref and scope is scoping.Scope.KEYS:  # its template is borrowed
+        scope = scoping.Scope.OBJECT
+        scope_warning = (f"{scoping.SCOPE_ANNOTATION}: keys is not supported for a Rollout "
+                         "with workloadRef; object used")  # fmt: skip
     if scope_warning is not None:
         decision = dataclasses.replace(decision, warnings=(*decision.warnings, scope_warning))
 
@@ -198,9 +209,13 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     )  # fmt: skip
     if why:
         decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
-    if written != change.hash and change.previous is not None and change.event is Event.UPDATED:
+    before = change.previous
+    shortcut = before is not None and before.digests != scoping.OVERFLOW
+    if written != change.hash and before is not None and shortcut and change.event is Event.UPDATED:
         keys = scoping.consumed_keys(workload.template, change.rtype, change.name)
-        if keys is not None and scoping.scoped_hash(change.previous, keys) == written:
+        held = _carried_value(workload.template, config.strategy, container, change)
+        same = keys is not None and scoping.scoped_hash(before.digests, keys) == written
+        if same and held in (None, before.hash):  # it missed nothing before this change
             return result(
                 Outcome.UP_TO_DATE, f"{decision.message}; the keys it consumes did not change",
                 target,
@@ -244,6 +259,17 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     return result(
         Outcome.RELOAD, f"{decision.message}; {todo} ({target.how})", target, ptype, body, env_name
     )
+
+
+def _carried_value(
+    tmpl: PodTemplate, strategy: strategies.Strategy, container: str, change: Change
+) -> str | None:
+    """The hash the template carries for the change's resource (env var or record)."""
+    if strategy is strategies.Strategy.ENV_VARS:
+        found = tmpl.container(container)
+        env_name = strategies.env_var_name(change.name, change.rtype)
+        return None if found is None else found[1].env_value(env_name)
+    return strategies.records(tmpl).get(strategies.record_key(change.rtype, change.name))
 
 
 def _v2_value(change: Change, container: str, now: int) -> str:
@@ -329,6 +355,11 @@ def missed_while_away(
     if carried_hash is not None and not plan.exact:
         return False, (f"{what}: the per-key digests of the keys it reads are not known "
                        "until its next change; left alone")  # fmt: skip
+    keyed = plan.written != plan.change.hash
+    newer = (config_changed_at is not None and template_changed_at is not None
+             and template_changed_at >= config_changed_at)  # fmt: skip
+    if keyed and carried_hash is not None and newer:  # e.g. it now reads one more key
+        return False, f"{what}: the pod template is newer than its last write; current"
     if carried_hash is not None:
         return True, f"{what} changed while kube-reloader was not watching (carried {carried_hash})"
     if config_changed_at is None or template_changed_at is None:

@@ -11,7 +11,7 @@ is reduced to per-key digests when it is decoded: for each key, 8 bytes naming t
 (SHA-1 of its name) and 20 bytes of digest of its `key=value` item (SHA-1, or HMAC-SHA256
 truncated under `--hash-algorithm=hmac-sha256`, so nothing guessable is kept). The scoped
 value is SHA-1 over the sorted digests of the consumed keys that exist. Maps with more than
-`MAX_KEYS` keys keep no digests; workloads fall back to the object's hash for them.
+`MAX_KEYS` keys keep no digests (`OVERFLOW`); their readers compare the object's hash.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ MAX_KEYS = 1024
 _ID = 8
 _DIGEST = 20
 _RECORD = _ID + _DIGEST
+#: the digests of an object with more than `MAX_KEYS` keys: its readers use its own hash
+OVERFLOW = b"\xff"
 
 
 class Scope(StrEnum):
@@ -69,41 +71,56 @@ def scope_of(
     return default, None
 
 
+#: (type, name) -> the keys consumed of it, or None: every key
+Consumption = dict[tuple[ResourceType, str], frozenset[str] | None]
+
+
+def consumption(template: PodTemplate) -> Consumption:
+    """What the template consumes of every ConfigMap and Secret it reads, in one pass over
+    it (a template may hold thousands of references)."""
+    whole: set[tuple[ResourceType, str]] = set()
+    keyed: dict[tuple[ResourceType, str], set[str]] = {}
+    for c in (*template.containers, *template.init_containers):
+        whole.update((ResourceType.CONFIGMAP, n) for n in c.env_from_configmaps)
+        whole.update((ResourceType.SECRET, n) for n in c.env_from_secrets)
+        for var in c.env:
+            if var.key is None:
+                continue
+            if var.configmap is not None:
+                keyed.setdefault((ResourceType.CONFIGMAP, var.configmap), set()).add(var.key)
+            if var.secret is not None:
+                keyed.setdefault((ResourceType.SECRET, var.secret), set()).add(var.key)
+    for vol in template.volumes:
+        for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
+            for source, items in vol.items_of(rtype):
+                if items is None:
+                    whole.add((rtype, source))
+                else:
+                    keyed.setdefault((rtype, source), set()).update(items)
+    out: Consumption = {ref: frozenset(keys) for ref, keys in keyed.items() if ref not in whole}
+    out.update(dict.fromkeys(whole))
+    return out
+
+
 def consumed_keys(template: PodTemplate, rtype: ResourceType, name: str) -> frozenset[str] | None:
     """The keys of the resource the template consumes; None when it consumes every key (an
     `envFrom`, a volume without `items`) or when nothing names a key (named-list reloads)."""
     if rtype is ResourceType.SECRETPROVIDERCLASS:
         return None
-    keys: set[str] = set()
-    for c in (*template.containers, *template.init_containers):
-        if name in (c.env_from_configmaps if rtype is ResourceType.CONFIGMAP
-                    else c.env_from_secrets):  # fmt: skip
-            return None
-        for var in c.env:
-            if var.key is not None and (var.configmap if rtype is ResourceType.CONFIGMAP
-                                        else var.secret) == name:  # fmt: skip
-                keys.add(var.key)
-    for vol in template.volumes:
-        for source, items in vol.items_of(rtype):
-            if source != name:
-                continue
-            if items is None:
-                return None
-            keys.update(items)
-    return frozenset(keys) if keys else None
+    return consumption(template).get((rtype, name))
 
 
 def _key_id(key: str) -> bytes:
     return hashlib.sha1(key.encode(), usedforsecurity=False).digest()[:_ID]
 
 
-def digests(items: Iterable[tuple[str, bytes]], *, secret_key: bytes | None = None) -> bytes | None:
-    """Per-key digests of `(key, item bytes as hashed by core.hashing)`, packed; None when
-    there are more than `MAX_KEYS` keys."""
+def digests(items: Iterable[tuple[str, bytes]], *, secret_key: bytes | None = None) -> bytes:
+    """Per-key digests of `(key, item bytes as hashed by core.hashing)`, packed; `OVERFLOW`
+    when there are more than `MAX_KEYS` keys."""
     records: list[bytes] = []
     for key, item in items:
         if len(records) >= MAX_KEYS:
-            return None
+            return OVERFLOW
         if secret_key is not None:
             digest = hmac.new(secret_key, item, hashlib.sha256).digest()[:_DIGEST]
         else:
@@ -114,7 +131,8 @@ def digests(items: Iterable[tuple[str, bytes]], *, secret_key: bytes | None = No
 
 
 def scoped_hash(packed: bytes, keys: frozenset[str]) -> str:
-    """The hash of only `keys` (those present in the object) from its packed digests."""
+    """The hash of only `keys` (those present in the object) from its packed digests
+    (never `OVERFLOW`: `value_for` answers the object's hash for it)."""
     wanted = {_key_id(k) for k in keys}
     chosen = [
         packed[i + _ID : i + _RECORD]
@@ -141,10 +159,14 @@ def value_for(
     if keys is None:
         return object_hash, "reload-scope keys: every key is consumed; the object's hash", True
     shown = ", ".join(quote(k) for k in sorted(keys))
+    if packed == OVERFLOW:
+        return object_hash, (
+            f"reload-scope keys: consumes {shown}, but it has more than {MAX_KEYS} keys; "
+            "the object's hash"
+        ), True  # fmt: skip
     if packed is None:
         return object_hash, (
             f"reload-scope keys: consumes {shown}, but no per-key digests are known for it "
-            f"(more than {MAX_KEYS} keys, or not read since it was first needed); "
-            "the object's hash"
+            "(not read since it was first needed); the object's hash"
         ), False  # fmt: skip
     return scoped_hash(packed, keys), f"reload-scope keys: only {shown} count", True

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kube_reloader.core import hashing, matching, rollouts, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
-from kube_reloader.core.planning import Change, Event, Workload
+from kube_reloader.core.planning import Before, Change, Event, Workload
 from kube_reloader.core.references import (
     ENV_PREFIX,
     Container,
@@ -47,10 +47,10 @@ class ConfigEntry:
 
     def change(
         self, event: Event, annotations: Mapping[str, str] | None = None, hash: str | None = None,
-        previous: bytes | None = None,
+        previous: Before | None = None,
     ) -> Change:  # fmt: skip
-        """The change this entry's content makes, for `event` (`previous`: the per-key
-        digests of the content it replaced, if known)."""
+        """The change this entry's content makes, for `event` (`previous`: the content it
+        replaced, if its per-key digests are known)."""
         return Change(
             self.rtype, self.metadata.namespace, self.name,
             self.hash if hash is None else hash, event,
@@ -61,6 +61,11 @@ class ConfigEntry:
     @property
     def name(self) -> str:
         return self.resource or self.metadata.name
+
+    @property
+    def before(self) -> Before | None:
+        """This content as the `previous` of the next change (None: digests unknown)."""
+        return None if self.digests is None else Before(self.hash, self.digests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +330,8 @@ class WorkloadIndex:
         scope, _ = scoping.scope_of(workload.annotations, tmpl.annotations, self.scope)
         if scope is not scoping.Scope.KEYS:
             return
-        keyed = [r for r in refs if scoping.consumed_keys(tmpl, r[1], r[2]) is not None]
+        consumed = scoping.consumption(tmpl)  # one pass, whatever the number of references
+        keyed = [r for r in refs if consumed.get((r[1], r[2])) is not None]
         for r in keyed:
             self._by_key[r] += 1
         if keyed:

@@ -101,7 +101,9 @@ class FanOut:
         if self.stores.optional_synced():
             return
         key = (change.namespace, change.rtype, change.name)
-        self._replay.pop(key, None)
+        earlier = self._replay.pop(key, None)
+        if earlier is not None:  # seen from before the first, observed at the first
+            change, observed = change.since(earlier[0]), earlier[1]
         self._replay[key] = (change, observed)
         if len(self._replay) > MAX_REPLAY:
             del self._replay[next(iter(self._replay))]

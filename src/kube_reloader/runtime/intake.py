@@ -89,7 +89,6 @@ class Intake:
                 if ev.type is EventType.SYNCED and optional:
                     self.stores.workloads_listed()
                     if self.ready.is_set() and self.optional_synced is not None:
-                        self.stores.settle()
                         await self.optional_synced()
                 else:
                     self.on_workload(ev)
@@ -168,7 +167,11 @@ class Intake:
         if self.ready.is_set():
             await self._deliver(change, observed)
         else:
-            self._stashed[(change.namespace, change.rtype, change.name)] = (change, observed)
+            key = (change.namespace, change.rtype, change.name)
+            earlier = self._stashed.get(key)
+            if earlier is not None:  # seen from before the first, observed at the first
+                change, observed = change.since(earlier[0]), earlier[1]
+            self._stashed[key] = (change, observed)
 
     def change_for(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | None:
         change = self.triage(ev, initial=initial)
@@ -204,4 +207,4 @@ class Intake:
             return obj.change(Event.UPDATED, annotations)
         if ev.old is not None and ev.old.hash == obj.hash:
             return NO_DATA_CHANGE  # metadata-only update
-        return obj.change(Event.UPDATED, previous=None if ev.old is None else ev.old.digests)
+        return obj.change(Event.UPDATED, previous=None if ev.old is None else ev.old.before)

@@ -74,14 +74,12 @@ class Stores:
     def workloads_listed(self) -> None:
         """Once every workload is listed, which configs are read by key is known: configs
         decoded from now on keep digests only when wanted (`settle` prunes the others)."""
-        if all(r.synced.is_set() for r in (*self.workloads, *self.optional)):
+        if all(r.synced.is_set() for r in self.workloads):  # an optional kind may never list
             self.index.warming = False
 
     def settle(self) -> int:
         """Every workload is listed: per-key digests are kept from now on only for the
         configs some `keys`-scope workload reads; drop the others. Returns how many."""
-        if not self.optional_synced():
-            return 0  # an optional kind's workloads may still read some by key
         self.index.warming = False
         dropped = 0
         for refl in self.configs:

@@ -13,6 +13,7 @@ from kube_reloader.core import hashing, scoping
 from kube_reloader.core.matching import MatchConfig, Reason, is_tls_secret
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import (
+    Before,
     Change,
     Config,
     Outcome,
@@ -176,8 +177,18 @@ def test_keyed_digests_differ_from_plain_ones_and_keep_no_value() -> None:
 
 def test_more_keys_than_the_bound_keep_no_digests() -> None:
     items = [(f"k{i}", f"k{i}=v".encode()) for i in range(scoping.MAX_KEYS + 1)]
-    assert scoping.digests(items) is None
-    assert scoping.digests(items[: scoping.MAX_KEYS]) is not None
+    assert scoping.digests(items) == scoping.OVERFLOW
+    assert scoping.digests(items[: scoping.MAX_KEYS]) != scoping.OVERFLOW
+
+
+def test_readers_of_an_object_with_too_many_keys_compare_its_own_hash_exactly() -> None:
+    c = Change(CM, "ns", "cm", "h" * 40, digests=scoping.OVERFLOW,
+               previous=Before("g" * 40, scoping.OVERFLOW))  # fmt: skip
+    p = plan(change=c, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
+    assert p.outcome is Outcome.RELOAD
+    assert p.written == c.hash
+    assert p.exact
+    assert "more than 1024 keys" in p.message
 
 
 @given(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=12),
@@ -334,24 +345,29 @@ def test_tls_secrets_are_told_by_type_or_cert_managers_annotation(
 # ------------------------------------------------------------------- previous content
 
 
+def was(c: Change) -> Before:
+    assert c.digests is not None
+    return Before(c.hash, c.digests)
+
+
 def test_a_keys_workload_carrying_nothing_is_left_alone_when_its_keys_did_not_change() -> None:
     before = change({"animal": "cat", "animal2": "dog"})
     after = dataclasses.replace(change({"animal": "lion", "animal2": "dog"}),
-                                previous=before.digests)  # fmt: skip
+                                previous=was(before))  # fmt: skip
     p = plan(change=after, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
     assert p.outcome is Outcome.UP_TO_DATE
     assert "did not change" in p.message
     moved = dataclasses.replace(change({"animal": "cat", "animal2": "wolf"}),
-                                previous=before.digests)  # fmt: skip
+                                previous=was(before))  # fmt: skip
     p = plan(change=moved, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
     assert p.outcome is Outcome.RELOAD
 
 
 def test_coalesced_changes_compare_with_the_content_before_the_first() -> None:
     first = dataclasses.replace(change({"animal2": "wolf"}),
-                                previous=change({"animal2": "dog"}).digests)  # fmt: skip
+                                previous=was(change({"animal2": "dog"})))  # fmt: skip
     second = dataclasses.replace(change({"animal2": "wolf", "animal": "x"}),
-                                 previous=first.digests)  # fmt: skip
+                                 previous=was(first))  # fmt: skip
     merged = second.since(first)
     assert merged.previous == first.previous
     p = plan(change=merged, workload=workload({**AUTO, **KEYS}, ANIMAL2), config=Config(), now=0)
@@ -385,3 +401,51 @@ def test_a_keys_workload_is_left_alone_at_start_when_the_digests_it_needs_are_un
     )  # fmt: skip
     assert not missed
     assert "not known" in why
+
+
+def test_the_unchanged_keys_shortcut_does_not_hide_a_reload_the_workload_missed() -> None:
+    # it carries the hash of an older animal2 (a reload that failed), then `animal` changes
+    before = change({"animal": "cat", "animal2": "dog"})
+    after = dataclasses.replace(change({"animal": "lion", "animal2": "dog"}), previous=was(before))
+    env = [*key_ref("cm", "animal2")["env"], {"name": "STAKATER_CM_CONFIGMAP", "value": "1" * 40}]
+    p = plan(change=after, workload=workload({**AUTO, **KEYS}, template({"env": env})),
+             config=Config(), now=0)  # fmt: skip
+    assert p.outcome is Outcome.RELOAD
+
+
+def test_one_pass_consumption_matches_each_resources_consumed_keys() -> None:
+    tmpl = pod_template_from_manifest(template(
+        {**key_ref("a", "k1"), "envFrom": [{"configMapRef": {"name": "b"}}]},
+        [{"name": "v", "configMap": {"name": "a", "items": [{"key": "k2", "path": "p"}]}},
+         {"name": "w", "secret": {"secretName": "s"}}],
+    ))  # fmt: skip
+    assert scoping.consumption(tmpl) == {
+        (CM, "a"): frozenset({"k1", "k2"}), (CM, "b"): None, (SECRET, "s"): None,
+    }  # fmt: skip
+
+
+def test_a_rollout_with_a_workload_ref_stays_in_object_scope_with_a_warning() -> None:
+    w = dataclasses.replace(workload({**AUTO, **KEYS}, ANIMAL2), workload_ref="web")
+    p = plan(change=change({"animal2": "x"}), workload=w, config=Config(), now=0)
+    assert p.written == p.change.hash
+    assert any("workloadRef" in warning for warning in p.decision.warnings)
+
+
+def test_a_keys_workload_whose_template_is_newer_than_the_change_missed_nothing() -> None:
+    # it carries the hash of `a` alone, then starts reading `c` too: its pods restarted anyway
+    c = change({"a": "1", "c": "2"})
+    env = [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "a"}}},
+           {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "c"}}},
+           {"name": "STAKATER_CM_CONFIGMAP", "value": "2" * 40}]  # fmt: skip
+    w = workload({**AUTO, **KEYS}, template({"env": env}))
+    p = plan(change=c, workload=w, config=Config(), now=0)
+    missed, why = missed_while_away(
+        plan=p, carried_hash=carried(p, w, Strategy.ENV_VARS), config_changed_at=5.0,
+        template_changed_at=10.0,
+    )  # fmt: skip
+    assert not missed, why
+    missed, _ = missed_while_away(
+        plan=p, carried_hash=carried(p, w, Strategy.ENV_VARS), config_changed_at=10.0,
+        template_changed_at=5.0,
+    )  # fmt: skip
+    assert missed
