@@ -45,7 +45,7 @@ from tests.harness import app, generation, running
 from tests.waiting import eventually
 
 #: the first test also builds the controller when it is not cached yet (minutes, see certmanager.py)
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(2400)]
 
 #: cert-manager renews this long after each issuance (duration 1h minus renewBefore)
 RENEW_EVERY = 25

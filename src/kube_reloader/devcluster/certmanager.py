@@ -71,7 +71,7 @@ CERTIFICATEREQUESTS = resources.Resource(
 class CertManagerBuilder(GoBuilder):
     """Builds cert-manager's CRDs (always) and controller (when `controller=True`)."""
 
-    cold_note = "first use only; a cold controller build takes about 15 minutes on 2 cores"
+    cold_note = "first use only; a cold controller build takes up to 20 minutes on 2 cores"
 
     def __init__(
         self,
