@@ -11,6 +11,7 @@ passed on to the rooms that follow workloads (rollout tracking, pauses)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +147,7 @@ class Intake:
                 initial = False
                 continue
             try:
+                keep_content_time(refl.store, ev)
                 await self.on_config(ev, resource_type, initial=initial)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
                 self.reporter.object_failed("config", ev.key, exc)
@@ -208,3 +210,14 @@ class Intake:
         if ev.old is not None and ev.old.hash == obj.hash:
             return NO_DATA_CHANGE  # metadata-only update
         return obj.change(Event.UPDATED, previous=None if ev.old is None else ev.old.before)
+
+
+def keep_content_time(store: dict[Any, ConfigEntry], ev: ReflectorEvent[ConfigEntry]) -> None:
+    """A write that left the content alone (a label, an annotation: the same field manager's
+    managedFields time moves anyway) keeps the time of the last content change."""
+    new, old = ev.object, ev.old
+    if ev.type is not EventType.MODIFIED or new is None or old is None:
+        return
+    moved = old.changed_at is not None and new.changed_at != old.changed_at
+    if new.hash == old.hash and moved and store.get(ev.key) is new:
+        store[ev.key] = dataclasses.replace(new, changed_at=old.changed_at)

@@ -13,7 +13,7 @@ from kube_reloader.core.planning import Change, Event
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.watching import EventType, ReflectorEvent
 from kube_reloader.runtime.cache import ConfigEntry
-from kube_reloader.runtime.intake import Intake
+from kube_reloader.runtime.intake import Intake, keep_content_time
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
@@ -120,3 +120,15 @@ async def test_namespaces_watched_for_their_policies_never_keep_a_forbidden_cont
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(i.synced(), 0.5)
     assert i.ready.is_set() is ready
+
+
+def test_a_write_that_left_the_content_alone_keeps_the_time_of_the_last_content_change() -> None:
+    old = dataclasses.replace(entry("h1"), changed_at=100.0)
+    relabelled = dataclasses.replace(entry("h1"), changed_at=200.0)
+    store = {("ns", "cm"): relabelled}
+    keep_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), relabelled, old))
+    assert store[("ns", "cm")].changed_at == 100.0
+    rewritten = dataclasses.replace(entry("h2"), changed_at=300.0)
+    store = {("ns", "cm"): rewritten}
+    keep_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), rewritten, old))
+    assert store[("ns", "cm")].changed_at == 300.0
