@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -85,6 +86,54 @@ def test_input_that_is_no_certificate_gives_a_one_line_error(pem: bytes, error: 
     assert parsed.error is not None
     assert error in parsed.error
     assert "\n" not in parsed.error
+
+
+class Scanned(bytes):
+    """Bytes that count the searches made in them and the bytes those searches may read."""
+
+    finds = 0
+    scanned = 0
+
+    def find(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        Scanned.finds += 1
+        Scanned.scanned += len(self) - (start or 0)
+        return super().find(sub, start, end)
+
+
+BEGIN = b"-----BEGIN CERTIFICATE-----"
+
+
+@pytest.mark.parametrize(
+    ("tail", "error"),
+    [(b"", "without an END line"), (GOOD, "not valid base64"), (b"\n" + GOOD, "not valid base64")],
+    ids=["BEGIN lines only", "then a certificate", "then a certificate on its own line"],
+)  # fmt: skip
+def test_a_hostile_run_of_begin_lines_is_read_in_two_linear_searches(
+    tail: bytes, error: str
+) -> None:
+    hostile = BEGIN * ((MAX_PEM - len(tail)) // len(BEGIN)) + tail
+    Scanned.finds = Scanned.scanned = 0
+    parsed = validity_of_pem(Scanned(hostile))
+    assert parsed.error is not None
+    assert error in parsed.error
+    assert "\n" not in parsed.error
+    assert 1 <= Scanned.finds <= 2, "one search for BEGIN, one for the END after it"
+    assert Scanned.scanned <= 2 * len(hostile), "each search reads the input at most once"
+
+
+def test_pem_input_over_64_kib_is_refused_before_it_is_searched() -> None:
+    Scanned.finds = 0
+    parsed = validity_of_pem(Scanned(BEGIN * (64 * 1024 // len(BEGIN) + 1)))
+    assert parsed.error is not None
+    assert "larger than 65536 bytes" in parsed.error
+    assert Scanned.finds == 0
+
+
+def test_a_certificate_after_junk_and_before_a_run_of_begin_lines_is_read() -> None:
+    pem = b"junk\n" + GOOD + BEGIN * 1000
+    parsed = validity_of_pem(pem)
+    assert parsed.validity is not None
+    assert parsed.validity.to_dict()["notBefore"] == "2026-01-01T00:00:00Z"
 
 
 def test_a_truncated_certificate_gives_an_error_at_every_length() -> None:
