@@ -26,8 +26,8 @@ from kube_reloader.core import evicting, parsing, planning, podtemplates, strate
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 #: bytes of AdmissionReview read (an object is at most ~1.5 MiB in etcd; a review holds the
-#: object and the old object)
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
+#: object and the old object); larger: admitted unchanged, never read whole
+MAX_REVIEW_BYTES = 3584 * 1024
 #: brackets deep (a workload with managedFields is ~20 deep)
 MAX_REVIEW_DEPTH = 100
 #: the references of one workload looked at (more: admitted unchanged, left to the controller)
@@ -92,9 +92,15 @@ def parse_review(body: bytes) -> ParsedReview:
     if not isinstance(obj, Mapping):
         return ParsedReview(uid=uid, error="the request carries no object")
     old = request.get("oldObject")
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        return ParsedReview(uid=uid, error="the object's metadata is not a mapping")
+    own = podtemplates.mapping(meta).get("namespace")
     namespace = request.get("namespace")
     if not isinstance(namespace, str) or not namespace:
-        namespace = str(podtemplates.mapping(obj.get("metadata")).get("namespace") or "")
+        return ParsedReview(uid=uid, error="the request names no namespace")
+    if own not in (None, "", namespace):
+        return ParsedReview(uid=uid, error="the object's namespace is not the request's")
     return ParsedReview(
         Review(
             uid=uid,
@@ -146,10 +152,10 @@ def rolls_anyway(review: Review) -> tuple[bool, str]:
 
 
 def references(workload: planning.Workload) -> list[Reference]:
-    """The ConfigMaps and Secrets whose current hashes the webhook needs, sorted."""
-    return sorted(
-        r for r in workload.template.references() if r[0] is not ResourceType.SECRETPROVIDERCLASS
-    )
+    """The ConfigMaps whose current hashes the webhook needs, sorted. Never Secrets: an answer
+    carries the hashes it writes to whoever sent the review, so Secrets are left to the
+    controller."""
+    return sorted(r for r in workload.template.references() if r[0] is ResourceType.CONFIGMAP)
 
 
 def admit(

@@ -1,38 +1,39 @@
 """The admission room: answer the API server's AdmissionReviews (`--admission-addr`).
 
 For a workload being created, or updated with a new pod template, it reads the referenced
-ConfigMaps and Secrets straight from the API server (a quorum read: with `kubectl apply` of a
-ConfigMap and a Deployment, the ConfigMap's new content is already stored when the Deployment
-is admitted, while the controller's watch may not have it yet) and writes their current hashes
-as the controller would (`core.admitting`). When the controller's watch event then arrives, the
-workload already carries the hash: one apply, one rollout.
+ConfigMaps straight from the API server (a quorum read: when the ConfigMap is written before
+the Deployment, its new content is already stored when the Deployment is admitted, while the
+controller's watch may not have it yet) and writes their current hashes as the controller
+would (`core.admitting`). When the controller's watch event then arrives, the workload already
+carries the hash: one apply, one rollout.
 
-Admission never blocks: every answer is `allowed`; a review that cannot be read, a lookup that
-fails or runs past its deadline, anything unexpected, is admitted unchanged with the reason
-logged (the controller then reloads as it would without a webhook). A Secret's data is hashed
-and dropped as it is decoded; hashes are logged at debug level only.
+Admission never refuses a write: every answer is `allowed`; a review that cannot be read, a
+lookup that fails or runs past its deadline, anything unexpected, is admitted unchanged with
+the reason logged (the controller then reloads as it would without a webhook).
 
 The listener cannot tell the API server from anyone else who reaches its port (API servers do
-not authenticate to webhooks by default), and its answer carries the hashes it writes. So
-Secrets are looked at only when hashes are keyed (`--hash-algorithm=hmac-sha256`: nothing to
-brute-force a short Secret from), and at most `MAX_IN_FLIGHT` reviews look anything up at once
-(a flood of forged reviews costs the API server a bounded number of LISTs; the rest are
-admitted unchanged).
+not authenticate to webhooks by default), and its answer carries the hashes it writes. So it
+never looks at Secrets (left to the controller), answers only for a namespace the controller
+watches and for an object in the namespace the request names, and at most `MAX_IN_FLIGHT`
+reviews look anything up at once (a flood of forged reviews costs the API server a bounded
+number of LISTs; the rest are admitted unchanged). Under `--reload-strategy=annotations` and
+`--compat=v2` the value written carries the time of the reload, which the controller's own
+later write would not repeat: the webhook then admits everything unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kube_reloader.core import admitting
-from kube_reloader.core.objects import ResourceType
+from kube_reloader.core import admitting, podtemplates, strategies
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.kube import errors, projections, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.cache import configmap_entry, secret_entry
+from kube_reloader.runtime.cache import configmap_entry
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
@@ -64,18 +65,29 @@ class AdmissionSettings:
 class Admitter:
     """One AdmissionReview in, one answer out; `answer` never raises."""
 
-    def __init__(self, client: Client, options: Options, clock: Clock, deadline: float) -> None:
+    def __init__(
+        self, client: Client, options: Options, clock: Clock, deadline: float,
+        namespace_wanted: Callable[[str], bool] | None = None,
+    ) -> None:  # fmt: skip
         self.client = client
         self.options = options
         self.clock = clock
         self.deadline = deadline
+        #: the controller's own namespace filter (`Intake.namespace_wanted`: --namespaces,
+        #: --namespaces-to-ignore, --namespace-selector); None: the flags alone decide
+        self.namespace_wanted = namespace_wanted
         self.reviews = 0
         self.mutated = 0
         self.in_flight = 0
 
     async def answer(self, body: bytes) -> bytes:
+        return await self.respond(self.parse(body))
+
+    def parse(self, body: bytes) -> admitting.ParsedReview:
         self.reviews += 1
-        parsed = admitting.parse_review(body)
+        return admitting.parse_review(body)
+
+    async def respond(self, parsed: admitting.ParsedReview) -> bytes:
         if parsed.review is None:
             log.info("admitted unchanged", extra={"reason": parsed.error, "uid": parsed.uid})
             return _encode(admitting.response(parsed.uid))
@@ -84,7 +96,7 @@ class Admitter:
             ops, what = await self._decide(review)
         except Exception as exc:  # noqa: BLE001 - admission never fails the write
             ops, what = [], f"{type(exc).__name__}: {str(exc)[:200]}"
-        name = str((review.obj.get("metadata") or {}).get("name") or "")
+        name = str(podtemplates.mapping(review.obj.get("metadata")).get("name") or "")
         where = {"workload": f"{review.obj.get('kind')} {review.namespace}/{name}",
                  "operation": review.operation, "uid": review.uid}  # fmt: skip
         if ops:
@@ -96,10 +108,16 @@ class Admitter:
 
     async def _decide(self, review: admitting.Review) -> tuple[list[dict[str, Any]], str]:
         opts = self.options
-        if opts.namespaces is not None and review.namespace not in opts.namespaces:
+        if opts.namespaces and review.namespace not in opts.namespaces:
             return [], "namespace not watched"
         if review.namespace in opts.namespaces_to_ignore:
             return [], "namespace ignored (--namespaces-to-ignore)"
+        if self.namespace_wanted is not None and not self.namespace_wanted(review.namespace):
+            return [], "namespace not watched (--namespace-selector)"
+        if opts.plan.strategy is not strategies.Strategy.ENV_VARS:
+            return [], "the annotations strategy writes the reload's time; left to the controller"
+        if opts.plan.compat is strategies.Compat.V2:
+            return [], "--compat=v2 writes the reload's time; left to the controller"
         rolls, why = admitting.rolls_anyway(review)
         if not rolls:
             return [], why
@@ -109,13 +127,8 @@ class Admitter:
         if workload.kind not in opts.workload_kinds:
             return [], f"kind {workload.kind} is not reloaded"
         refs = [r for r in admitting.references(workload) if r[0] in opts.resources]
-        if opts.hash_key is None and any(r[0] is ResourceType.SECRET for r in refs):
-            refs = [r for r in refs if r[0] is not ResourceType.SECRET]
-            secrets = "Secrets are left to the controller without --hash-algorithm=hmac-sha256"
-        else:
-            secrets = ""
         if not refs:
-            return [], secrets or "references no ConfigMap or Secret"
+            return [], "references no ConfigMap (Secrets are left to the controller)"
         if len(refs) > admitting.MAX_REFERENCES:
             return [], f"{len(refs)} references, over {admitting.MAX_REFERENCES}; left alone"
         if self.in_flight >= MAX_IN_FLIGHT:
@@ -139,29 +152,17 @@ class Admitter:
         )  # fmt: skip
         log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
         names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(changes))
-        note = f" ({secrets})" if secrets else ""
         if result.ops:
-            return result.ops, f"{len(result.ops)} operation(s) for {names}{note}"
-        return [], f"already current or not reloaded for {names or 'no found reference'}{note}"
+            return result.ops, f"{len(result.ops)} operation(s) for {names}"
+        return [], f"already current or not reloaded for {names or 'no found reference'}"
 
     async def _content(self, namespace: str, ref: admitting.Reference) -> Change | None:
-        """The reference's current content as the controller's cache describes it (a
-        quorum LIST by name, with the controller's label selector), or None when it does not
-        exist or is not watched."""
-        rtype, name = ref
+        """The ConfigMap's current content as the controller's cache describes it (a quorum
+        LIST by name, with the controller's label selector), or None when it does not exist
+        or is not watched."""
+        _, name = ref
         keys, key = self.options.plan.match.keys, self.options.hash_key
         by_name, labels = f"metadata.name={name}", self.options.resource_label_selector or None
-        if rtype is ResourceType.SECRET:
-            secrets = await self.client.list(
-                resources.SECRETS,
-                namespace=namespace,
-                field_selector=by_name,
-                label_selector=labels,
-                type=projections.SecretContent,
-            )
-            if not secrets.items:
-                return None
-            return secret_entry(secrets.items[0], keys, key, per_key=True).change(Event.UPDATED)
         configmaps = await self.client.list(
             resources.CONFIGMAPS,
             namespace=namespace,

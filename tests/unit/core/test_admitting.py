@@ -167,10 +167,10 @@ def test_an_evicting_workload_is_left_unchanged() -> None:
     assert result.ops == []
 
 
-def test_references_are_the_configmaps_and_secrets_the_template_names() -> None:
+def test_references_are_the_configmaps_the_template_names_and_never_its_secrets() -> None:
     workload = admitting.workload_of(parsed(review(env_deployment())))
     assert isinstance(workload, planning.Workload)
-    assert admitting.references(workload) == [(CM, "cfg"), (SECRET, "sec")]
+    assert admitting.references(workload) == [(CM, "cfg")]
 
 
 ROLLS = [
@@ -271,3 +271,31 @@ def test_hostile_pod_templates_never_raise(containers: Any, annotations: Any) ->
     if isinstance(workload, str):
         return
     admitting.admit(workload=workload, obj=p.review.obj, changes=BOTH, config=ENV, now=NOW)
+
+
+def test_a_valid_review_of_four_mebibytes_is_refused_unparsed() -> None:
+    obj = env_deployment()
+    obj["metadata"]["annotations"] = {"pad": "x" * (4 * 1024 * 1024)}
+    p = admitting.parse_review(review(obj))
+    assert p.review is None
+    assert p.error is not None
+    assert "over" in p.error
+
+
+FORGED = [
+    ("the object names another namespace", {"namespace": "victim"}, "ns"),
+    ("the metadata is not a mapping", ["name"], "ns"),
+    ("the request names no namespace", {"name": "w"}, ""),
+]
+
+
+@pytest.mark.parametrize(("what", "meta", "ns"), FORGED, ids=[f[0] for f in FORGED])
+def test_a_forged_review_is_refused_with_a_reason_when(what: str, meta: Any, ns: str) -> None:
+    obj = env_deployment()
+    obj["metadata"] = meta
+    doc = json.loads(review(obj))
+    doc["request"]["namespace"] = ns
+    p = admitting.parse_review(json.dumps(doc).encode())
+    assert p.review is None, what
+    assert p.uid == "u-1"
+    assert p.error

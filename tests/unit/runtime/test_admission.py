@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from kube_reloader.core import hashing
+from kube_reloader.core import hashing, strategies
+from kube_reloader.core.planning import Config
 from kube_reloader.kube import errors
 from kube_reloader.kube.paging import ObjectList
 from kube_reloader.runtime import admission
@@ -87,13 +88,11 @@ async def test_a_new_workload_gets_its_configmaps_hash_and_not_its_secrets_witho
     assert ("Secret", "ns", "sec") not in client.calls
 
 
-async def test_with_keyed_hashes_the_secret_is_looked_up_and_its_hmac_written() -> None:
+async def test_even_with_keyed_hashes_a_secret_is_never_looked_up() -> None:
     client = FakeClient([cm({"v": "1"}), secret({"p": "1234"})])
     env = await answer(client, review(workload()), hash_key=KEY)
-    assert env == {
-        "STAKATER_CFG_CONFIGMAP": hashing.configmap_hash({"v": "1"}, key=KEY),
-        "STAKATER_SEC_SECRET": hashing.secret_hash({"p": b"1234"}, key=KEY),
-    }
+    assert env == {"STAKATER_CFG_CONFIGMAP": hashing.configmap_hash({"v": "1"}, key=KEY)}
+    assert [c[0] for c in client.calls] == ["ConfigMap"]
 
 
 UNCHANGED = [
@@ -135,3 +134,50 @@ async def test_a_flood_of_reviews_looks_up_at_most_the_cap_at_once() -> None:
     patched = sum("patch" in json.loads(a)["response"] for a in answers)
     assert patched == admission.MAX_IN_FLIGHT
     assert len(client.calls) == admission.MAX_IN_FLIGHT
+
+
+def forged(request_ns: str, object_ns: str | None) -> bytes:
+    obj = builders.auto_deployment("w", "ns", configmaps=("cfg",))
+    if object_ns is None:
+        del obj["metadata"]["namespace"]
+    else:
+        obj["metadata"]["namespace"] = object_ns
+    doc = json.loads(review(obj))
+    doc["request"]["namespace"] = request_ns
+    return json.dumps(doc).encode()
+
+
+async def test_a_review_whose_object_names_another_namespace_costs_no_lookup() -> None:
+    client = FakeClient([cm({"v": "1"})])
+    assert await answer(client, forged("ns", "victim")) == {}
+    assert client.calls == []
+    assert await answer(client, forged("ns", None)) != {}  # no namespace of its own: the request's
+
+
+async def test_a_namespace_the_controller_does_not_select_costs_no_lookup() -> None:
+    client = FakeClient([cm({"v": "1"})])
+    admitter = Admitter(client, Options(), FakeClock(), 0.5, lambda ns: ns == "selected")  # type: ignore[arg-type]
+    doc = json.loads(await admitter.answer(review(workload())))["response"]
+    assert "patch" not in doc
+    assert client.calls == []
+
+
+TIMED = [
+    ("the annotations strategy", Config(strategy=strategies.Strategy.ANNOTATIONS)),
+    ("--compat=v2", Config(compat=strategies.Compat.V2)),
+]
+
+
+@pytest.mark.parametrize(("what", "plan"), TIMED, ids=[t[0] for t in TIMED])
+async def test_a_value_carrying_the_reloads_time_is_left_to_the_controller_under(
+    what: str, plan: Config
+) -> None:
+    client = FakeClient([cm({"v": "1"})])
+    assert await answer(client, review(workload()), plan=plan) == {}, what
+    assert client.calls == []
+
+
+async def test_an_object_whose_metadata_is_a_list_is_admitted_unchanged() -> None:
+    obj = workload()
+    obj["metadata"] = ["name", "w"]
+    assert await answer(FakeClient([cm({"v": "1"})]), review(obj)) == {}
