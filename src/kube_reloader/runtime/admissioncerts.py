@@ -4,17 +4,28 @@ gets the new one; connections from then on present it), and the CA bundle kept i
 MutatingWebhookConfiguration.
 
 Every `check_interval` it re-reads the CA (renewed there by whichever replica finds it old),
-re-patches the bundle if someone changed it, and renews the serving certificate once two
-thirds of its validity have passed, or at once when the CA changed under it.
+re-reads the webhook configuration and patches its bundle if it is not the CA's (someone
+replaced the object), and renews the serving certificate once two thirds of its validity have
+passed, or at once when the CA changed under it.
+
+Admission never stops the controller: until a first certificate is installed and the port is
+listening, nothing is served, and the attempt is retried with backoff (one log line each:
+"admission is not serving"); a failed refresh later leaves the certificate in use serving
+and is retried at the next check. None of it crashes a supervised task, so `/readyz` stays
+what the controller's reloads make it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import random
 import ssl
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from kube_reloader.admitserving import build_admission_app
-from kube_reloader.core import admitting
+from kube_reloader.admitserving import Reading, build_admission_app
+from kube_reloader.core import admitting, limiting
 from kube_reloader.kube import admissioncerts, errors
 from kube_reloader.kube.client import Client
 from kube_reloader.runtime.admission import AdmissionSettings, Admitter
@@ -56,8 +67,7 @@ class CertKeeper:
         )
         ca_changed = self.ca is None or ca.cert_pem != self.ca.cert_pem
         self.ca = ca
-        if ca.bundle_pem != self.bundle_patched or ca_changed:
-            await self._patch_bundle(ca)
+        await self._patch_bundle(ca)  # reads the live object: a replaced one is patched again
         if ca_changed or now >= self.renew_at:
             cert, key = admissioncerts.serving_cert(ca, list(s.hosts), now, s.cert_validity)
             admissioncerts.load(self.context, cert, key)
@@ -95,7 +105,11 @@ class CertKeeper:
         while True:
             due = max(0.5, self.renew_at - self.clock.wall())
             await sleep(self.clock, min(self.check_interval, due))
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception as exc:  # noqa: BLE001 - the certificate in use keeps serving
+                log.warning("admission certificate refresh failed; retried at the next check",
+                            extra={"error": _short(exc)})  # fmt: skip
 
 
 @dataclass
@@ -103,19 +117,56 @@ class Running:
     server: Server
     keeper: CertKeeper
     admitter: Admitter
+    #: True once the port listens with a certificate installed
+    serving: bool = False
+    #: failed attempts to start serving
+    failures: int = 0
+    reading: Reading = field(default_factory=Reading)
+
+    async def serve(self) -> None:
+        """Install a first certificate and listen, retrying with backoff until both work;
+        then keep the certificate fresh. Never raises."""
+        clock = self.keeper.clock
+        while not self.serving:
+            try:
+                await self.keeper.refresh()
+                await self.server.start()
+                self.serving = True
+            except Exception as exc:  # noqa: BLE001 - admission never stops the controller
+                with contextlib.suppress(Exception):
+                    await self.server.stop()  # a half-started listener
+                self.failures += 1
+                delay = limiting.backoff(
+                    min(self.failures - 1, 16), base=1.0, cap=60.0,
+                    jitter=random.random(),  # noqa: S311 - jitter, not crypto
+                )  # fmt: skip
+                log.warning(
+                    "admission is not serving; the controller reloads without it",
+                    extra={"error": _short(exc), "retry_in_s": round(delay, 1),
+                           "failures": self.failures},
+                )  # fmt: skip
+                await sleep(clock, delay)
+        await self.keeper.loop()
 
 
-async def start(
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def start(
     client: Client, options: Options, settings: AdmissionSettings, clock: Clock,
-    supervisor: Supervisor,
+    supervisor: Supervisor, namespace_wanted: Callable[[str], bool] | None = None,
 ) -> Running:  # fmt: skip
-    """Install a first certificate (raises when it cannot), serve `POST /mutate` over TLS on
-    `settings.addr`, and keep the certificate fresh under the supervisor."""
+    """Serve `POST /mutate` over TLS on `settings.addr` once a first certificate is
+    installed, and keep it fresh, under the supervisor (`Running.serve`). Never raises."""
     keeper = CertKeeper(client, settings, clock)
-    await keeper.refresh()
-    admitter = Admitter(client, options, clock, settings.lookup_deadline)
-    app = build_admission_app(admitter.answer, admitting.MAX_REVIEW_BYTES)
+    admitter = Admitter(client, options, clock, settings.lookup_deadline, namespace_wanted)
+    reading = Reading()
+    busy = json.dumps(admitting.response(""), separators=(",", ":")).encode()
+    app = build_admission_app(
+        admitter.parse, admitter.respond, admitting.MAX_REVIEW_BYTES, busy, reading
+    )
     server = Server(app, settings.addr, tls=keeper.context, limits=LIMITS)
-    await server.start()
-    supervisor.spawn("admission-certificates", keeper.loop)
-    return Running(server, keeper, admitter)
+    running = Running(server, keeper, admitter, reading=reading)
+    supervisor.spawn("admission", running.serve)
+    return running

@@ -232,10 +232,8 @@ class Manager:
                 controller = self.new_controller(
                     client, options, clock=self.clock, metrics=self.recorder
                 )
-                if settings.admission is not None and not await self._admission(
-                    client, options, settings.admission, controller.supervisor
-                ):
-                    return 1
+                if settings.admission is not None:
+                    self._admission(client, options, settings.admission, controller)
                 if options.audit_interval > 0 and isinstance(controller, Controller):
                     c = controller  # the staleness audit reads its caches, reports through it
                     room = Auditing(client, options, c.clock, c.stores, c.fence, c.reporter,
@@ -253,20 +251,16 @@ class Manager:
         )
         return 0
 
-    async def _admission(
-        self, client: Client, options: Options, admission: AdmissionSettings, sup: Supervisor
-    ) -> bool:
-        """Serve the admission webhook (its server is stopped with the others)."""
+    def _admission(
+        self, client: Client, options: Options, admission: AdmissionSettings, c: Runnable
+    ) -> None:
+        """Serve the admission webhook once it can, under the controller's supervisor (never
+        stops the controller; its server is stopped with the others)."""
         from kube_reloader.runtime import admissioncerts as certs  # cryptography: only here
 
-        try:
-            running = await certs.start(client, options, admission, self.clock, sup)
-        except (OSError, ValueError, errors.KubeError) as exc:
-            log.error("cannot serve the admission webhook", extra={"error": str(exc)})
-            return False
-        self.servers.append(running.server)
-        self.admission = running
-        return True
+        wanted = c.intake.namespace_wanted if isinstance(c, Controller) else None
+        self.admission = certs.start(client, options, admission, self.clock, c.supervisor, wanted)
+        self.servers.append(self.admission.server)
 
     async def _options(self, client: Client) -> Options | None:
         """The controller's options, with the hash key read (or created) when one is used;
