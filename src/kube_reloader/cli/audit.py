@@ -8,7 +8,8 @@ It judges with the controller's rules: any controller flag that changes them may
 by the controller's own flag parser. `--cluster` audits every namespace, `-n` one; neither,
 the kubeconfig context's namespace. Reads: one LIST of each workload kind, of ConfigMaps
 and of Secrets (metadata only: no content), of pods per namespace that has a candidate
-(reduced to start times), one GET per stale TLS Secret (its certificate's validity).
+(reduced to start times), one LIST by name per stale TLS Secret (its certificate's
+validity).
 
 Exit codes: 0 nothing stale, 1 stale workloads found, 2 a usage error or an API error.
 """

@@ -3,8 +3,9 @@ that owns it, and the validity of a TLS Secret's certificate.
 
 Pods are read by a paged LIST of one namespace, decoded into a projection of a few fields
 (owner, labels, phase, start times) and reduced page by page to (workload, start time):
-no pod cache, and never more than one page of pods alive. A Secret is read by one GET; only
-its `tls.crt` is decoded, reduced to its certificate's validity and dropped at once.
+no pod cache, and never more than one page of pods alive. A Secret is read by one LIST by
+name (`fieldSelector=metadata.name=`: the chart grants list and watch on Secrets, not get);
+only its `tls.crt` is decoded, reduced to its certificate's validity and dropped at once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kube_reloader.core import staleness, x509
-from kube_reloader.kube import resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES
 from kube_reloader.kube.projections import ObjectMeta, OwnerReference, last_write
@@ -139,7 +140,13 @@ class Certificate:
 async def certificate(client: Client, namespace: str, name: str) -> Certificate:
     """Whether Secret `name` is a TLS Secret and, if so, its certificate's validity (its
     `tls.crt` is decoded here and dropped; nothing else of the data is decoded)."""
-    secret = await client.get(resources.SECRETS, name, namespace=namespace, type=_TlsSecret)
+    listed = await client.list(
+        resources.SECRETS, namespace=namespace, field_selector=f"metadata.name={name}",
+        type=_TlsSecret,
+    )  # fmt: skip
+    if not listed.items:
+        raise errors.NotFound(404, f"Secret {namespace}/{name} not found")
+    secret = listed.items[0]
     meta = secret.metadata
     if not staleness.is_tls(secret.type, meta.annotations):
         return Certificate(meta.resourceVersion, False, None)

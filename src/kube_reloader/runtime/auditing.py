@@ -4,16 +4,20 @@ of a ConfigMap or Secret they consume, and that no rule will reload (`core.stale
 `audit` is one pass, shared by `kube-reloader audit` and the controller's room: the rules
 first (no API call), then, one namespace at a time and only for namespaces with a workload
 that no rule reloads for some changed resource, one paged LIST of its pods reduced to start
-times (never a pod cache, never a watch), then one GET per stale Secret to tell a TLS one
-and read its certificate's validity (cached by resourceVersion; the data is dropped).
+times (never a pod cache, never a watch), then one LIST by name per stale Secret to tell a
+TLS one and read its certificate's validity (cached by resourceVersion; the data is
+dropped). Only LIST is used (by name: `fieldSelector=metadata.name=`), never GET: the
+chart's RBAC grants list and watch on ConfigMaps and Secrets. The planning pass yields to
+the event loop every `YIELD_EVERY` (workload, reference) pairs.
 
 `Auditing` is the controller's room (`--audit-interval`, 0: off): every interval, while this
 replica leads (standbys keep no series), it audits what the controller watches and sets
 `kube_reloader_stale_workloads{namespace,kind,name,resource}` to 1 per stale pair (pairs no
 longer stale are removed), with a Warning Event `StaleCertificate` per workload and rotation
 when the stale resource is a TLS Secret. A resource the controller does not watch (an
-ignored type, one outside `--resource-label-selector`) is read by one GET when a workload
-references it; workloads in namespaces it does not watch are not seen (the CLI audits them).
+ignored type, one outside `--resource-label-selector`) is read by one LIST by name when a
+workload references it; workloads in namespaces it does not watch are not seen (the CLI
+audits them).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from kube_reloader.runtime.stores import Stores
 AUDITED = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Rollout"})
 #: certificates remembered (one per stale TLS Secret), the oldest dropped first
 MAX_CERTIFICATES = 10_000
+#: (workload, reference) pairs planned between two yields to the event loop
+YIELD_EVERY = 200
 
 Lookup = Callable[[ResourceType, str, str], Awaitable[Consumed | None]]
 
@@ -82,15 +88,20 @@ async def audit(
 ) -> Report:  # fmt: skip
     """One audit pass. `lookup` gives a consumed resource as it is now (None: absent);
     `versions` a Secret's resourceVersion (the certificate cache's key), when known. The
-    certificate of each stale TLS Secret is read (one GET, unless its version is cached)."""
+    certificate of each stale TLS Secret is read (one LIST by name, unless its version is
+    cached)."""
     report = Report()
     by_ns: dict[str, list[tuple[planning.Workload, list[Candidate]]]] = defaultdict(list)
+    pairs = 0
     for w in workloads:
         if w.kind not in AUDITED:
             continue
         report.workloads += 1
         consumed = []
         for rtype, name in staleness.consumed_names(w):
+            pairs += 1
+            if pairs % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a large round never holds the loop (leases, probes)
             found = await lookup(rtype, w.namespace, name)
             if found is not None:
                 consumed.append(found)
@@ -104,7 +115,9 @@ async def audit(
             report.errors.append(f"namespace {ns}: cannot list pods: {str(exc)[:200]}")
             continue
         report.namespaces_read += 1
-        for w, candidates in by_ns[ns]:
+        for i, (w, candidates) in enumerate(by_ns[ns], 1):
+            if i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             stale = staleness.judge(w, candidates, starts.get((w.kind, w.name), []))
             report.findings += [
                 await _certificate(f, certificates, versions, report) for f in stale
@@ -163,6 +176,8 @@ class Auditing:
         self.ready = ready
         self.certificates = Certificates(client)
         self.last: Report | None = None
+        #: the failed reads of unwatched resources in this round (reported with the round's)
+        self.lookup_errors: list[str] = []
 
     async def loop(self) -> None:
         await self.ready.wait()
@@ -176,10 +191,12 @@ class Auditing:
     async def once(self) -> Report:
         stores = self.stores
         workloads = [stores.resolve(w) for w in list(stores.index.workloads.values())]
+        self.lookup_errors = []
         report = await audit(
             self.client, workloads, self._lookup, self.options.plan, int(self.clock.wall()),
             self.certificates, versions=self._version,
         )  # fmt: skip
+        report.errors[:0] = self.lookup_errors
         if not self.fence.may_write():
             self.reporter.stale(set())
             return report
@@ -213,13 +230,20 @@ class Auditing:
         selector = opts.resource_label_selector
         if rtype in opts.resources and not selector:
             return None  # watched, and absent: nothing runs its content
-        try:  # not watched: one GET tells whether it exists and when it changed
-            res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
-            obj = await self.client.get(res, name, namespace=namespace, type=podstarts.ConfigMeta)
-        except errors.NotFound:
+        res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
+        try:  # not watched: one LIST by name tells whether it exists and when it changed
+            listed = await self.client.list(
+                res, namespace=namespace, field_selector=f"metadata.name={name}",
+                type=podstarts.ConfigMeta,
+            )  # fmt: skip
+        except errors.KubeError as exc:
+            self.lookup_errors.append(
+                f"{rtype.kind} {namespace}/{name}: cannot list: {str(exc)[:200]}"
+            )
             return None
-        except errors.KubeError:
+        if not listed.items:
             return None
+        obj = listed.items[0]
         meta: ObjectMeta = obj.metadata
         outside = Unwatched(Reason.EXCLUDED, f"the {rtype.kind} does not match "
                                              f"--resource-label-selector={selector}")  # fmt: skip

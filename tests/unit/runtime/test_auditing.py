@@ -20,8 +20,10 @@ from cryptography.x509.oid import NameOID
 from kube_reloader.core import planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.staleness import Consumed
 from kube_reloader.kube import errors, podstarts
 from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime import auditing
 from kube_reloader.runtime.auditing import Auditing
 from kube_reloader.runtime.cache import ConfigEntry
 from kube_reloader.runtime.options import Options
@@ -67,6 +69,13 @@ def pod(owner: str, start: float, *, phase: str = "Running", kind: str = "Replic
             "containerStatuses": [{"state": {"running": {"startedAt": stamp(start)}}}]}}  # fmt: skip
 
 
+class Listed:
+    """An ObjectList's shape: its items."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+
 class FakeClient:
     """Pods by namespace and Secrets by name; records every request."""
 
@@ -75,6 +84,7 @@ class FakeClient:
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[str] = []
         self.refuse_pods: set[str] = set()
+        self.refuse: set[str] = set()
 
     async def list_reduced(self, resource: Any, *, namespace: str, type: Any,
                            reduce: Callable[[Any], Any], **_: Any) -> Any:  # fmt: skip
@@ -91,6 +101,18 @@ class FakeClient:
         if found is None:
             raise errors.NotFound(404, f"{name} not found")
         return msgspec.json.decode(msgspec.json.encode(found), type=type)
+
+    async def list(self, resource: Any, *, namespace: str, field_selector: str | None = None,
+                   type: Any, **_: Any) -> Any:  # fmt: skip
+        self.requests.append(f"LIST {resource.plural} {namespace} {field_selector}")
+        if resource.plural in self.refuse:
+            raise errors.Forbidden(403, f"{resource.plural} is forbidden")
+        name = (field_selector or "").removeprefix("metadata.name=")
+        found = self.secrets.get((namespace, name))
+        items = (
+            [] if found is None else [msgspec.json.decode(msgspec.json.encode(found), type=type)]
+        )
+        return Listed(items)
 
 
 def tls_secret(rv: str) -> dict[str, Any]:
@@ -134,12 +156,11 @@ def _close_rooms() -> Any:
 def rig(options: Options | None = None) -> tuple[Room, Stores, FakeClient, Auditing]:
     room, stores, client = Room(), Stores(KEYS), FakeClient()
     ROOMS.append(room)
-    stores.configs.append(
-        Store("configmaps", {("ns", "cfg"): entry(ResourceType.CONFIGMAP, "cfg")})
-    )  # type: ignore[arg-type]
-    stores.configs.append(
-        Store("secrets", {("ns", "nats-tls"): entry(ResourceType.SECRET, "nats-tls", tls=True)})
-    )  # type: ignore[arg-type]
+    cms = Store("configmaps", {("ns", "cfg"): entry(ResourceType.CONFIGMAP, "cfg")})
+    secrets = Store(
+        "secrets", {("ns", "nats-tls"): entry(ResourceType.SECRET, "nats-tls", tls=True)}
+    )
+    stores.configs += [cms, secrets]  # type: ignore[list-item]
     for w in (deployment("nats", secret="nats-tls"), deployment("plain", cm="cfg"),
               deployment("auto", cm="cfg", annotations={"reloader.stakater.com/auto": "true"}),
               deployment("fresh", cm="cfg")):  # fmt: skip
@@ -170,7 +191,7 @@ async def test_the_leaders_audit_sets_one_series_per_stale_pair_and_warns_of_the
     report = await audit.once()
     await room.spawned.run()
     assert series(room) == {("nats", "Secret/nats-tls"): 1.0, ("plain", "ConfigMap/cfg"): 1.0}
-    assert client.requests == ["LIST pods ns", "GET secrets ns/nats-tls"]
+    assert client.requests == ["LIST pods ns", "LIST secrets ns metadata.name=nats-tls"]
     [(key, reason, message)] = room.events.sent
     assert (key.name, reason) == ("nats", "StaleCertificate")
     assert "valid from 2026-01-01T00:00:00Z to 2026-04-01T00:00:00Z" in message
@@ -183,7 +204,7 @@ async def test_a_second_audit_reuses_the_certificate_and_writes_no_second_event(
     await audit.once()
     await audit.once()
     await room.spawned.run()
-    assert client.requests.count("GET secrets ns/nats-tls") == 1, "cached by resourceVersion"
+    assert client.requests.count("LIST secrets ns metadata.name=nats-tls") == 1, "cached"
     assert room.events.reasons() == ["StaleCertificate"]
 
 
@@ -301,3 +322,55 @@ def test_pod_owners_and_start_times_are_read_from_the_projection() -> None:
     bad = msgspec.convert({"status": {"phase": "Running", "startTime": "yesterday"}},
                           podstarts.PodStart)  # fmt: skip
     assert podstarts.start_of(bad) is None
+
+
+async def test_the_audit_reads_configs_only_by_list_which_the_charts_rbac_grants() -> None:
+    options = Options(audit_interval=60.0, resource_label_selector="team=a")
+    _room, stores, client, audit = rig(options)
+    stores.index.put(deployment("other", cm="unlabelled",
+                                annotations={"reloader.stakater.com/auto": "true"}))  # fmt: skip
+    client.pods["ns"].append(pod("other", CHANGED - 60))
+    client.secrets[("ns", "unlabelled")] = {"metadata": {
+        "name": "unlabelled", "namespace": "ns", "creationTimestamp": stamp(CHANGED)}}  # fmt: skip
+    report = await audit.once()
+    assert {f.workload.name for f in report.findings} >= {"nats", "other"}
+    verbs = {r.split()[0] for r in client.requests}
+    assert verbs == {"LIST"}, client.requests
+    assert "LIST configmaps ns metadata.name=unlabelled" in client.requests
+    assert "LIST secrets ns metadata.name=nats-tls" in client.requests
+
+
+async def test_a_refused_read_of_an_unwatched_config_is_reported_not_silent() -> None:
+    options = Options(audit_interval=60.0, resource_label_selector="team=a")
+    _room, stores, client, audit = rig(options)
+    stores.index.put(deployment("other", cm="unlabelled"))
+    client.refuse.add("configmaps")
+    report = await audit.once()
+    assert any("ConfigMap ns/unlabelled: cannot list" in e for e in report.errors), report.errors
+
+
+async def test_a_large_round_lets_other_tasks_run_while_it_plans() -> None:
+    workloads = [deployment(f"w{i}", cm="cfg") for i in range(1_000)]
+    planned = 0
+
+    async def lookup(rtype: ResourceType, ns: str, name: str) -> Consumed | None:
+        nonlocal planned
+        planned += 1
+        return Consumed(rtype, name, None)  # never suspends, as the controller's cache does
+
+    seen: list[int] = []
+
+    async def other() -> None:
+        while True:
+            seen.append(planned)
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(other())
+    await asyncio.sleep(0)
+    client = FakeClient()
+    await auditing.audit(client, workloads, lookup, planning.Config(), 0,  # type: ignore[arg-type]
+                         auditing.Certificates(client))  # type: ignore[arg-type]  # fmt: skip
+    task.cancel()
+    assert planned == 1_000
+    during = [n for n in seen if 0 < n < 1_000]
+    assert len(during) >= 1_000 // auditing.YIELD_EVERY - 1, seen
