@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kube_reloader.core import matching, planning
+from kube_reloader.core import matching, planning, references
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.x509 import Validity, iso
@@ -148,6 +148,9 @@ def unreloaded(
     for c in consumed:
         if c.changed_at is None:
             continue
+        target = references.target_container(workload.template, c.rtype, c.name, auto=True)
+        if target.container is None:
+            continue  # a volume no container mounts, nothing in env: no container reads it
         if c.unwatched is not None:
             out.append(Candidate(c, c.unwatched.reason, c.unwatched.message))
             continue

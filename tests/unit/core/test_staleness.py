@@ -33,6 +33,17 @@ def workload(annotations: dict[str, str] | None = None, template_annotations: di
     return planning.workload_from_manifest(manifest)
 
 
+def unmounted(annotations: dict[str, str] | None = None) -> planning.Workload:
+    """A workload whose pod template has a volume of Secret nats-tls that no container mounts."""
+    tmpl = b.pod_template(
+        {"app": "w"}, containers=[b.container("app", env_from_configmaps=("cfg",))],
+        volumes=[{"name": "tls", "secret": {"secretName": "nats-tls"}}],
+    )  # fmt: skip
+    return planning.workload_from_manifest(
+        b.deployment("w", "tenant", template=tmpl, annotations=annotations or {})
+    )
+
+
 CFG = Consumed(CM, "cfg", CHANGED)
 TLS_ON = planning.Config(match=matching.MatchConfig(reload_tls_secrets=True))
 TLS = Consumed(SECRET, "nats-tls", CHANGED, tls=True, validity=Validity(990.0, 5_000.0))
@@ -90,6 +101,10 @@ ROWS = [
         {"nats-tls": Reason.IGNORED}, TLS_ON),
     Row("--reload-tls-secrets does not cover an Opaque Secret", workload(),
         [replace(TLS, tls=False)], BEFORE, {"nats-tls": Reason.NO_ANNOTATION}, TLS_ON),
+    Row("a Secret volume no container mounts, no annotation: nothing reads it, not stale",
+        unmounted(), [CFG, TLS], BEFORE, {"cfg": Reason.NO_ANNOTATION}),
+    Row("a Secret volume no container mounts, excluded: not stale either",
+        unmounted({"secrets.exclude.reloader.stakater.com/reload": "nats-tls"}), [TLS], BEFORE, {}),
     Row("renamed annotation keys are the controller's", workload({"reloader.stakater.com/auto": "true"}),
         [CFG], BEFORE, {"cfg": Reason.NO_ANNOTATION},
         planning.Config(match=matching.MatchConfig(keys=Keys(auto="example.com/auto")))),
