@@ -24,6 +24,10 @@ from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.x509 import Validity, iso
 
+#: a pod that started less than this long before the change counts as current: the kubelet's
+#: and the API server's clocks may be a little apart, and both times are whole seconds
+MARGIN = 2.0
+
 
 class Reason(StrEnum):
     """Why no rule reloads the workload (a label value and part of every finding)."""
@@ -168,16 +172,17 @@ def unreloaded(
 def judge(
     workload: planning.Workload, candidates: Sequence[Candidate], pod_starts: Sequence[float]
 ) -> list[Finding]:
-    """The candidates some live pod (its start time in `pod_starts`) predates."""
+    """The candidates some live pod (its start time in `pod_starts`) predates by more than
+    `MARGIN` seconds."""
     if not pod_starts:
         return []
     oldest = min(pod_starts)
     out: list[Finding] = []
     for cand in candidates:
         c = cand.consumed
-        if c.changed_at is None or oldest >= c.changed_at:
+        if c.changed_at is None or oldest >= c.changed_at - MARGIN:
             continue
-        before = sum(1 for t in pod_starts if t < c.changed_at)
+        before = sum(1 for t in pod_starts if t < c.changed_at - MARGIN)
         out.append(Finding(
             workload.key, c.rtype, c.name, cand.reason, cand.message, c.changed_at, oldest,
             before, len(pod_starts), c.tls, c.validity,

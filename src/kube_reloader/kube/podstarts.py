@@ -85,15 +85,19 @@ def owner_of(pod: PodStart) -> tuple[str, str] | None:
 
 def start_of(pod: PodStart) -> float | None:
     """When the pod's content was last read: the start of its oldest running container (env
-    values are resolved when a container starts), else the pod's start; None for a pod that
-    runs nothing (not Running, or terminating)."""
+    values are resolved when a container starts), else (no container status reported) the
+    pod's start; None for a pod that runs nothing (not Running, terminating, or no container
+    running: a crashlooping one reads current content at each restart)."""
     if pod.status.phase != "Running" or pod.metadata.deletionTimestamp is not None:
         return None
+    statuses = pod.status.containerStatuses
+    if not statuses:
+        return _epoch(pod.status.startTime)
     starts = [
-        t for c in pod.status.containerStatuses
+        t for c in statuses
         if c.state.running is not None and (t := _epoch(c.state.running.startedAt)) is not None
     ]  # fmt: skip
-    return min(starts) if starts else _epoch(pod.status.startTime)
+    return min(starts) if starts else None
 
 
 async def pod_starts(client: Client, namespace: str) -> dict[tuple[str, str], list[float]]:

@@ -57,7 +57,7 @@ class Store:
 
 
 def pod(owner: str, start: float, *, phase: str = "Running", kind: str = "ReplicaSet",
-        deleting: bool = False) -> dict[str, Any]:  # fmt: skip
+        deleting: bool = False, running: bool = True) -> dict[str, Any]:  # fmt: skip
     meta: dict[str, Any] = {
         "name": f"{owner}-x", "labels": {"pod-template-hash": "abc"},
         "ownerReferences": [{"kind": kind, "name": f"{owner}-abc" if kind == "ReplicaSet" else owner,
@@ -65,8 +65,10 @@ def pod(owner: str, start: float, *, phase: str = "Running", kind: str = "Replic
     }  # fmt: skip
     if deleting:
         meta["deletionTimestamp"] = stamp(start + 1)
+    state = {"running": {"startedAt": stamp(start)}} if running else {
+        "waiting": {"reason": "CrashLoopBackOff"}}  # fmt: skip
     return {"metadata": meta, "status": {"phase": phase, "startTime": stamp(start - 5),
-            "containerStatuses": [{"state": {"running": {"startedAt": stamp(start)}}}]}}  # fmt: skip
+            "containerStatuses": [{"state": state}]}}  # fmt: skip
 
 
 class Listed:
@@ -268,9 +270,19 @@ async def test_a_replica_that_stops_leading_drops_its_series() -> None:
         ([pod("plain", CHANGED - 60, phase="Pending")], False),
         ([pod("plain", CHANGED - 60, deleting=True)], False),
         ([pod("plain", CHANGED - 60, kind="Job")], False),
-        ([pod("plain", CHANGED + 1), pod("plain", CHANGED - 1)], True),
+        ([pod("plain", CHANGED + 1), pod("plain", CHANGED - 3)], True),
+        ([pod("plain", CHANGED - 60, running=False)], False),
+        ([pod("plain", CHANGED - 1)], False),
     ],
-    ids=["ended", "pending", "terminating", "not its pod", "one old pod of two"],
+    ids=[
+        "ended",
+        "pending",
+        "terminating",
+        "not its pod",
+        "one old pod of two",
+        "crashlooping: no container running",
+        "started within the clock margin",
+    ],
 )
 async def test_only_the_workloads_live_pods_count(pods: list[dict[str, Any]], stale: bool) -> None:
     room, _stores, client, audit = rig()
