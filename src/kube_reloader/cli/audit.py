@@ -31,7 +31,7 @@ from kube_reloader.kube import config, errors, podstarts, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
 from kube_reloader.kube.transport import RequestObserver
-from kube_reloader.runtime import auditing, cache
+from kube_reloader.runtime import auditing, cache, kinds
 from kube_reloader.runtime.options import Options
 
 KINDS: tuple[Resource, ...] = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS)
@@ -83,7 +83,10 @@ async def run(
         workloads = []
         for res in KINDS:
             listed = await client.list(res, namespace=namespace, type=projections.Workload)
-            workloads += [cache.workload_entry(res.kind, o, keys).workload for o in listed.items]
+            status = kinds.BUILTIN[res.kind].status  # a rollout in progress is not judged
+            workloads += [
+                cache.workload_entry(res.kind, o, keys, status).workload for o in listed.items
+            ]
         configs: dict[ResourceType, dict[tuple[str, str], Config]] = {}
         watched: dict[ResourceType, Names | None] = {}
         selector = options.resource_label_selector or None

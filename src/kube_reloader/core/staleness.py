@@ -173,14 +173,19 @@ def judge(
     workload: planning.Workload, candidates: Sequence[Candidate], pod_starts: Sequence[float]
 ) -> list[Finding]:
     """The candidates some live pod (its start time in `pod_starts`) predates by more than
-    `MARGIN` seconds."""
-    if not pod_starts:
+    `MARGIN` seconds. Nothing while the workload rolls out (`rolling_out`), nor a resource
+    that changed at or before the workload's template was last written: its rollout replaces
+    the old pods (Helm's checksum annotation changes the config and the template together)."""
+    if not pod_starts or rolling_out(workload):
         return []
     oldest = min(pod_starts)
+    written = workload.template_changed_at
     out: list[Finding] = []
     for cand in candidates:
         c = cand.consumed
         if c.changed_at is None or oldest >= c.changed_at - MARGIN:
+            continue
+        if written is not None and written >= c.changed_at:
             continue
         before = sum(1 for t in pod_starts if t < c.changed_at - MARGIN)
         out.append(Finding(
@@ -188,6 +193,15 @@ def judge(
             before, len(pod_starts), c.tls, c.validity,
         ))  # fmt: skip
     return out
+
+
+def rolling_out(workload: planning.Workload) -> bool:
+    """Its status shows a rollout in progress: the spec is not yet observed, or fewer pods
+    are updated than wanted, or pods of an older template remain."""
+    s = workload.status
+    if s is None:
+        return False
+    return s.observed_generation != s.generation or s.updated < s.replicas or s.outdated > 0
 
 
 def stale(

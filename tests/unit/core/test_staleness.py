@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kube_reloader.core import matching, planning, staleness
+from kube_reloader.core import matching, planning, rollouts, staleness
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.staleness import Consumed, Reason, Unwatched
@@ -109,6 +109,24 @@ ROWS = [
         unmounted(), [CFG, TLS], BEFORE, {"cfg": Reason.NO_ANNOTATION}),
     Row("a Secret volume no container mounts, excluded: not stale either",
         unmounted({"secrets.exclude.reloader.stakater.com/reload": "nats-tls"}), [TLS], BEFORE, {}),
+    Row("Helm's checksum: the template was written with the config, its rollout replaces them",
+        replace(workload(), template_changed_at=CHANGED), [CFG, TLS], BEFORE, {}),
+    Row("a template written after the change: its rollout replaces the old pods",
+        replace(workload(), template_changed_at=CHANGED + 30), [CFG], BEFORE, {}),
+    Row("a template written before the change: stale",
+        replace(workload(), template_changed_at=CHANGED - 30), [CFG], BEFORE,
+        {"cfg": Reason.NO_ANNOTATION}),
+    Row("a rollout in progress: its spec not yet observed",
+        replace(workload(), status=rollouts.Status(generation=3, observed_generation=2,
+                                                   replicas=2, updated=2)), [CFG], BEFORE, {}),
+    Row("a rollout in progress: fewer pods updated than wanted",
+        replace(workload(), status=rollouts.Status(generation=3, observed_generation=3,
+                                                   replicas=3, updated=1, outdated=2)),
+        [CFG], BEFORE, {}),
+    Row("a rollout complete: stale",
+        replace(workload(), status=rollouts.Status(generation=3, observed_generation=3,
+                                                   replicas=2, updated=2, available=2)),
+        [CFG], BEFORE, {"cfg": Reason.NO_ANNOTATION}),
     Row("renamed annotation keys are the controller's", workload({"reloader.stakater.com/auto": "true"}),
         [CFG], BEFORE, {"cfg": Reason.NO_ANNOTATION},
         planning.Config(match=matching.MatchConfig(keys=Keys(auto="example.com/auto")))),
