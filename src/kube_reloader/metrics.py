@@ -27,6 +27,8 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 #: Reloader v1's buckets for client-go's request latency
 REST_CLIENT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30)
 BY_NAMESPACE = "reloader_reload_executed_total_by_namespace"
+#: series of kube_reloader_stale_workloads exported at most (the audit's cardinality cap)
+MAX_STALE_SERIES = 10_000
 
 
 class Recorder:
@@ -206,14 +208,18 @@ class Recorder:
         """A supervised task crashed; its label drops the per-namespace part of its name."""
         self.task_restarts.labels(task=name.split("@", 1)[0]).inc()
 
-    def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> None:
+    def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> int:
         """The audit's stale (namespace, kind, name, resource) pairs: each a series of 1;
-        the pairs no longer stale are removed (the cardinality is what is stale now)."""
-        for labels in self._stale - series:
+        the pairs no longer stale are removed (the cardinality is what is stale now). At
+        most `MAX_STALE_SERIES` are exported (the first in label order); returns how many
+        were left out."""
+        kept = series if len(series) <= MAX_STALE_SERIES else set(sorted(series)[:MAX_STALE_SERIES])
+        for labels in self._stale - kept:
             self.stale_workloads.remove(*labels)
-        for labels in series - self._stale:
+        for labels in kept - self._stale:
             self.stale_workloads.labels(*labels).set(1)
-        self._stale = set(series)
+        self._stale = set(kept)
+        return len(series) - len(kept)
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""

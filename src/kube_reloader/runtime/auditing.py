@@ -38,7 +38,7 @@ from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import Reporter, StaleCertificate, log
 from kube_reloader.runtime.stores import Stores
 
 #: the kinds whose pods run for long (a Job's or CronJob's pods start with current content)
@@ -58,6 +58,8 @@ class Report:
     #: namespaces whose pods were listed
     namespaces_read: int = 0
     errors: list[str] = field(default_factory=list)
+    #: namespaces whose pods could not be listed (their workloads were not judged)
+    unread: set[str] = field(default_factory=set)
 
 
 class Certificates:
@@ -113,6 +115,7 @@ async def audit(
             starts = await podstarts.pod_starts(client, ns)
         except errors.KubeError as exc:
             report.errors.append(f"namespace {ns}: cannot list pods: {str(exc)[:200]}")
+            report.unread.add(ns)
             continue
         report.namespaces_read += 1
         for i, (w, candidates) in enumerate(by_ns[ns], 1):
@@ -176,6 +179,8 @@ class Auditing:
         self.ready = ready
         self.certificates = Certificates(client)
         self.last: Report | None = None
+        #: the series set by the last round (kept for namespaces the next one cannot read)
+        self.series: set[tuple[str, str, str, str]] = set()
         #: the failed reads of unwatched resources in this round (reported with the round's)
         self.lookup_errors: list[str] = []
 
@@ -184,7 +189,7 @@ class Auditing:
         while True:
             await sleep(self.clock, self.options.audit_interval)
             if not self.fence.may_write():
-                self.reporter.stale(set())
+                self._drop()
                 continue
             await self.once()
 
@@ -198,16 +203,18 @@ class Auditing:
         )  # fmt: skip
         report.errors[:0] = self.lookup_errors
         if not self.fence.may_write():
-            self.reporter.stale(set())
+            self._drop()
             return report
-        self.reporter.stale({series(f) for f in report.findings})
+        kept = {s for s in self.series if s[0] in report.unread}  # a failed read: as before
+        self.series = {series(f) for f in report.findings} | kept
+        self.reporter.stale(self.series)
+        certs = []
         for f in report.findings:
-            if f.tls:
-                workload = stores.workload(f.workload)
-                if workload is not None:
-                    rotation = f"{f.name}@{f.changed_at}"
-                    text = stale_certificate_text(f)
-                    self.reporter.stale_certificate(workload, rotation, text)
+            workload = stores.workload(f.workload) if f.tls else None
+            if workload is not None:
+                certs.append(StaleCertificate(workload, f.name, f.changed_at,
+                                              stale_certificate_text(f)))  # fmt: skip
+        self.reporter.stale_certificates(certs)
         for problem in report.errors[:5]:
             log.warning("staleness audit: a read failed", extra={"problem": problem})
         log.info("staleness audit", extra={
@@ -216,6 +223,11 @@ class Auditing:
         })  # fmt: skip
         self.last = report
         return report
+
+    def _drop(self) -> None:
+        """Not leading: no series."""
+        self.series = set()
+        self.reporter.stale(set())
 
     def _version(self, namespace: str, name: str) -> str:
         entry = self.stores.config(ResourceType.SECRET, namespace, name)

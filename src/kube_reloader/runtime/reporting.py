@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kube_reloader.alerts import AlertSender
@@ -22,7 +23,7 @@ from kube_reloader.runtime.counting import Counting, log
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.kinds import Kinds
 
-__all__ = ["KubeEvents", "Reporter", "Spawn", "log"]
+__all__ = ["KubeEvents", "Reporter", "Spawn", "StaleCertificate", "log"]
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
 #: Event writes in flight at once: Events share the API client's connections with the Lease
@@ -32,7 +33,24 @@ MAX_EVENT_WRITES = 4
 #: Events waiting for a write; past it new ones are dropped (client-go's recorder keeps 1,000)
 MAX_EVENTS_PENDING = 1000
 
+#: StaleCertificate Events remembered (one per stale TLS pair of the current audit round)
+MAX_STALE_CERTIFICATES = 10_000
+
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
+
+
+@dataclass(frozen=True, slots=True)
+class StaleCertificate:
+    """A workload whose pods predate the rotation of TLS Secret `secret` at `changed_at`."""
+
+    workload: planning.Workload
+    secret: str
+    changed_at: float
+    text: str
+
+    @property
+    def marker(self) -> tuple[ObjectKey, str, float]:
+        return (self.workload.key, self.secret, self.changed_at)
 
 
 class KubeEvents(events.EventRecorder):
@@ -56,6 +74,9 @@ class Reporter(Counting):
         self.spawn = spawn
         self.alerts: AlertSender | None = None
         self._warned: dict[tuple[ObjectKey, str], None] = {}
+        #: (workload, Secret, rotation time) of the StaleCertificate Events recorded
+        self._stale_certs: set[tuple[ObjectKey, str, float]] = set()
+        self._stale_left_out = 0
         self._event_slots = asyncio.Semaphore(MAX_EVENT_WRITES)
         self.events_pending = 0
         self.events_dropped = 0
@@ -324,21 +345,32 @@ class Reporter(Counting):
                        "ReloadHalted" if warn else "ReloadDeferred", text, "reloader")  # fmt: skip
 
     def stale(self, series: set[tuple[str, str, str, str]]) -> None:
-        """The staleness audit's finding: (namespace, kind, name, resource) pairs."""
-        self.metrics.set_stale_workloads(series)
+        """The staleness audit's finding: (namespace, kind, name, resource) pairs (at most
+        `metrics.MAX_STALE_SERIES` exported; one warning when the count left out changes)."""
+        left_out = self.metrics.set_stale_workloads(series)
+        if left_out and left_out != self._stale_left_out:
+            log.warning("staleness audit: too many stale pairs to export them all", extra={
+                "stale": len(series), "exported": len(series) - left_out, "left_out": left_out,
+            })  # fmt: skip
+        self._stale_left_out = left_out
 
-    def stale_certificate(self, workload: planning.Workload, rotation: str, text: str) -> None:
-        """Pods predate a TLS Secret's rotation and no rule reloads them: one Warning Event
-        per (workload, `rotation`), recorded by the leader."""
-        marker = (workload.key, f"StaleCertificate {rotation}")
-        if not self.fence.may_write() or marker in self._warned:
+    def stale_certificates(self, found: Sequence[StaleCertificate]) -> None:
+        """One audit round's stale TLS pairs: pods predate a TLS Secret's rotation and no
+        rule reloads them. One Warning Event per (workload, Secret, rotation time), recorded
+        by the leader. Its memory is its own (other warnings' never evict it) and holds only
+        what is stale in this round, at most `MAX_STALE_CERTIFICATES`: a pair past the cap
+        gets no Event (rather than Events every round)."""
+        if not self.fence.may_write():
             return
-        self._warned[marker] = None
-        if len(self._warned) > MAX_WARNED:
-            del self._warned[next(iter(self._warned))]
-        log.warning("pods run a rotated certificate", extra={"workload": str(workload.key),
-                                                             "problem": text})  # fmt: skip
-        self.event(workload, "Warning", "StaleCertificate", text, "reloader")
+        current = {c.marker for c in found}
+        self._stale_certs &= current  # rotated again or no longer stale: forgotten
+        for c in found:
+            if c.marker in self._stale_certs or len(self._stale_certs) >= MAX_STALE_CERTIFICATES:
+                continue
+            self._stale_certs.add(c.marker)
+            log.warning("pods run a rotated certificate", extra={
+                "workload": str(c.workload.key), "problem": c.text})  # fmt: skip
+            self.event(c.workload, "Warning", "StaleCertificate", c.text, "reloader")
 
     def halted(self, resource: planning.Workload, text: str, *, on: bool) -> None:
         """The circuit breaker opened for (or was reset by new content of) a ConfigMap/Secret."""
