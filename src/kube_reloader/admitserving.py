@@ -3,11 +3,13 @@ with what `runtime.admission.Admitter` decided. Served over TLS by `serving.Serv
 `runtime.admissioncerts.LIMITS`: one review per connection, a body sent within the header
 timeout, fewer connections than the probe listener.
 
-A body is read and parsed by at most `MAX_READING` requests at once (reading buffers it whole,
-parsing holds the event loop): a request arriving while they are busy, or announcing more than
-`max_bytes`, is answered at once, before its body is read, with `busy` (allowed, no patch, no
-uid: the API server counts it a failed call and, `failurePolicy: Ignore`, admits the object
-unchanged). A chunked body growing past `max_bytes` is refused while it is read (413)."""
+At most `MAX_READING` requests are read, parsed and answered at once (reading buffers the body
+whole, parsing holds the event loop, and the parsed review, up to ~25 times the body's size in
+Python objects, lives until the answer is sent): a request arriving while they are busy, or
+announcing more than `max_bytes`, is answered at once, before its body is read, with `busy`
+(allowed, no patch, no uid: the API server counts it a failed call and, `failurePolicy:
+Ignore`, admits the object unchanged). A chunked body growing past `max_bytes` is refused
+while it is read (413)."""
 
 from __future__ import annotations
 
@@ -20,14 +22,14 @@ from aiohttp import web
 log = logging.getLogger(__name__)
 
 PATH = "/mutate"
-#: requests reading and parsing a body at once
+#: requests reading, parsing and answering a review at once
 MAX_READING = 2
 
 T = TypeVar("T")
 
 
 class Reading:
-    """How many requests are reading or parsing a body now."""
+    """How many requests are reading, parsing or answering a review now."""
 
     def __init__(self) -> None:
         self.now = 0
@@ -66,9 +68,9 @@ def build_admission_app(
                 raise
             parsed = parse(body)
             del body
+            return closed(await respond(parsed))
         finally:
             reads.now -= 1
-        return closed(await respond(parsed))
 
     app = web.Application(client_max_size=max_bytes)
     app.router.add_post(PATH, mutate)

@@ -77,7 +77,12 @@ def parse_review(body: bytes) -> ParsedReview:
     parsed = parsing.json_value(text, max_bytes=MAX_REVIEW_BYTES, max_depth=MAX_REVIEW_DEPTH)
     if parsed.error is not None:
         return ParsedReview(error=f"review: {parsed.error}")
-    doc = podtemplates.mapping(parsed.value)
+    return review_of(parsed.value)
+
+
+def review_of(value: Any) -> ParsedReview:
+    """The review in a decoded AdmissionReview document (any value), or why there is none."""
+    doc = podtemplates.mapping(value)
     request = podtemplates.mapping(doc.get("request"))
     uid = request.get("uid")
     uid = uid if isinstance(uid, str) and 0 < len(uid) <= 128 else ""

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kube_reloader.core import hashing, strategies
+from kube_reloader.core import admitting, hashing, strategies
 from kube_reloader.core.planning import Config
 from kube_reloader.kube import errors
 from kube_reloader.kube.paging import ObjectList
@@ -181,3 +181,33 @@ async def test_an_object_whose_metadata_is_a_list_is_admitted_unchanged() -> Non
     obj = workload()
     obj["metadata"] = ["name", "w"]
     assert await answer(FakeClient([cm({"v": "1"})]), review(obj)) == {}
+
+
+def test_msgspec_decoding_reads_a_review_as_the_json_parser_does() -> None:
+    old = workload()
+    obj = workload()
+    obj["spec"]["template"]["metadata"] = {"labels": {"rev": "2"}}
+    doc = json.loads(review(obj, "UPDATE", old))
+    doc["request"]["userInfo"] = {"username": "x", "groups": ["a"] * 1000}  # skipped
+    body = json.dumps(doc).encode()
+    assert admission.decode_review(body) == admitting.parse_review(body)
+    assert admission.decode_review(body).review is not None
+
+
+HOSTILE = [
+    ("not JSON", b"{nope"),
+    ("a list", b"[1,2]"),
+    ("a string request", b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
+                         b'"request":"x"}'),
+    ("nested past the interpreter's limit", b'{"request":{"object":' + b"[" * 5000 + b"]" * 5000
+     + b"}}"),
+    ("over the cap", b" " * (admitting.MAX_REVIEW_BYTES + 1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "body"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_msgspec_decoding_of_a_hostile_body_gives_a_one_line_reason(what: str, body: bytes) -> None:
+    parsed = admission.decode_review(body)
+    assert parsed.review is None, what
+    assert parsed.error
+    assert "\n" not in parsed.error

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from kube_reloader import admitserving
 from kube_reloader.kube import admissioncerts as pki
@@ -75,12 +77,22 @@ def good_cert() -> bytes:
     return pki.new_ca(FakeClock().wall(), 365 * 24 * 3600.0).cert_pem
 
 
+def encrypted_key() -> bytes:
+    """A key that needs a password (load_pem_private_key raises TypeError without one)."""
+    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"pw"),
+    )  # fmt: skip
+
+
 BROKEN = [
     ("the API server forbids the CA Secret", FakeClient(), errors.Forbidden(403, "no")),
     ("the API server fails", FakeClient(), errors.ServerError(500, "down")),
     ("the CA Secret is not base64", FakeClient({"data": {"ca.crt": "!!"}}), None),
     ("the CA key is not a key", FakeClient(bad_secret(**{"ca.crt": good_cert(),
                                                          "ca.key": b"junk"})), None),
+    ("the CA key is encrypted", FakeClient(bad_secret(**{"ca.crt": good_cert(),
+                                                        "ca.key": encrypted_key()})), None),
 ]  # fmt: skip
 
 
@@ -89,6 +101,10 @@ async def spin(condition: Any, rounds: int = 200) -> None:
         if condition():
             return
         await asyncio.sleep(0.01)
+
+
+def serving(running: admissioncerts.Running) -> bool:
+    return running.serving
 
 
 @pytest.mark.parametrize(("what", "client", "fail"), BROKEN, ids=[b[0] for b in BROKEN])
@@ -102,13 +118,13 @@ async def test_a_failing_admission_start_is_retried_without_stopping_or_souring_
         await spin(lambda a=attempt: running.failures >= a)
         assert running.failures == attempt, what
         clock.advance(120)
-    assert not running.serving
+    assert not serving(running)
     assert sup.unhealthy() == [], what
     client.fail, client.secret = None, None  # fixed: the CA is made afresh
     clock.advance(120)
     await spin(lambda: running.serving)
     try:
-        assert running.serving, what
+        assert serving(running), what
         assert running.server.port != 0
     finally:
         await running.server.stop()
@@ -133,12 +149,15 @@ BUSY = b'{"response":{"uid":"","allowed":true}}'
 class Recorder:
     def __init__(self) -> None:
         self.parsed: list[int] = []
+        self.gate: asyncio.Event | None = None
 
     def parse(self, body: bytes) -> int:
         self.parsed.append(len(body))
         return len(body)
 
     async def respond(self, n: int) -> bytes:
+        if self.gate is not None:
+            await self.gate.wait()
         return json.dumps({"response": {"uid": "u", "allowed": True, "n": n}}).encode()
 
 
@@ -175,3 +194,21 @@ async def test_a_third_review_while_two_bodies_are_read_is_admitted_unchanged_at
         await spin(lambda: reading.now == 0)
         ok = await http.post(admitserving.PATH, data=b"y" * 10)
         assert json.loads(await ok.read())["response"]["n"] == 10
+
+
+async def test_reviews_being_answered_hold_their_slot_so_parsed_reviews_stay_at_two() -> None:
+    rec, reading = Recorder(), admitserving.Reading()
+    rec.gate = asyncio.Event()  # lookups that have not come back
+    app = admitserving.build_admission_app(rec.parse, rec.respond, 1024, BUSY, reading)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+        pending = [
+            asyncio.ensure_future(http.post(admitserving.PATH, data=b"z" * 5))
+            for _ in range(admitserving.MAX_READING)
+        ]
+        await spin(lambda: len(rec.parsed) == admitserving.MAX_READING)
+        busy = await http.post(admitserving.PATH, data=b"z" * 5)
+        assert await busy.read() == BUSY
+        rec.gate.set()
+        for resp in await asyncio.gather(*pending):
+            assert json.loads(await resp.read())["response"]["n"] == 5
+    assert rec.parsed == [5] * admitserving.MAX_READING
