@@ -94,7 +94,7 @@ class Running:
 @contextlib.asynccontextmanager
 async def running(
     connection: config.ConnectionConfig, namespace: str, admission: AdmissionSettings | None,
-    options: Options | None = None,
+    options: Options | None = None, *, serving: bool = True,
 ) -> AsyncIterator[Running]:  # fmt: skip
     """The whole process (manager, controller, webhook) in this event loop."""
     made: list[Controller] = []
@@ -117,7 +117,11 @@ async def running(
         return (
             bool(made)
             and made[0].ready.is_set()
-            and (admission is None or (manager.admission is not None and manager.admission.serving))
+            and (
+                admission is None
+                or not serving
+                or bool(manager.admission and manager.admission.serving)
+            )
         )
 
     await eventually(ready, what="the controller ready")
@@ -272,6 +276,37 @@ async def test_with_the_webhook_down_writes_are_admitted_and_the_controller_stil
             return (await env_of(client, "Deployment", namespace, "w")).get(ENV) == want
 
         await eventually(reloaded, what="the controller's reload")
+
+
+async def test_with_an_unreadable_ca_secret_the_controller_runs_and_reloads_without_admission(
+    client: Client, connection: config.ConnectionConfig, namespace: str
+) -> None:
+    port = free_port()
+    await setup_workload(client, namespace)
+    junk = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "admission-ca"},
+            "data": {"ca.crt": base64.b64encode(b"not a certificate").decode()}}  # fmt: skip
+    await client.create(resources.SECRETS, junk, namespace=namespace)
+    admission = settings_for(namespace, port)
+    async with (
+        registered(client, namespace, port),
+        running(connection, namespace, admission, serving=False) as ctl,
+    ):
+        assert ctl.manager.admission is not None
+        running_admission = ctl.manager.admission
+
+        async def failed_twice() -> bool:
+            return running_admission.failures >= 2
+
+        await eventually(failed_twice, what="two failed admission starts")
+        assert not running_admission.serving
+        assert ctl.controller.supervisor.unhealthy() == []
+        await update_cm(client, namespace, "cfg", {"v": "1"})
+        want = hashing.configmap_hash({"v": "1"})
+
+        async def reloaded() -> bool:
+            return (await env_of(client, "Deployment", namespace, "w")).get(ENV) == want
+
+        await eventually(reloaded, what="the controller's reload without the webhook")
 
 
 def served_serial(port: int, ca_pem: bytes) -> int:
