@@ -17,25 +17,15 @@ waits until Rollouts are served.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
-import yaml
-
-from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
-from kube_reloader.devcluster.versions import ARGO_ROLLOUTS, cache_root
-from kube_reloader.kube import errors, resources
+from kube_reloader.devcluster import addons
+from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
+from kube_reloader.devcluster.versions import ARGO_ROLLOUTS
+from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 
 MODULE = "github.com/argoproj/argo-rollouts"
@@ -51,41 +41,21 @@ LISTEN_ANY = 'listenAddr                         = "0.0.0.0:%d"'
 LISTEN_LOOPBACK = 'listenAddr                         = "127.0.0.1:%d"'
 
 
-class ArgoBuilder(GoBuilder):
+class ArgoBuilder(addons.AddonBuilder):
     """Builds the Argo Rollouts CRDs (always) and controller (when `controller=True`)."""
 
     cold_note = "first use only; a cold controller build takes several minutes on 2 cores"
+    slug = "argo-rollouts"
+    binary_name = "rollouts-controller"
+    crd_files = CRD_FILES
+    crds_component = "argo-crds"
+    controller_component = "argo-rollouts"
 
     def __init__(
-        self,
-        *,
-        controller: bool = True,
-        version: str = ARGO_ROLLOUTS,
-        root: Path | None = None,
-        report: Reporter = _stderr,
-        go: str = "go",
-    ) -> None:
-        self.version = version
-        self.controller = controller
-        super().__init__(root or cache_root() / f"argo-rollouts-v{version}", report=report, go=go)
-
-    @property
-    def crds(self) -> Path:
-        return self.root / "crds"
-
-    @property
-    def binary(self) -> Path:
-        return self.bin / "rollouts-controller"
-
-    def ensure(self) -> ArgoBuilder:
-        self.build_missing()
-        return self
-
-    def _components(self) -> dict[str, list[Path]]:
-        out = {"argo-crds": [self.crds / f for f in CRD_FILES]}
-        if self.controller:
-            out["argo-rollouts"] = [self.binary]
-        return out
+        self, *, controller: bool = True, version: str = ARGO_ROLLOUTS, root: Path | None = None,
+        report: Reporter = _stderr, go: str = "go",
+    ) -> None:  # fmt: skip
+        super().__init__(version=version, controller=controller, root=root, report=report, go=go)
 
     def _stamp_text(self, component: str) -> str:
         return {
@@ -123,104 +93,31 @@ class ArgoBuilder(GoBuilder):
 
 async def install_crds(client: Client, crds: Path, *, wait_seconds: float = 60.0) -> None:
     """Create (or replace with these) Argo's CRDs, then wait until Rollouts are served."""
-    for name in CRD_FILES:
-        doc: dict[str, Any] = yaml.safe_load((crds / name).read_text())
-        try:
-            await client.create(resources.CUSTOMRESOURCEDEFINITIONS, doc)
-        except errors.AlreadyExists:
-            current = await client.get(resources.CUSTOMRESOURCEDEFINITIONS, doc["metadata"]["name"])
-            doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            await client.update(resources.CUSTOMRESOURCEDEFINITIONS, doc)
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        try:
-            await client.list(resources.ROLLOUTS, limit=1)
-            return
-        except errors.NotFound:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    await addons.install_crds(
+        client, crds, CRD_FILES, (resources.ROLLOUTS,), wait_seconds=wait_seconds
+    )
 
 
-class RolloutsController:
+class RolloutsController(addons.LocalController):
     """`rollouts-controller` running against `kubeconfig`, its log in `log`."""
 
+    label = "argo rollouts-controller"
+
     def __init__(
-        self,
-        binary: Path,
-        kubeconfig: Path,
-        log: Path,
-        *,
-        namespace: str = "default",
+        self, binary: Path, kubeconfig: Path, log: Path, *, namespace: str = "default",
         report: Callable[[str], None] = _stderr,
-    ) -> None:
-        self.binary, self.kubeconfig, self.log = binary, kubeconfig, log
+    ) -> None:  # fmt: skip
+        super().__init__(binary, kubeconfig, log, report=report)
         #: where it looks for its notification ConfigMap/Secret (POD_NAMESPACE)
         self.namespace = namespace
-        self.report = report
-        self.metrics_port = self.healthz_port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, *, timeout: float = 60.0) -> None:
-        self.metrics_port, self.healthz_port = _free_port(), _free_port()
-        cmd = [
+    def command(self) -> list[str]:
+        return [
             str(self.binary), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
             f"--metricsPort={self.metrics_port}", f"--healthzPort={self.healthz_port}",
             "--loglevel=info", "--rollout-threads=2", "--experiment-threads=1",
             "--analysis-threads=1", "--service-threads=1", "--ingress-threads=1",
         ]  # fmt: skip
-        env = {**os.environ, "POD_NAMESPACE": self.namespace}
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        url = f"http://127.0.0.1:{self.healthz_port}/healthz"
-        deadline = time.monotonic() + timeout
-        while not _http_ok(url):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = self.log.read_text(errors="replace").splitlines()[-10:]
-                raise RuntimeError(
-                    f"rollouts-controller did not become healthy (log {self.log}):\n"
-                    + "\n".join(tail)
-                )
-            time.sleep(0.2)
-        self.report(f"[argo] rollouts-controller pid {self.proc.pid} healthy on {url}")
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-    def __enter__(self) -> RolloutsController:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 (loopback only)
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, "POD_NAMESPACE": self.namespace}

@@ -26,25 +26,17 @@ objects a test creates, so tests write complete, valid objects.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import os
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-import yaml
-
-from kube_reloader.devcluster.argo import _free_port, _http_ok
-from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
-from kube_reloader.devcluster.versions import CERT_MANAGER, cache_root
-from kube_reloader.kube import errors, resources
+from kube_reloader.devcluster import addons
+from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
+from kube_reloader.devcluster.versions import CERT_MANAGER
+from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 
 MODULE = "github.com/cert-manager/cert-manager"
@@ -68,41 +60,21 @@ CERTIFICATEREQUESTS = resources.Resource(
 )
 
 
-class CertManagerBuilder(GoBuilder):
+class CertManagerBuilder(addons.AddonBuilder):
     """Builds cert-manager's CRDs (always) and controller (when `controller=True`)."""
 
     cold_note = "first use only; a cold controller build takes up to 20 minutes on 2 cores"
+    slug = "cert-manager"
+    binary_name = "cert-manager-controller"
+    crd_files = CRD_FILES
+    crds_component = "cert-manager-crds"
+    controller_component = "cert-manager"
 
     def __init__(
-        self,
-        *,
-        controller: bool = True,
-        version: str = CERT_MANAGER,
-        root: Path | None = None,
-        report: Reporter = _stderr,
-        go: str = "go",
-    ) -> None:
-        self.version = version
-        self.controller = controller
-        super().__init__(root or cache_root() / f"cert-manager-v{version}", report=report, go=go)
-
-    @property
-    def crds(self) -> Path:
-        return self.root / "crds"
-
-    @property
-    def binary(self) -> Path:
-        return self.bin / "cert-manager-controller"
-
-    def ensure(self) -> CertManagerBuilder:
-        self.build_missing()
-        return self
-
-    def _components(self) -> dict[str, list[Path]]:
-        out = {"cert-manager-crds": [self.crds / f for f in CRD_FILES]}
-        if self.controller:
-            out["cert-manager"] = [self.binary]
-        return out
+        self, *, controller: bool = True, version: str = CERT_MANAGER, root: Path | None = None,
+        report: Reporter = _stderr, go: str = "go",
+    ) -> None:  # fmt: skip
+        super().__init__(version=version, controller=controller, root=root, report=report, go=go)
 
     def _stamp_text(self, component: str) -> str:
         if component == "cert-manager-crds":
@@ -165,92 +137,32 @@ def _digest(data: bytes) -> str:
 
 async def install_crds(client: Client, crds: Path, *, wait_seconds: float = 60.0) -> None:
     """Create (or replace with these) cert-manager's CRDs, then wait until they are served."""
-    for name in CRD_FILES:
-        doc: dict[str, Any] = yaml.safe_load((crds / name).read_text())
-        try:
-            await client.create(resources.CUSTOMRESOURCEDEFINITIONS, doc)
-        except errors.AlreadyExists:
-            current = await client.get(resources.CUSTOMRESOURCEDEFINITIONS, doc["metadata"]["name"])
-            doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            await client.update(resources.CUSTOMRESOURCEDEFINITIONS, doc)
-    deadline = time.monotonic() + wait_seconds
-    for resource in (CERTIFICATES, ISSUERS, CERTIFICATEREQUESTS):
-        while True:
-            try:
-                await client.list(resource, limit=1)
-                break
-            except errors.NotFound:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.2)
+    await addons.install_crds(
+        client, crds, CRD_FILES, (CERTIFICATES, ISSUERS, CERTIFICATEREQUESTS),
+        wait_seconds=wait_seconds,
+    )  # fmt: skip
 
 
-class CertManagerController:
+class CertManagerController(addons.LocalController):
     """`cert-manager-controller` running against `kubeconfig`, its log in `log`."""
 
+    label = "cert-manager controller"
+    health_path = "/livez"
+
     def __init__(
-        self,
-        binary: Path,
-        kubeconfig: Path,
-        log: Path,
-        *,
+        self, binary: Path, kubeconfig: Path, log: Path, *,
         cluster_resource_namespace: str = "kube-system",
         report: Callable[[str], None] = _stderr,
-    ) -> None:
-        self.binary, self.kubeconfig, self.log = binary, kubeconfig, log
+    ) -> None:  # fmt: skip
+        super().__init__(binary, kubeconfig, log, report=report)
         #: where the Secrets of ClusterIssuers live
         self.cluster_resource_namespace = cluster_resource_namespace
-        self.report = report
-        self.metrics_port = self.healthz_port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, *, timeout: float = 60.0) -> None:
-        self.metrics_port, self.healthz_port = _free_port(), _free_port()
-        cmd = [
+    def command(self) -> list[str]:
+        return [
             str(self.binary), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
             f"--metrics-listen-address=127.0.0.1:{self.metrics_port}",
             f"--healthz-listen-address=127.0.0.1:{self.healthz_port}",
             f"--cluster-resource-namespace={self.cluster_resource_namespace}",
             "--concurrent-workers=2", "--v=2",
         ]  # fmt: skip
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
-                start_new_session=True,
-            )  # fmt: skip
-        url = f"http://127.0.0.1:{self.healthz_port}/livez"
-        deadline = time.monotonic() + timeout
-        while not _http_ok(url):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = self.log.read_text(errors="replace").splitlines()[-10:]
-                raise RuntimeError(
-                    f"cert-manager-controller did not become healthy (log {self.log}):\n"
-                    + "\n".join(tail)
-                )
-            time.sleep(0.2)
-        self.report(f"[cert-manager] controller pid {self.proc.pid} healthy on {url}")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-    def __enter__(self) -> CertManagerController:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
