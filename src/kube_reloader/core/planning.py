@@ -203,18 +203,20 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     if target.container is None:
         return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
     container = target.container
-    written, why, exact = scoping.value_for(
-        template=workload.template, rtype=change.rtype, name=change.name,
-        object_hash=change.hash, packed=change.digests, scope=scope,
+    keys = (
+        scoping.consumed_keys(workload.template, change.rtype, change.name)
+        if scope is scoping.Scope.KEYS else None
     )  # fmt: skip
+    written, why, exact = scoping.value_for(
+        keys=keys, object_hash=change.hash, packed=change.digests, scope=scope
+    )
     if why:
         decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
     before = change.previous
-    shortcut = before is not None and before.digests != scoping.OVERFLOW
-    if written != change.hash and before is not None and shortcut and change.event is Event.UPDATED:
-        keys = scoping.consumed_keys(workload.template, change.rtype, change.name)
+    if (written != change.hash and keys is not None and before is not None
+            and before.digests != scoping.OVERFLOW and change.event is Event.UPDATED):  # fmt: skip
         held = _carried_value(workload.template, config.strategy, container, change)
-        same = keys is not None and scoping.scoped_hash(before.digests, keys) == written
+        same = scoping.scoped_hash(before.digests, keys) == written
         if same and held in (None, before.hash):  # it missed nothing before this change
             return result(
                 Outcome.UP_TO_DATE, f"{decision.message}; the keys it consumes did not change",

@@ -143,19 +143,13 @@ def scoped_hash(packed: bytes, keys: frozenset[str]) -> str:
 
 
 def value_for(
-    *,
-    template: PodTemplate,
-    rtype: ResourceType,
-    name: str,
-    object_hash: str,
-    packed: bytes | None,
-    scope: Scope,
+    *, keys: frozenset[str] | None, object_hash: str, packed: bytes | None, scope: Scope
 ) -> tuple[str, str, bool]:
-    """The hash a workload in `scope` records for the resource, why (for `explain`), and
-    whether it is exact (False: the object's hash, for want of the per-key digests)."""
+    """The hash a workload in `scope` that consumes `keys` of a resource (`consumed_keys`)
+    records for it, why (for `explain`), and whether it is exact (False: the object's hash,
+    for want of the per-key digests)."""
     if scope is Scope.OBJECT or not object_hash:
         return object_hash, "", True
-    keys = consumed_keys(template, rtype, name)
     if keys is None:
         return object_hash, "reload-scope keys: every key is consumed; the object's hash", True
     shown = ", ".join(quote(k) for k in sorted(keys))

@@ -8,12 +8,10 @@ cost the controller little more than their names and UIDs.
 
 from __future__ import annotations
 
-import datetime as dt
-
 import msgspec
 
 from kube_reloader.core import evicting
-from kube_reloader.kube.projections import OwnerReference
+from kube_reloader.kube.projections import OwnerReference, epoch
 
 
 class PodMeta(msgspec.Struct, frozen=True):
@@ -43,18 +41,6 @@ class PodObject(msgspec.Struct, frozen=True):
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
-def _epoch(text: str | None) -> float | None:
-    if not text or len(text) > 64:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
-
-
 def view(pod: PodObject) -> evicting.Pod:
     """The rotation's view of `pod`. A creation time that does not parse counts as the
     oldest (the pod is replaced rather than left on old content)."""
@@ -64,9 +50,9 @@ def view(pod: PodObject) -> evicting.Pod:
     return evicting.Pod(
         uid=meta.uid,
         name=meta.name,
-        created=_epoch(meta.creationTimestamp) or 0.0,
+        created=epoch(meta.creationTimestamp) or 0.0,
         ready=is_ready,
-        ready_since=_epoch(ready.lastTransitionTime) if ready is not None and is_ready else None,
+        ready_since=epoch(ready.lastTransitionTime) if ready is not None and is_ready else None,
         terminating=meta.deletionTimestamp is not None,
         ordinal=evicting.ordinal_of(meta.name, meta.labels),
     )

@@ -10,7 +10,6 @@ only its `tls.crt` is decoded, reduced to its certificate's validity and dropped
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from kube_reloader.core import staleness, x509
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES
-from kube_reloader.kube.projections import ObjectMeta, OwnerReference, last_write
+from kube_reloader.kube.projections import ObjectMeta, OwnerReference, epoch, last_write
 
 _BYTES = msgspec.json.Decoder(bytes)
 _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
@@ -57,16 +56,6 @@ class PodStart(msgspec.Struct, frozen=True):
     status: _Status = msgspec.field(default_factory=_Status)
 
 
-def _epoch(text: str | None) -> float | None:
-    if not text or len(text) > 64:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
-
-
 def owner_of(pod: PodStart) -> tuple[str, str] | None:
     """(kind, name) of the workload whose pod this is: a Deployment's or Rollout's through
     its ReplicaSet (`<name>-<pod-template-hash>`), a StatefulSet's or DaemonSet's directly."""
@@ -92,10 +81,10 @@ def start_of(pod: PodStart) -> float | None:
         return None
     statuses = pod.status.containerStatuses
     if not statuses:
-        return _epoch(pod.status.startTime)
+        return epoch(pod.status.startTime)
     starts = [
         t for c in statuses
-        if c.state.running is not None and (t := _epoch(c.state.running.startedAt)) is not None
+        if c.state.running is not None and (t := epoch(c.state.running.startedAt)) is not None
     ]  # fmt: skip
     return min(starts) if starts else None
 

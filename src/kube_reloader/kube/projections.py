@@ -367,25 +367,28 @@ def last_writer(meta: ObjectMeta, *fields: bytes) -> str:
     return sys.intern(writer)
 
 
+def epoch(text: str | None) -> float | None:
+    """Epoch seconds of an API timestamp (RFC 3339; no zone: UTC); None when absent, too
+    long or not a time."""
+    if not text or len(text) > 64:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
 def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:
     """Epoch seconds of the latest write that touched any of `fields` (e.g. b'"f:data"'),
     from managedFields; the creation time when no entry says (None if unknown)."""
-
-    def parse(text: str | None) -> float | None:
-        if not text:
-            return None
-        try:
-            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-
     latest: float | None = None
     for entry in meta.managedFields:
         if entry.subresource:
             continue
         raw = bytes(entry.fieldsV1)
         if any(f in raw for f in fields):
-            t = parse(entry.time)
+            t = epoch(entry.time)
             if t is not None and (latest is None or t > latest):
                 latest = t
-    return latest if latest is not None else parse(meta.creationTimestamp)
+    return latest if latest is not None else epoch(meta.creationTimestamp)
