@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -159,12 +160,16 @@ def test_explain_names_an_unreadable_strategy_as_no_reload(
     assert "Reload by: not reloaded: invalid kube-reloader.io/strategy 'restart'" in out
 
 
+#: an hour-long daily window twelve hours away from now (UTC): closed whenever the test runs
+CLOSED_HOUR = (dt.datetime.now(dt.UTC).hour + 12) % 24
+
+
 @pytest.mark.parametrize(
     ("extra", "want"),
     [
         ("", "Schedule: written as soon as planned (no window, order or Job policy)"),
-        ('    kube-reloader.io/reload-window: "0 2 * * * 1h"\n',
-         "Schedule: window '0 2 * * * 1h' (closed now, opens "),
+        (f'    kube-reloader.io/reload-window: "0 {CLOSED_HOUR} * * * 1h"\n',
+         f"Schedule: window '0 {CLOSED_HOUR} * * * 1h' (closed now, opens "),
         ('    kube-reloader.io/reload-window: "* * * * * 1h"\n',
          "Schedule: window '* * * * * 1h' (open now)"),
         ('    kube-reloader.io/reload-after: "Deployment/api"\n', "Schedule: after Deployment/api"),
