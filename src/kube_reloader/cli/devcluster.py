@@ -38,7 +38,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         raise SystemExit("dev-cluster up: --nodes must be at least 1")
     cluster = _cluster(args)
-    state = cluster.up(nodes=args.nodes, build=not args.no_build, timeout=args.timeout)
+    state = cluster.up(
+        nodes=args.nodes, build=not args.no_build, timeout=args.timeout,
+        real_node=args.real_node,
+    )  # fmt: skip
     print(state.kubeconfig)
     return 0
 
@@ -108,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1, help="kwok fake nodes (default: %(default)s)")
     p.add_argument("--no-build", action="store_true", help="fail instead of building")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to become ready")
+    p.add_argument(
+        "--real-node", action="store_true",
+        help="also run a real node (kubelet, containerd, runc) on this machine, in a network "
+        "namespace of its own; needs root",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_up)
     p = dev_sub.add_parser(
         "down", allow_abbrev=False, help="stop every process the cluster started; remove its state"

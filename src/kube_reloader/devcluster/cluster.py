@@ -24,10 +24,11 @@ from pathlib import Path
 
 import yaml
 
-from kube_reloader.devcluster import components
+from kube_reloader.devcluster import components, realnode
 from kube_reloader.devcluster import pki as pkimod
 from kube_reloader.devcluster.building import Binaries, Builder
 from kube_reloader.devcluster.components import COMPONENTS
+from kube_reloader.devcluster.node import enter_netns
 from kube_reloader.devcluster.processes import (
     alive,
     free_port,
@@ -106,13 +107,15 @@ class DevCluster:
         minimal: bool = False,
         ports: Mapping[str, int] | None = None,
         audit: bool = False,
+        real_node: bool = False,
     ) -> State:
         """Start the cluster (or reuse a healthy one) and return its state once ready.
 
         `minimal` starts only etcd and kube-apiserver (no controllers, no nodes): enough
         for API-level work, and quick to restart. `ports` pins some ports (tests use it).
         `audit` writes every request's metadata (user agent included) to `<state>/audit.log`,
-        which is how the benchmark counts each controller's API calls.
+        which is how the benchmark counts each controller's API calls. `real_node` adds a
+        kubelet with containerd on this machine (`devcluster/node.py`; root only).
         """
         state = self.load_state()
         if state is not None:
@@ -161,6 +164,7 @@ class DevCluster:
             nodes=0 if minimal else nodes,
             minimal=minimal,
             audit=audit,
+            real_node=real_node and not minimal,
             started_at=time.time(),
         )
         self._save(state)
@@ -169,6 +173,8 @@ class DevCluster:
         except BaseException:
             with contextlib.suppress(Exception):
                 self._stop_procs(state)
+            if state.real_node:
+                realnode.stop(self.state_dir)
             raise
         state.ready_seconds = round(time.monotonic() - started, 2)
         self._save(state)
@@ -186,11 +192,10 @@ class DevCluster:
         self._wait(state, "etcd", deadline, lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"))
 
         k = self.pki
-        self._spawn(
-            state,
-            "kube-apiserver",
-            components.apiserver_argv(bins, p, k, self.state_dir, self._audit_flags(state)),
+        argv = components.apiserver_argv(
+            bins, p, k, self.state_dir, self._audit_flags(state), service_accounts=state.real_node
         )
+        self._spawn(state, "kube-apiserver", argv)
         ca_ctx = ssl.create_default_context(cafile=str(k.ca_crt))
         api = f"https://127.0.0.1:{p['kube-apiserver']}"
         self._wait(state, "kube-apiserver", deadline, lambda: http_ok(f"{api}/readyz", ca_ctx))
@@ -216,8 +221,20 @@ class DevCluster:
                 self.kubeconfig, state.nodes, deadline, lambda: self._check_alive(state), self.logs
             )
         )
+        if state.real_node:
+            realnode.start(
+                self.state_dir, k, self.kubeconfig, p["kube-apiserver"],
+                spawn=lambda name, argv, **kw: self._spawn(state, name, argv, **kw),
+                check_alive=lambda: self._check_alive(state), deadline=deadline,
+                report=self.report,
+            )  # fmt: skip
 
-    def _spawn(self, state: State, name: str, argv: Sequence[str]) -> None:
+    def _spawn(
+        self, state: State, name: str, argv: Sequence[str], *,
+        netns: str | None = None, env: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """Start `name` in the background, recorded in the state. `netns`: the path of a
+        network namespace it starts in (the real node's processes)."""
         log_path = self.logs / f"{name}.log"
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
@@ -227,6 +244,8 @@ class DevCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 cwd=self.state_dir,
+                env=dict(env) if env is not None else None,
+                preexec_fn=enter_netns(netns) if netns else None,
             )
         record = Proc(name=name, pid=proc.pid, argv=list(argv), log=str(log_path))
         names = [p.name for p in state.procs]
@@ -295,13 +314,14 @@ class DevCluster:
         probes = self._probes(state)
         out = []
         by_name = {proc.name: proc for proc in state.procs}
-        for name in COMPONENTS[:2] if state.minimal else COMPONENTS:
+        names = COMPONENTS[:2] if state.minimal else COMPONENTS
+        for name in names + (realnode.NODE_COMPONENTS if state.real_node else ()):
             proc = by_name.get(name)
             if proc is None:
                 out.append(ComponentStatus(name, None, False, False, "not started"))
                 continue
             running = alive(proc.pid) and same_process(proc)
-            healthy = running and probes[name]()
+            healthy = running and (name not in probes or probes[name]())
             detail = "ok" if healthy else ("unhealthy" if running else "not running")
             out.append(
                 ComponentStatus(name, proc.pid, running, healthy, f"{detail} (log: {proc.log})")
@@ -363,6 +383,8 @@ class DevCluster:
             state = self.load_state()
         if state is not None:
             stopped = self._stop_procs(state)
+            if state.real_node:
+                realnode.stop(self.state_dir)
         self._remove_dir()
         return stopped
 

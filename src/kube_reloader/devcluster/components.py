@@ -50,8 +50,13 @@ def apiserver_argv(
     k: Pki,
     state_dir: Path,
     extra: Sequence[str] = (),
+    *,
+    service_accounts: bool = False,
 ) -> list[str]:
-    """`extra` is appended last (the audit flags when auditing is on)."""
+    """`extra` is appended last (the audit flags when auditing is on). `service_accounts`
+    keeps the ServiceAccount admission plugin, which mounts a token into every pod: a real
+    node's pods authenticate with it. kwok's pods never run anything, and without the
+    plugin a pod created before its namespace's `default` ServiceAccount is not refused."""
     p = ports
     return [
         str(bins.path("kube-apiserver")),
@@ -68,7 +73,7 @@ def apiserver_argv(
         f"--service-account-key-file={k.sa_pub}",
         f"--service-account-signing-key-file={k.sa_key}",
         "--authorization-mode=RBAC",
-        "--disable-admission-plugins=ServiceAccount",
+        *(() if service_accounts else ("--disable-admission-plugins=ServiceAccount",)),
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         "--profiling=false",
@@ -128,7 +133,8 @@ def kwok_argv(
     return [
         str(bins.path("kwok")),
         f"--kubeconfig={kubeconfig}",
-        "--manage-all-nodes=true",
+        # the kwok nodes only (kwok_node's annotation): a real node's pods really run
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         f"--config={stages}",
         "--node-lease-duration-seconds=40",
         f"--cidr={POD_CIDR}",

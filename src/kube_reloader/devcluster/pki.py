@@ -196,3 +196,20 @@ def _write(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+
+
+def node_client(pki: Pki, out: Path, node: str) -> tuple[Path, Path]:
+    """A kubelet's client certificate for `node` (`system:node:<node>` in `system:nodes`),
+    signed by the cluster's CA, written to `out`; returns (certificate, key)."""
+    out.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"the dev cluster's CA key is not an EC key: {type(ca_key).__name__}")
+    crt, key = out / "kubelet-client.crt", out / "kubelet-client.key"
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    _leaf(
+        crt, key, ca_cert, ca_key, now, cn=f"system:node:{node}", orgs=("system:nodes",),
+        sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )  # fmt: skip
+    return crt, key

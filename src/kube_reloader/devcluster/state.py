@@ -40,6 +40,8 @@ class State:
     procs: list[Proc] = field(default_factory=list)
     minimal: bool = False
     audit: bool = False
+    #: a kubelet with containerd runs beside the kwok nodes (`up --real-node`)
+    real_node: bool = False
     started_at: float = 0.0
     ready_seconds: float = 0.0
 

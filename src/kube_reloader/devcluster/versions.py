@@ -28,6 +28,12 @@ CERT_MANAGER = "1.21.2"
 #: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
 #: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
 OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
+#: the real node's runtime (`dev-cluster up --real-node`, devcluster/nodebuild.py): Kubernetes
+#: 1.36 supports containerd 2.x only (Debian bookworm has 1.6); runc and the CNI plugins are
+#: the newest the Go module proxy served on 2026-12-02
+CONTAINERD = "2.4.2"
+RUNC = "1.5.3"
+CNI_PLUGINS = "1.10.0"
 #: the Stakater Reloader peers built from the unmodified source trees of the shared peers
 #: folder (`devcluster/peers.py`), for compatibility tests; the refs its README records
 RELOADER_V1_REF = "v1.4.21"
