@@ -249,7 +249,7 @@ state = '{self.run / "state"}'
             "imageGCLowThresholdPercent": 99,
             "serializeImagePulls": False,
             "resolvConf": "/etc/resolv.conf",
-            "podLogsDirectory": str(self.pod_logs),
+            "podLogsDir": str(self.pod_logs),
             "maxPods": 40,
             # mounted ConfigMaps and Secrets are refreshed at each pod sync
             "syncFrequency": "10s",

@@ -1,0 +1,168 @@
+"""kube-reloader's own container image, built without a Docker engine, for the real node.
+
+The same image the Dockerfile describes, made from Debian's packages and the project's hashed
+locks instead of a base image from a registry (none is reachable here):
+
+1. a Debian bookworm root filesystem (`debootstrap --variant=minbase` with python3 and
+   python3-venv, from the mirror this machine's apt is configured with), cached by its
+   package list;
+2. a copy of it where, chrooted, a virtualenv at `/opt/kube-reloader` gets pip and the build
+   backend from `requirements/build.txt`, the runtime dependencies from
+   `requirements/runtime.txt` (every file checked against its sha256, wheels only), then the
+   project's wheel, built from this source tree, with `--no-deps`;
+3. apt's lists, docs, man pages and the build backend removed; one layer, the entrypoint
+   `kube-reloader`, user 65534:65534 (so it runs on a read-only root filesystem, as the chart
+   asks).
+
+The result is an OCI archive named `IMAGE`, rebuilt only when the source tree or the locks
+change (their digest is the tag).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from kube_reloader.devcluster import images
+from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
+from kube_reloader.devcluster.versions import cache_root
+
+REPOSITORY = "kube-reloader.local/kube-reloader"
+SUITE = "bookworm"
+PACKAGES = ("python3", "python3-venv", "ca-certificates")
+VENV = "/opt/kube-reloader"
+#: removed from the image: caches and documentation nothing reads at run time
+TRIM = ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+        "usr/share/info", "usr/share/locale", "var/log")  # fmt: skip
+SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+
+
+def source_tree() -> Path:
+    """The project's source tree (an editable install's): the image is built from it."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "pyproject.toml").is_file() or not (root / "requirements").is_dir():
+        raise BuildError(
+            "building kube-reloader's image needs the project's source tree (pyproject.toml, "
+            f"requirements/); none above {Path(__file__).parent}"
+        )
+    return root
+
+
+def tree_digest(root: Path) -> str:
+    """What the image depends on: the package's sources and the locks."""
+    h = hashlib.sha256()
+    files = [root / "pyproject.toml", root / "requirements" / "build.txt",
+             root / "requirements" / "runtime.txt"]  # fmt: skip
+    files += sorted(
+        p for p in (root / "src").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    for path in files:
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def apt_mirror(sources: Path = SOURCES) -> str:
+    """The Debian mirror this machine's apt uses (its first `URIs:` for the main archive)."""
+    try:
+        text = sources.read_text()
+    except OSError as exc:
+        raise BuildError(f"building the image needs apt's sources ({sources}): {exc}") from exc
+    for stanza in text.split("\n\n"):
+        fields = dict(
+            line.split(":", 1) for line in stanza.splitlines() if ":" in line and line[0] != "#"
+        )
+        uri = fields.get("URIs", "").split()
+        if uri and SUITE in fields.get("Suites", "").split() and "security" not in uri[0]:
+            return uri[0]
+    raise BuildError(f"no {SUITE} archive in {sources}")
+
+
+class ImageBuilder:
+    def __init__(self, *, root: Path | None = None, report: Reporter = _stderr) -> None:
+        self.root = root or cache_root() / "images"
+        self.report = report
+
+    def rootfs(self) -> Path:
+        key = hashlib.sha256(" ".join((SUITE, *PACKAGES)).encode()).hexdigest()[:12]
+        base = self.root / f"rootfs-{SUITE}-{key}"
+        if (base / ".complete").exists():
+            return base
+        if shutil.which("debootstrap") is None:
+            raise BuildError(
+                "building the image needs debootstrap (apt-get install -y debootstrap)"
+            )
+        shutil.rmtree(base, ignore_errors=True)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        self.report(f"[image] debootstrap {SUITE} into {base}")
+        self._run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+                   SUITE, str(base), apt_mirror()])  # fmt: skip
+        (base / ".complete").touch()
+        return base
+
+    def build(self) -> tuple[str, Path]:
+        """(image reference, OCI archive), built if the source tree changed."""
+        src = source_tree()
+        tag = tree_digest(src)
+        reference = f"{REPOSITORY}:{tag}"
+        archive = self.root / f"kube-reloader-{tag}.tar"
+        if archive.exists():
+            return reference, archive
+        base = self.rootfs()
+        work = self.root / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        self.report("[image] copying the root filesystem")
+        self._run(["cp", "-a", str(base), str(work)])
+        (work / ".complete").unlink(missing_ok=True)
+        dist = work / "tmp" / "dist"
+        dist.mkdir(parents=True, exist_ok=True)
+        self.report("[image] building the project's wheel")
+        self._run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                   "-w", str(dist), str(src)])  # fmt: skip
+        for name in ("build.txt", "runtime.txt"):
+            shutil.copyfile(src / "requirements" / name, dist / name)
+        # downloaded here, with this machine's pip configuration (its index and CA bundle),
+        # then installed in the chroot with no network: the image holds no such settings
+        self.report("[image] downloading the locked wheels")
+        for name in ("build.txt", "runtime.txt"):
+            self._run([sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes",
+                       "--only-binary=:all:", "--no-deps", "-d", str(dist), "-r",
+                       str(dist / name)])  # fmt: skip
+        pip = [f"{VENV}/bin/pip", "install", "--quiet", "--no-cache-dir", "--no-index",
+               "--find-links=/tmp/dist", "--disable-pip-version-check"]  # fmt: skip
+        self.report("[image] installing them in the image")
+        self._chroot(work, ["/usr/bin/python3", "-m", "venv", VENV])
+        self._chroot(work, [*pip, "--require-hashes", "-r", "/tmp/dist/build.txt"])
+        self._chroot(work, [*pip, "--require-hashes", "-r", "/tmp/dist/runtime.txt"])
+        wheel = next(dist.glob("kube_reloader-*.whl")).name
+        self._chroot(work, [*pip, "--no-deps", f"/tmp/dist/{wheel}"])
+        self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", "setuptools",
+                            "wheel", "packaging"])  # fmt: skip
+        shutil.rmtree(dist)
+        for rel in TRIM:
+            shutil.rmtree(work / rel, ignore_errors=True)
+        self.report("[image] writing the OCI archive")
+        layer = images.directory_layer(self.root / f"layer-{tag}.tar", work)
+        config = images.ImageConfig(
+            entrypoint=(f"{VENV}/bin/kube-reloader",),
+            env=(f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                 "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"),
+            user="65534:65534",
+        )  # fmt: skip
+        images.oci_archive(archive, reference, [layer], config)
+        layer.unlink()
+        shutil.rmtree(work, ignore_errors=True)
+        return reference, archive
+
+    def _chroot(self, root: Path, argv: list[str]) -> None:
+        self._run(["chroot", str(root), *argv])
+
+    def _run(self, argv: list[str]) -> None:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-8:]
+            raise BuildError(f"building the image: `{' '.join(argv[:4])} …` failed "
+                             f"(exit {done.returncode}):\n  " + "\n  ".join(tail))  # fmt: skip
