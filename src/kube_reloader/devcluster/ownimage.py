@@ -34,6 +34,8 @@ REPOSITORY = "kube-reloader.local/kube-reloader"
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
 VENV = "/opt/kube-reloader"
+#: where the wheels wait inside the root filesystem while it is built (removed after)
+DIST = "/kr-dist"
 #: removed from the image: caches and documentation nothing reads at run time
 TRIM = ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
         "usr/share/info", "usr/share/locale", "var/log")  # fmt: skip
@@ -117,11 +119,11 @@ class ImageBuilder:
         self.report("[image] copying the root filesystem")
         self._run(["cp", "-a", str(base), str(work)])
         (work / ".complete").unlink(missing_ok=True)
-        dist = work / "tmp" / "dist"
+        dist = work / DIST.strip("/")
         dist.mkdir(parents=True, exist_ok=True)
         self.report("[image] building the project's wheel")
-        self._run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                   "-w", str(dist), str(src)])  # fmt: skip
+        self._run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                   "--no-build-isolation", "-w", str(dist), str(src)])  # fmt: skip
         for name in ("build.txt", "runtime.txt"):
             shutil.copyfile(src / "requirements" / name, dist / name)
         # downloaded here, with this machine's pip configuration (its index and CA bundle),
@@ -132,13 +134,13 @@ class ImageBuilder:
                        "--only-binary=:all:", "--no-deps", "-d", str(dist), "-r",
                        str(dist / name)])  # fmt: skip
         pip = [f"{VENV}/bin/pip", "install", "--quiet", "--no-cache-dir", "--no-index",
-               "--find-links=/tmp/dist", "--disable-pip-version-check"]  # fmt: skip
+               f"--find-links={DIST}", "--disable-pip-version-check"]  # fmt: skip
         self.report("[image] installing them in the image")
         self._chroot(work, ["/usr/bin/python3", "-m", "venv", VENV])
-        self._chroot(work, [*pip, "--require-hashes", "-r", "/tmp/dist/build.txt"])
-        self._chroot(work, [*pip, "--require-hashes", "-r", "/tmp/dist/runtime.txt"])
+        self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/build.txt"])
+        self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/runtime.txt"])
         wheel = next(dist.glob("kube_reloader-*.whl")).name
-        self._chroot(work, [*pip, "--no-deps", f"/tmp/dist/{wheel}"])
+        self._chroot(work, [*pip, "--no-deps", f"{DIST}/{wheel}"])
         self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", "setuptools",
                             "wheel", "packaging"])  # fmt: skip
         shutil.rmtree(dist)
