@@ -21,6 +21,10 @@ from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 
+#: the real-node tier (a kubelet and containerd on this machine, root only) runs with
+#: `make test-node`, never with `make test`
+collect_ignore = [] if os.environ.get("KUBE_RELOADER_NODE_TESTS") else ["node"]
+
 
 @pytest.fixture(scope="session")
 def kubeconfig_path() -> Iterator[Path]:

@@ -2,8 +2,9 @@
 
 `kube-reloader [flags]` and `kube-reloader run [flags]` run the controller with Reloader's
 flags (so Stakater's chart works by swapping the image); `kube-reloader dev-cluster ...`
-manages the local control plane. Exit codes: 0 success, 1 failure (for the controller, a
-bad flag too, as Reloader), 2 a usage error of the other commands.
+manages the local control plane; `kube-reloader agent` is the in-place reload sidecar.
+Exit codes: 0 success, 1 failure (for the controller, a bad flag too, as Reloader), 2 a
+usage error of the other commands.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ import sys
 from collections.abc import Sequence
 
 from kube_reloader import __version__
-from kube_reloader.cli import run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "agent":
+        # the in-place reload sidecar: standard library only, none of the controller loaded
+        from kube_reloader import agent
+
+        return agent.main(args[1:])
+    from kube_reloader.cli import run
+
     if args and args[0] == "dev-cluster":
         # Imported on demand: it needs `cryptography` (the `dev-cluster` extra), which the
         # controller's image does not install, and it would cost the controller ~8 MiB RSS.

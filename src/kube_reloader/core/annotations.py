@@ -23,6 +23,8 @@ RELOADED_HASHES = "kube-reloader.io/reloaded-hashes"
 POD_STRATEGY = "kube-reloader.io/strategy"
 MAX_UNAVAILABLE = "kube-reloader.io/max-unavailable"
 POD_SELECTOR = "kube-reloader.io/pod-selector"
+#: ours: the signal of the in-place `signal` strategy (core/inplace.py)
+SIGNAL = "kube-reloader.io/signal"
 #: ours: fleet-safe rotations (core/scheduling.py)
 RELOAD_WINDOW = "kube-reloader.io/reload-window"
 RELOAD_AFTER = "kube-reloader.io/reload-after"
@@ -92,7 +94,7 @@ class Keys:
                 self.configmap_exclude, self.secret_exclude, self.spc_exclude,
                 self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
                 LAST_RELOADED_FROM, RELOADED_HASHES, POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
-                RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY, RELOAD_SCOPE, IGNORE_TLS,
+                SIGNAL, RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY, RELOAD_SCOPE, IGNORE_TLS,
             }
         )  # fmt: skip
 

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kube_reloader.core.annotations import MAX_UNAVAILABLE, POD_SELECTOR, POD_STRATEGY
+from kube_reloader.core import inplace
+from kube_reloader.core.annotations import MAX_UNAVAILABLE, POD_SELECTOR, POD_STRATEGY, SIGNAL
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.selectors import SelectorError, validate
 
@@ -52,18 +53,27 @@ class EvictError(ValueError):
 
 
 class PodStrategy(StrEnum):
-    """How a workload is reloaded: its pod template written, or its pods evicted."""
+    """How a workload is reloaded: its pod template written, its pods evicted, or its pods
+    reloaded in place (core/inplace.py)."""
 
     PATCH = "patch"
     EVICT = "evict"
+    RESTART_IN_PLACE = "restart-in-place"
+    SIGNAL = "signal"
+
+    @property
+    def pod_level(self) -> bool:
+        """Whether the workload's pods are acted on instead of its template written."""
+        return self is not PodStrategy.PATCH
 
 
 def parse_strategy(text: str) -> PodStrategy:
-    """`patch` or `evict`, exactly (no case folding, no blanks: a typo must not pass)."""
+    """One of `PodStrategy`, exactly (no case folding, no blanks: a typo must not pass)."""
     try:
         return PodStrategy(text)
     except ValueError:
-        raise EvictError(f"invalid {STRATEGY} {quote(text)}: want 'patch' or 'evict'") from None
+        want = ", ".join(repr(s.value) for s in PodStrategy)
+        raise EvictError(f"invalid {STRATEGY} {quote(text)}: want one of {want}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +119,8 @@ class PodPolicy:
     max_unavailable: MaxUnavailable = DEFAULT_MAX_UNAVAILABLE
     #: `pod-selector`: the pods to replace, instead of the workload's own selector
     pod_selector: str | None = None
+    #: the signal the `signal` strategy's agent sends
+    signal: str = inplace.DEFAULT_SIGNAL
 
 
 def policy_of(
@@ -139,7 +151,7 @@ def policy_of(
     if strategy is PodStrategy.PATCH:
         return PodPolicy(), ()
     if not evictable:
-        return None, (f"{STRATEGY}: evict is not supported for {kind}; not reloaded",)
+        return None, (f"{STRATEGY}: {strategy} is not supported for {kind}; not reloaded",)
     warnings: list[str] = []
     limit = DEFAULT_MAX_UNAVAILABLE
     if MAX_UNAVAILABLE in annotations:
@@ -155,7 +167,13 @@ def policy_of(
             validate(selector)
         except SelectorError as err:
             return None, (f"invalid {POD_SELECTOR} {quote(selector)}: {err}",)
-    return PodPolicy(strategy, limit, selector), tuple(warnings)
+    sig = inplace.DEFAULT_SIGNAL
+    if strategy is PodStrategy.SIGNAL and SIGNAL in annotations:
+        try:
+            sig = inplace.parse_signal(annotations[SIGNAL])
+        except ValueError as err:
+            return None, (str(err),)
+    return PodPolicy(strategy, limit, selector, sig), tuple(warnings)
 
 
 def ordinal_of(name: str, labels: dict[str, str] | None = None) -> int | None:

@@ -224,6 +224,16 @@ def _reload_by(w: planning.Workload, default: evicting.PodStrategy) -> str:
         return f"not reloaded: {'; '.join(problems)}"
     if policy.strategy is evicting.PodStrategy.PATCH:
         return "patch: the pod template is written (Reloader's way)"
+    warn = "".join(f"; warning: {p}" for p in problems)
+    if policy.strategy is evicting.PodStrategy.RESTART_IN_PLACE:
+        return ("restart-in-place: its pods' containers are restarted in place by the "
+                "kube-reloader agent sidecar (same pods, UIDs and IPs; no new ReplicaSet), one "
+                "pod at a time, waiting for Ready; pods whose containers started after the "
+                "change are skipped" + warn)  # fmt: skip
+    if policy.strategy is evicting.PodStrategy.SIGNAL:
+        return (f"signal: the kube-reloader agent sidecar sends {policy.signal} to the "
+                "application once the mounted files carry the new content (no restart), one "
+                "pod at a time" + warn)  # fmt: skip
     pace = ("one pod at a time, highest ordinal first" if w.kind == WorkloadKind.STATEFULSET
             else f"at most {policy.max_unavailable} unavailable")  # fmt: skip
     pods = f"pods matching {policy.pod_selector!r}" if policy.pod_selector else "its pods"

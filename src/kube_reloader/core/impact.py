@@ -67,8 +67,8 @@ def strategy_of(
     policy, _ = evicting.policy_of(w.kind, w.annotations, default, evictable=evictable)
     if policy is None:
         return None
-    if policy.strategy is evicting.PodStrategy.EVICT:
-        return "evict"
+    if policy.strategy.pod_level:
+        return policy.strategy.value
     return config.strategy.value
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import msgspec
 
-from kube_reloader.core import evicting
+from kube_reloader.core import evicting, inplace
 from kube_reloader.kube.projections import OwnerReference, epoch
 
 
 class PodMeta(msgspec.Struct, frozen=True):
     name: str = ""
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
     namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""
@@ -31,9 +32,33 @@ class PodCondition(msgspec.Struct, frozen=True):
     lastTransitionTime: str | None = None
 
 
+class Started(msgspec.Struct, frozen=True):
+    startedAt: str | None = None
+
+
+class ContainerState(msgspec.Struct, frozen=True):
+    running: Started | None = None
+    terminated: Started | None = None
+
+
+class ContainerStatus(msgspec.Struct, frozen=True):
+    name: str = ""
+    state: ContainerState = msgspec.field(default_factory=ContainerState)
+    lastState: ContainerState = msgspec.field(default_factory=ContainerState)
+    restartCount: int = 0
+
+    def last_start(self) -> float | None:
+        """When it last started: running now, or (crash-looping) its last run."""
+        for s in (self.state.running, self.state.terminated, self.lastState.terminated):
+            if s is not None and s.startedAt:
+                return epoch(s.startedAt)
+        return None
+
+
 class PodStatus(msgspec.Struct, frozen=True):
     conditions: tuple[PodCondition, ...] = ()
     phase: str = ""
+    containerStatuses: tuple[ContainerStatus, ...] = ()
 
 
 class PodObject(msgspec.Struct, frozen=True):
@@ -56,6 +81,22 @@ def view(pod: PodObject) -> evicting.Pod:
         terminating=meta.deletionTimestamp is not None,
         ordinal=evicting.ordinal_of(meta.name, meta.labels),
     )
+
+
+def in_place_view(pod: PodObject, annotation: str) -> inplace.Pod:
+    """The in-place rotation's view of `pod`; `annotation`: the one its strategy writes."""
+    base = view(pod)
+    starts = [c.last_start() for c in pod.status.containerStatuses]
+    started = (
+        None
+        if not starts or any(s is None for s in starts)
+        else min(s for s in starts if s is not None)
+    )
+    return inplace.Pod(
+        uid=base.uid, name=base.name, ready=base.ready, terminating=base.terminating,
+        started=started, request=pod.metadata.annotations.get(annotation),
+        ordinal=base.ordinal,
+    )  # fmt: skip
 
 
 def controlled_by(pod: PodObject, uid: str) -> bool:

@@ -157,7 +157,7 @@ class Reconciler:
             return
         written = rolling = False
         try:
-            if policy.strategy is evicting.PodStrategy.EVICT:
+            if policy.strategy.pod_level:
                 written = rolling = self._rotate(workload, policy, todo)
             else:
                 self.rotations.forget(key)  # switched back to patch: a rotation running ends

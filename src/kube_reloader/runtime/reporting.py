@@ -39,6 +39,11 @@ MAX_STALE_CERTIFICATES = 10_000
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
 
+#: how a pod-level reload is said in its Events, by strategy
+_DONE = {"evict": "replaced", "restart-in-place": "restarted", "signal": "signalled"}
+_BY = {"evict": "by eviction", "restart-in-place": "in place", "signal": "by signal"}
+
+
 @dataclass(frozen=True, slots=True)
 class StaleCertificate:
     """A workload whose pods predate the rotation of TLS Secret `secret` at `changed_at`."""
@@ -284,9 +289,11 @@ class Reporter(Counting):
         log.info("pod eviction", extra=extra)
 
     def rotation_done(
-        self, workload: planning.Workload, plans: list[Plan], pods: int, seconds: float
-    ) -> None:
-        """Every pod older than the change was replaced: one reload (of each change)."""
+        self, workload: planning.Workload, plans: list[Plan], pods: int, seconds: float,
+        how: str = "evict",
+    ) -> None:  # fmt: skip
+        """Every pod older than the change was replaced (or reloaded in place, `how`): one
+        reload (of each change)."""
         key = workload.key
         self.stats.reloads += 1
         for p in plans:
@@ -295,12 +302,12 @@ class Reporter(Counting):
                 kind=key.kind, namespace=key.namespace, success=True, seconds=None
             )
             self.log_change("reloaded workload", c, workload=str(key), pods=pods,
-                            seconds=round(seconds, 2), strategy="evict")  # fmt: skip
+                            seconds=round(seconds, 2), strategy=how)  # fmt: skip
             self.event(
                 workload, "Normal", "Reloaded",
                 f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
-                f"'{c.namespace}', replaced {pods} pods of '{key.name}' of type '{key.kind}' "
-                f"in namespace '{key.namespace}' by eviction in {seconds:.1f}s",
+                f"'{c.namespace}', {_DONE[how]} {pods} pods of '{key.name}' of type "
+                f"'{key.kind}' in namespace '{key.namespace}' {_BY[how]} in {seconds:.1f}s",
                 f"reloader-{c.rtype.plural}",
             )  # fmt: skip
             if self.alerts is not None and self.fence.may_write():
@@ -309,12 +316,14 @@ class Reporter(Counting):
                     workload=key.name, kind=key.kind,
                 )  # fmt: skip
 
-    def rotation_failed(self, workload: planning.Workload, reason: str, pods: int) -> None:
+    def rotation_failed(
+        self, workload: planning.Workload, reason: str, pods: int, how: str = "evict"
+    ) -> None:
         """A replacement did not become available in time: no more evictions for it."""
         key = workload.key
         self.stats.failures += 1
         self.metrics.rollouts.labels(workload_kind=key.kind, result="failed").inc()
-        text = f"Reload of '{key.name}' by eviction stopped after {pods} pods: {reason}"
+        text = f"Reload of '{key.name}' {_BY[how]} stopped after {pods} pods: {reason}"
         log.warning("rotation failed", extra={"workload": str(key), "reason": reason})
         self.event(workload, "Warning", "ReloadRolloutFailed", text, "reloader")
         if self.alerts is not None and self.fence.may_write():

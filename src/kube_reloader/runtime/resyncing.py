@@ -85,7 +85,7 @@ class Resync:
             workload.kind, workload.annotations, self.options.default_strategy,
             evictable=kind is not None and kind.evictable,
         )  # fmt: skip
-        evicts = policy is not None and policy.strategy is evicting.PodStrategy.EVICT
+        evicts = policy is not None and policy.strategy.pod_level
         queued = 0
         on_time: list[Suspect] = []
         for rtype, name in sorted(self.stores.wanted(workload)):

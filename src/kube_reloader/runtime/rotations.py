@@ -30,6 +30,7 @@ from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
 from kube_reloader.kube.pods import PodObject, owned, view
+from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Reporter, log
@@ -166,15 +167,17 @@ class Rotations:
                 return False
         min_ready = _number(spec.get("minReadySeconds"))
         uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
+        if rotation.policy.strategy is not evicting.PodStrategy.EVICT:  # in place
+            return await inplacing.rotate(self, rotation, selector, uid, obj)
         while not rotation.gone:
             if not self.fence.may_write():
                 return None  # leadership lost: the next leader's catch-up carries on
             w = self.lookup(w.key) or w
             cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
             if self.clock.wall() < cutoff:  # a replacement must be newer than the change
-                await self._sleep(cutoff - self.clock.wall())
+                await self.pause(cutoff - self.clock.wall())
                 continue
-            listed = await self._pods(w.namespace, selector)
+            listed = await self.list_pods(w.namespace, selector)
             pick = rotation.policy.pod_selector
             mine = [view(p) for p in listed if owned(p, w.kind, w.name, uid, pick)]
             if rotation.targets_for != rotation.changed_at:  # fixed at the first look
@@ -207,7 +210,7 @@ class Rotations:
                 return False
             refused = await self._evict(rotation, step.evict) if step.evict else False
             if not refused:
-                await self._sleep(POLL_SECONDS)
+                await self.pause(POLL_SECONDS)
                 continue
             if now - rotation.progress_at > plan.deadline:  # refused for too long
                 self.reporter.rotation_failed(
@@ -215,7 +218,7 @@ class Rotations:
                     rotation.evicted,
                 )  # fmt: skip
                 return False
-            await self._sleep(
+            await self.pause(
                 limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
             )
         return None  # forgotten: gone, or reloaded by patch again
@@ -258,9 +261,9 @@ class Rotations:
             except errors.Transient as exc:
                 log.warning("rotation: read failed, will retry",
                             extra={"workload": str(key), "error": str(exc)})  # fmt: skip
-                await self._sleep(POLL_SECONDS)
+                await self.pause(POLL_SECONDS)
 
-    async def _pods(self, namespace: str, selector: str) -> list[PodObject]:
+    async def list_pods(self, namespace: str, selector: str) -> list[PodObject]:
         while True:
             if not self.fence.may_write():
                 raise _Dropped
@@ -269,9 +272,9 @@ class Rotations:
             except errors.Transient as exc:
                 log.warning("rotation: listing pods failed, will retry",
                             extra={"namespace": namespace, "error": str(exc)})  # fmt: skip
-                await self._sleep(POLL_SECONDS)
+                await self.pause(POLL_SECONDS)
 
-    async def _sleep(self, seconds: float) -> None:
+    async def pause(self, seconds: float) -> None:
         await sleep(self.clock, seconds)
 
 

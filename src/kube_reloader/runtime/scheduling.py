@@ -358,4 +358,4 @@ def _evicts(w: planning.Workload, options: Options) -> bool:
         w.kind, w.annotations, options.default_strategy,
         evictable=kind is not None and kind.evictable,
     )  # fmt: skip
-    return policy is not None and policy.strategy is evicting.PodStrategy.EVICT
+    return policy is not None and policy.strategy.pod_level

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kube_reloader.core import pausing, planning
-from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Plan
-from kube_reloader.kube import resources
-from kube_reloader.kube.client import Client
+from kube_reloader.kube import configfiles, resources
+from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.pods import PodObject
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.strategies import Target
@@ -34,6 +34,14 @@ class Writer(Protocol):
     async def pods(self, namespace: str, selector: str) -> list[PodObject]: ...
 
     async def evict(self, namespace: str, name: str, uid: str) -> None: ...
+
+    async def annotate_pod(
+        self, namespace: str, name: str, uid: str, key: str, value: str
+    ) -> None: ...
+
+    async def config_files(
+        self, rtype: ResourceType, namespace: str, name: str
+    ) -> dict[str, bytes]: ...
 
 
 class KubeWriter:
@@ -79,3 +87,19 @@ class KubeWriter:
     async def evict(self, namespace: str, name: str, uid: str) -> None:
         """Evict pod `name` while it is `uid` (a disruption budget's 429 is raised at once)."""
         await self.client.evict(resources.PODS, name, namespace=namespace, uid=uid)
+
+    async def annotate_pod(self, namespace: str, name: str, uid: str, key: str, value: str) -> None:
+        """Set one annotation on pod `name` while it is `uid` (an in-place reload's request),
+        by merge patch carrying the UID: a pod re-created under the name refuses it."""
+        body = {"metadata": {"uid": uid, "annotations": {key: value}}}
+        await self.client.patch(
+            resources.PODS, name, body, namespace=namespace, patch_type=PatchType.MERGE,
+            field_manager=self.field_manager,
+        )  # fmt: skip
+
+    async def config_files(
+        self, rtype: ResourceType, namespace: str, name: str
+    ) -> dict[str, bytes]:
+        """The files a ConfigMap or Secret volume would hold, by key (a LIST by name: the
+        chart grants list, not get, on them). The caller hashes and drops them."""
+        return await configfiles.config_files(self.client, rtype, namespace, name)

@@ -149,6 +149,13 @@ selector); Events are only created. */}}
   resources: [pods/eviction]
   verbs: [create]
 {{- end }}
+{{- if .Values.reloader.inPlaceReloads }}
+# in-place reloads (kube-reloader.io/strategy: restart-in-place or signal): one annotation
+# written on a workload's pod at a time, read there by the kube-reloader agent sidecar
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [patch]
+{{- end }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
@@ -230,7 +237,7 @@ to the lists below (the default values fail to render otherwise). */}}
     "readOnlyRootFileSystem" "legacy" "matchLabels" "enableMetricsByNamespace" "deployment"
     "service" "rbac" "serviceAccount" "custom_annotations" "serviceMonitor" "podMonitor"
     "podDisruptionBudget" "netpol" "verticalPodAutoscaler" "webhookUrl"
-    "hashAlgorithm" "defaultStrategy" "reloadScope" "reloadTlsSecrets" "podReloads" "workloadKinds" "maxConcurrentRollouts"
+    "hashAlgorithm" "defaultStrategy" "reloadScope" "reloadTlsSecrets" "podReloads" "inPlaceReloads" "workloadKinds" "maxConcurrentRollouts"
     "haltAfterFailures" "freeze" "namespacePolicies" "leaderElection" "workers" "grafanaDashboard"
     "compat" "auditInterval" "admission")) -}}
 {{- $adm := default dict $r.admission -}}

@@ -1,0 +1,152 @@
+"""In-place rotations (`restart-in-place`, `signal`): the pods are annotated one at a time and
+the agent sidecar does the rest (core/inplace.py). Run by `Rotations` for workloads whose
+policy names one of them; the pod listing, the fence, the pacing and the reports are the
+rotation's.
+
+* `restart-in-place` writes a restart token on the next pod whose containers started before
+  the change, then waits until they started again and the pod is Ready;
+* `signal` computes, once per change, the digest of the files each affected volume will hold
+  (the configs' content read by LIST by name and dropped at once; Secret bytes are hashed,
+  never kept or logged), writes the request on the next pod that lacks it, and waits until
+  the pod is Ready and `inplace.SIGNAL_SETTLE` has passed.
+
+The template is never written and no pod is replaced: no new ReplicaSet, same pod UIDs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kube_reloader.core import inplace, rollouts
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.kube import errors
+from kube_reloader.kube.pods import in_place_view, owned
+from kube_reloader.runtime.reporting import log
+
+if TYPE_CHECKING:
+    from kube_reloader.runtime.rotations import Rotation, Rotations
+
+POLL_SECONDS = 1.0
+
+
+async def rotate(
+    rs: Rotations, rotation: Rotation, selector: str, uid: str, obj: Mapping[str, Any]
+) -> bool | None:
+    """Reload the pods in place; True when each is current, False when it failed, None when
+    it stopped (lost lease, workload gone)."""
+    w = rotation.workload
+    mode = inplace.Mode(rotation.policy.strategy.value)
+    annotation = inplace.RESTART if mode is inplace.Mode.RESTART else inplace.SIGNAL_REQUEST
+    want_for: float | None = None
+    want = ""
+    acted = 0
+    last_action: float | None = None
+    started = rs.clock.wall()
+    progress_at = started
+    while not rotation.gone:
+        if not rs.fence.may_write():
+            return None
+        w = rs.lookup(w.key) or w
+        if want_for != rotation.changed_at:  # a newer change took the rotation over
+            want_for = rotation.changed_at
+            if mode is inplace.Mode.RESTART:
+                want = inplace.restart_token(rotation.changed_at)
+            else:
+                digests = await volume_digests(rs, w.namespace, obj, rotation)
+                want = inplace.signal_request(rotation.policy.signal, digests)
+        listed = await rs.list_pods(w.namespace, selector)
+        pick = rotation.policy.pod_selector
+        mine = [in_place_view(p, annotation) for p in listed if owned(p, w.kind, w.name, uid, pick)]
+        now = rs.clock.wall()
+        replicas = w.status.replicas if w.status is not None else len(mine)
+        step = inplace.next_step(
+            mine, mode, want, rotation.changed_at, now, replicas=replicas, started=started,
+            ordered=w.kind == "StatefulSet", last_action=last_action,
+        )  # fmt: skip
+        if step.phase is inplace.Phase.DONE:
+            if acted:
+                rs.reporter.rotation_done(w, rotation.plans, acted, rs.clock.monotonic()
+                                          - rotation.started, how=mode.value)  # fmt: skip
+            return True
+        deadline = rollouts.deadline(w.status)
+        if step.phase is inplace.Phase.WAIT:
+            if now - progress_at > deadline:
+                rs.reporter.rotation_failed(w, f"{step.reason} for {deadline:g}s", acted,
+                                            how=mode.value)  # fmt: skip
+                return False
+            await rs.pause(POLL_SECONDS)
+            continue
+        assert step.pod is not None
+        if not await _annotate(rs, rotation, step.pod.name, step.pod.uid, annotation, step.value):
+            return None
+        acted += 1
+        last_action = progress_at = rs.clock.wall()
+        log.info("in-place reload requested", extra={
+            "workload": str(w.key), "pod": step.pod.name, "strategy": mode.value,
+            "remaining": step.remaining})  # fmt: skip
+        await rs.pause(POLL_SECONDS)
+    return None
+
+
+async def _annotate(
+    rs: Rotations, rotation: Rotation, pod: str, uid: str, key: str, value: str
+) -> bool:
+    w = rotation.workload
+    write = rs.supervisor.task(
+        f"annotate/{w.namespace}/{pod}", rs.writer.annotate_pod(w.namespace, pod, uid, key, value)
+    )
+    try:
+        return await rs.fence.guarded(write)
+    except errors.NotFound:
+        return True  # gone meanwhile: the next look decides without it
+
+
+async def volume_digests(
+    rs: Rotations, namespace: str, obj: Mapping[str, Any], rotation: Rotation
+) -> dict[str, str]:
+    """The files' digest of every volume that mounts one of the rotation's changed configs."""
+    changed = {(p.change.rtype, p.change.name) for p in rotation.plans}
+    out: dict[str, str] = {}
+    for volume in _volumes(obj):
+        sources = list(volume_sources(volume))
+        if not any(s[:2] in changed for s in sources):
+            continue
+        contents: list[bytes] = []
+        for rtype, name, keys in sources:
+            files = await rs.writer.config_files(rtype, namespace, name)
+            contents += [v for k, v in sorted(files.items()) if keys is None or k in keys]
+            del files
+        out[str(volume.get("name"))] = inplace.files_digest(contents)
+    return out
+
+
+def _volumes(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [v for v in spec.get("volumes") or () if isinstance(v, dict)]
+
+
+def volume_sources(
+    volume: Mapping[str, Any],
+) -> list[tuple[ResourceType, str, frozenset[str] | None]]:
+    """(type, name, keys its items select or None) of each ConfigMap or Secret a volume
+    projects (a plain configMap/secret volume, or a projected one's sources)."""
+    out: list[tuple[ResourceType, str, frozenset[str] | None]] = []
+    entries: list[tuple[str, Mapping[str, Any]]] = []
+    for kind in ("configMap", "secret"):
+        if isinstance(volume.get(kind), dict):
+            entries.append((kind, volume[kind]))
+    for source in (volume.get("projected") or {}).get("sources") or ():
+        for kind in ("configMap", "secret"):
+            if isinstance(source, dict) and isinstance(source.get(kind), dict):
+                entries.append((kind, source[kind]))
+    for kind, src in entries:
+        name = src.get("name") if kind == "configMap" else src.get("secretName", src.get("name"))
+        if not isinstance(name, str):
+            continue
+        items = src.get("items")
+        keys = (frozenset(str(i.get("key")) for i in items if isinstance(i, dict))
+                if isinstance(items, list) and items else None)  # fmt: skip
+        rtype = ResourceType.CONFIGMAP if kind == "configMap" else ResourceType.SECRET
+        out.append((rtype, name, keys))
+    return out

@@ -1,0 +1,158 @@
+"""In-place reloads on the real node: `restart-in-place` (the kubelet restarts every container
+of a pod in place, KEP-5532) and `signal` (the agent sends SIGHUP once the mounted files are
+new). The controller runs in-process; the pods, the agent and the application really run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from kube_reloader.core import inplace
+from kube_reloader.devcluster.node import RealNode
+from kube_reloader.kube import resources
+from kube_reloader.kube.client import Client
+from tests.harness import running
+from tests.node.nodeharness import (
+    PODINFO_VOLUME,
+    Images,
+    agent_sidecar,
+    app_container,
+    on_real_node,
+    pods_of,
+    polling,
+    ready,
+    restarts,
+)
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.cluster, pytest.mark.rollout]
+
+
+def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def deployment(name: str, strategy: str, spec: dict[str, Any], *, replicas: int = 3,
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "annotations": {
+            "reloader.stakater.com/auto": "true", "kube-reloader.io/strategy": strategy,
+            **(annotations or {})}},
+        "spec": {
+            "replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": on_real_node({"terminationGracePeriodSeconds": 5, **spec})},
+        },
+    }  # fmt: skip
+
+
+async def all_ready(client: Client, namespace: str, app: str, n: int) -> list[dict[str, Any]]:
+    async def probe() -> list[dict[str, Any]] | None:
+        pods = await pods_of(client, namespace, app)
+        return pods if len(pods) == n and all(ready(p) for p in pods) else None
+
+    return await eventually(probe, timeout=120, interval=0.5, what=f"{n} Ready pods of {app}")
+
+
+async def replicasets(client: Client, namespace: str) -> list[str]:
+    listed = await client.list(resources.REPLICASETS, namespace=namespace)
+    return sorted(rs["metadata"]["name"] for rs in listed.items)
+
+
+async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_time(
+    client: Client, namespace: str, images: Images
+) -> None:
+    await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
+                        namespace=namespace)  # fmt: skip
+    spec = {
+        "initContainers": [agent_sidecar(images.controller, restart=True)],
+        "containers": [app_container("/etc/hostname", envFrom=[
+            {"configMapRef": {"name": "settings"}}])],
+        "volumes": [PODINFO_VOLUME],
+    }  # fmt: skip
+    async with running(client, namespace):
+        # created after the controller started: nothing to catch up on, one change to follow
+        await client.create(resources.DEPLOYMENTS, deployment("web", "restart-in-place", spec),
+                            namespace=namespace)  # fmt: skip
+        before = {p["metadata"]["uid"]: p for p in await all_ready(client, namespace, "web", 3)}
+        sets = await replicasets(client, namespace)
+        generation = (await client.get(resources.DEPLOYMENTS, "web", namespace=namespace))[
+            "metadata"]["generation"]  # fmt: skip
+        await asyncio.sleep(2.0)
+        await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
+                           namespace=namespace)  # fmt: skip
+        most_down = 0
+        deadline = time.monotonic() + 180
+        while True:
+            pods = await pods_of(client, namespace, "web")
+            down = sum(1 for p in pods if not ready(p))
+            most_down = max(most_down, down)
+            done = len(pods) == 3 and all(ready(p) and restarts(p).get("app") == 1 for p in pods)
+            if done:
+                break
+            seen = [(p["metadata"]["name"], ready(p), restarts(p)) for p in pods]
+            assert time.monotonic() < deadline, f"not restarted once in time: {seen}"
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(8.0)  # nothing restarts a second time
+        after = await pods_of(client, namespace, "web")
+
+    assert {p["metadata"]["uid"] for p in after} == set(before)
+    for p in after:
+        old = before[p["metadata"]["uid"]]
+        assert p["status"]["podIP"] == old["status"]["podIP"]
+        assert restarts(p)["app"] == 1
+        assert p["metadata"]["annotations"][inplace.RESTART].endswith("-0")  # asked once
+    assert most_down <= 1, f"{most_down} pods were restarting at once"
+    assert await replicasets(client, namespace) == sets
+    current = await client.get(resources.DEPLOYMENTS, "web", namespace=namespace)
+    assert current["metadata"]["generation"] == generation
+
+
+async def test_signal_reloads_every_replica_without_a_restart_or_a_failed_request(
+    client: Client, namespace: str, images: Images, real_node: RealNode
+) -> None:
+    await client.create(resources.CONFIGMAPS, configmap("app-config", {"config.txt": "v1"}),
+                        namespace=namespace)  # fmt: skip
+    spec = {
+        "shareProcessNamespace": True,
+        "initContainers": [agent_sidecar(
+            images.controller, restart=False, volumes={"config": "/etc/app"},
+            process="sighup-app")],
+        "containers": [app_container("/etc/app/config.txt", volumeMounts=[
+            {"name": "config", "mountPath": "/etc/app"}])],
+        "volumes": [PODINFO_VOLUME, {"name": "config", "configMap": {"name": "app-config"}}],
+    }  # fmt: skip
+    async with running(client, namespace):
+        await client.create(
+            resources.DEPLOYMENTS,
+            deployment("svc", "signal", spec, annotations={inplace.SIGNAL: "SIGHUP"}),
+            namespace=namespace,
+        )
+        pods = await all_ready(client, namespace, "svc", 3)
+        urls = [f"http://{p['status']['podIP']}:8080/" for p in pods]
+        sets = await replicasets(client, namespace)
+        with polling(real_node.netns_path, urls) as poller:
+            await eventually(lambda: _served(poller.last, urls, "v1"), timeout=20,
+                             what="every replica serving v1")  # fmt: skip
+            await client.patch(resources.CONFIGMAPS, "app-config",
+                               {"data": {"config.txt": "v2"}}, namespace=namespace)  # fmt: skip
+            await eventually(lambda: _served(poller.last, urls, "v2"), timeout=120,
+                             interval=0.5, what="every replica serving v2")  # fmt: skip
+            await asyncio.sleep(3.0)
+        after = await pods_of(client, namespace, "svc")
+
+    assert poller.failures == [], poller.failures[:5]
+    assert poller.ok > 50
+    assert {u: d["sighups"] for u, d in poller.last.items()} == dict.fromkeys(urls, 1)
+    assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in pods}
+    for p in after:
+        assert set(restarts(p).values()) == {0}
+    assert await replicasets(client, namespace) == sets
+
+
+async def _served(last: dict[str, Any], urls: list[str], content: str) -> bool:
+    return all((last.get(u) or {}).get("config") == content for u in urls)
