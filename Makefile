@@ -7,12 +7,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries test test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
+.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
 	@echo "make check     - ruff (lint + format), mypy --strict, import-linter, then the tests"
 	@echo "make test-unit - unit tests only (no control plane)"
+	@echo "make test-node - the real-node tests: kubelet + containerd here, our image from the chart (root)"
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
@@ -39,6 +40,14 @@ cluster-binaries: venv
 
 test: cluster-binaries
 	@scripts/timed tests $(BIN)/pytest $(PYTEST_ARGS)
+
+# The real node (dev-cluster up --real-node) needs root and a few Debian packages; the node's
+# programs are built from the Go module proxy on first use (tests/node/conftest.py).
+node-prerequisites:
+	@scripts/node-prerequisites
+
+test-node: cluster-binaries node-prerequisites
+	@KUBE_RELOADER_NODE_TESTS=1 scripts/timed node-tests $(BIN)/pytest tests/node $(PYTEST_ARGS)
 
 test-unit: venv
 	@scripts/timed unit-tests $(BIN)/pytest tests/unit $(PYTEST_ARGS)

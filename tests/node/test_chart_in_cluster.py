@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.waiting import eventually
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout]
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "kube-reloader"
 LEASE = "stakater-reloader-lock"
+RESOURCEQUOTAS = resources.Resource("", "v1", "resourcequotas", "ResourceQuota")
 
 
 @contextlib.contextmanager
@@ -74,9 +76,21 @@ async def replicasets(client: Client, namespace: str) -> set[str]:
     return {rs["metadata"]["name"] for rs in listed.items}
 
 
+@pytest.fixture
+async def apps(client: Client) -> AsyncIterator[str]:
+    """A second namespace, for the workload (the controller's has a pod quota)."""
+    name = f"apps-{secrets.token_hex(4)}"
+    await client.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                               "metadata": {"name": name}})  # fmt: skip
+    yield name
+    with contextlib.suppress(errors.NotFound):
+        await client.delete(resources.NAMESPACES, name)
+
+
 async def test_the_charts_controller_pods_reload_a_deployment_and_the_standby_takes_over(
-    client: Client, namespace: str, images: Images, kubeconfig_path: Path, real_node: RealNode
-) -> None:
+    client: Client, namespace: str, apps: str, images: Images, kubeconfig_path: Path,
+    real_node: RealNode,
+) -> None:  # fmt: skip
     with installed(kubeconfig_path, "kr", namespace, images):
 
         async def two_ready() -> list[dict[str, Any]] | None:
@@ -91,9 +105,13 @@ async def test_the_charts_controller_pods_reload_a_deployment_and_the_standby_ta
             assert p["spec"]["securityContext"]["runAsUser"] == 65534
         leader = await eventually(lambda: holder(client, namespace), timeout=60, what="a leader")
 
+        # no replacement pod may start while the leader is gone: the standby must take over
+        await client.create(RESOURCEQUOTAS, {
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "two-pods"},
+            "spec": {"hard": {"pods": "2"}}}, namespace=namespace)  # fmt: skip
         await client.create(resources.CONFIGMAPS, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "greeting"},
-            "data": {"text": "hello"}}, namespace=namespace)  # fmt: skip
+            "data": {"text": "hello"}}, namespace=apps)  # fmt: skip
         await client.create(resources.DEPLOYMENTS, {
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "annotations": {"reloader.stakater.com/auto": "true"}},
@@ -102,12 +120,12 @@ async def test_the_charts_controller_pods_reload_a_deployment_and_the_standby_ta
                                   "spec": on_real_node({"containers": [app_container(
                                       "/etc/hostname",
                                       envFrom=[{"configMapRef": {"name": "greeting"}}])]})}},
-        }, namespace=namespace)  # fmt: skip
-        first = await eventually(lambda: _sets(client, namespace, 1), timeout=60,
+        }, namespace=apps)  # fmt: skip
+        first = await eventually(lambda: _sets(client, apps, 1), timeout=60,
                                  what="the first ReplicaSet")  # fmt: skip
         await client.patch(resources.CONFIGMAPS, "greeting", {"data": {"text": "bonjour"}},
-                           namespace=namespace)  # fmt: skip
-        second = await eventually(lambda: _sets(client, namespace, 2), timeout=60,
+                           namespace=apps)  # fmt: skip
+        second = await eventually(lambda: _sets(client, apps, 2), timeout=60,
                                   what="the reload's ReplicaSet")  # fmt: skip
         assert first < second
 
@@ -123,14 +141,14 @@ async def test_the_charts_controller_pods_reload_a_deployment_and_the_standby_ta
 
         successor = await eventually(new_leader, timeout=60, interval=0.25,
                                      what="the standby taking the lease")  # fmt: skip
-        assert successor in {p["metadata"]["name"] for p in pods}
+        assert successor in {p["metadata"]["name"] for p in pods} - {leader}
         await client.patch(resources.CONFIGMAPS, "greeting", {"data": {"text": "hallo"}},
-                           namespace=namespace)  # fmt: skip
-        third = await eventually(lambda: _sets(client, namespace, 3), timeout=60,
+                           namespace=apps)  # fmt: skip
+        third = await eventually(lambda: _sets(client, apps, 3), timeout=60,
                                  what="the next reload after the handover")  # fmt: skip
         await asyncio.sleep(8.0)  # applied once: no fourth ReplicaSet
-        assert await _sets(client, namespace, 3) == third
-        deployment = await client.get(resources.DEPLOYMENTS, "web", namespace=namespace)
+        assert await _sets(client, apps, 3) == third
+        deployment = await client.get(resources.DEPLOYMENTS, "web", namespace=apps)
         env = deployment["spec"]["template"]["spec"]["containers"][0].get("env") or []
         assert any(e["name"] == "STAKATER_GREETING_CONFIGMAP" for e in env), json.dumps(env)
 

@@ -105,7 +105,7 @@ def parse_request(text: str) -> tuple[str, dict[str, str]] | None:
     try:
         doc = json.loads(text)
         sig = parse_signal(str(doc["signal"]))
-        digests = doc.get("digests") or {}
+        digests = doc.get("digests", {})
         if not isinstance(digests, dict):
             return None
         return sig, {str(k): str(v) for k, v in digests.items()}

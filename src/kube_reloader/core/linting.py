@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from kube_reloader.core import evicting, regexes, scheduling
+from kube_reloader.core import evicting, inplacelint, regexes, scheduling
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
@@ -83,6 +83,7 @@ RULES = {
         Rule("KR012", "ignored-resource-named", Severity.WARNING, "A workload names a resource marked ignore"),
         Rule("KR013", "owned-workload", Severity.INFO, "Workload owned by another controller"),
         Rule("KR014", "misplaced-workload-only-annotation", Severity.ERROR, "exclude/pause annotations on the pod template are never read"),
+        Rule("KR015", "in-place-pod-spec", Severity.ERROR, "An in-place strategy's pod spec lacks what its agent needs"),
     )
 }  # fmt: skip
 
@@ -291,9 +292,13 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         out.append(_finding("KR009", d, ("metadata", "annotations", keys.pause_period),
             f"{ref}: the pause period applies to Deployments only; on a {kind} it is ignored", "remove it", ref))  # fmt: skip
 
-    for text in evicting.policy_of(kind, wa)[1]:
+    policy, problems = evicting.policy_of(kind, wa)
+    for text in problems:
         out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
                             "see kube-reloader.io/strategy in the README", ref))  # fmt: skip
+    for at, text, fix, error in inplacelint.check(policy.strategy, template, tpath) if policy else ():
+        out.append(_finding("KR015", d, at, f"{ref}: {text}", fix, ref,
+                            None if error else Severity.WARNING))  # fmt: skip
     for text in scheduling.rules_of(ObjectKey(kind, ns, name), wa, {})[
         1
     ]:  # window, order, Job policy

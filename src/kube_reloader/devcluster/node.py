@@ -209,6 +209,8 @@ state = '{self.run / "state"}'
   # no OOM score below containerd's own: this machine lacks CAP_SYS_RESOURCE, so the
   # sandbox's -998 would fail every pod
   restrict_oom_score_adj = true
+  # pods' network namespaces under the node's run directory, not /run/netns: torn down with it
+  netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = 'io.containerd.runc.v2'
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
