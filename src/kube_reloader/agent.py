@@ -77,8 +77,8 @@ def _unquote(text: str) -> str | None:
 def parse_annotations(text: str) -> dict[str, str]:
     """The downward API's `key="value"` lines; lines that do not parse are skipped."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, quoted = line.partition("=")
+    for line in text.split("\n"):  # not splitlines(): a value may hold U+0085 or U+2028
+        key, sep, quoted = line.rstrip("\r").partition("=")
         value = _unquote(quoted) if sep else None
         if key and value is not None:
             out[key] = value

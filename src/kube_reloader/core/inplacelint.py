@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kube_reloader.core import inplace
-from kube_reloader.core.evicting import PodStrategy
+from kube_reloader.core.evicting import PodPolicy, PodStrategy
 
 Issue = tuple[tuple[str | int, ...], str, str, bool]
 AGENT_FIX = (
@@ -59,9 +59,11 @@ def _mounted_at(c: Mapping[str, Any], path: str) -> str | None:
 
 
 def check(
-    strategy: PodStrategy, template: Mapping[str, Any], base: tuple[str | int, ...]
+    policy: PodPolicy | None, template: Mapping[str, Any], base: tuple[str | int, ...]
 ) -> list[Issue]:
-    """Issues of `template` (a pod template at `base`) for `strategy`; [] for the others."""
+    """Issues of `template` (a pod template at `base`) for the policy's strategy; [] for the
+    others (and for an unreadable policy, which earns its own finding)."""
+    strategy = policy.strategy if policy is not None else PodStrategy.PATCH
     if strategy not in (PodStrategy.RESTART_IN_PLACE, PodStrategy.SIGNAL):
         return []
     spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
@@ -69,8 +71,10 @@ def check(
     sp = (*base, "spec")
     found = find_agent(spec)
     if found is None:
-        return [(sp, f"{strategy.value} needs the kube-reloader agent sidecar; there is none, "
-                     "so no pod is ever reloaded and each rotation fails", AGENT_FIX, True)]  # fmt: skip
+        text = f"{strategy.value} needs the kube-reloader agent sidecar; there is none"
+        return [
+            (sp, text + ", so no pod is ever reloaded and each rotation fails", AGENT_FIX, True)
+        ]
     index, agent = found
     at = (*sp, "initContainers", index)
     out: list[Issue] = []
@@ -81,10 +85,11 @@ def check(
     if not any(i.get("path") == posixpath.basename(file)
                and (i.get("fieldRef") or {}).get("fieldPath") == "metadata.annotations"
                for i in items):  # fmt: skip
-        out.append((at, f"the agent reads {file}, which no downwardAPI volume of "
-                        "metadata.annotations provides there: it never sees a request",
+        out.append((at, f"the agent reads {file}, which no downwardAPI volume of metadata."
+                        "annotations provides there: it never sees a request",
                     f"mount a downwardAPI volume with item path {posixpath.basename(file)!r} "
-                    f"(fieldPath metadata.annotations) at {posixpath.dirname(file)}", True))  # fmt: skip
+                    f"(fieldPath metadata.annotations) at {posixpath.dirname(file)}",
+                    True))  # fmt: skip
     if strategy is PodStrategy.RESTART_IN_PLACE:
         rules = _list(agent.get("restartPolicyRules"))
         if not any(r.get("action") == "RestartAllContainers"
@@ -114,7 +119,9 @@ def check(
     for c in _list(spec.get("containers")):
         for m in _list(c.get("volumeMounts")):
             v = volumes.get(str(m.get("name")), {})
-            if ("configMap" in v or "secret" in v or "projected" in v) and m.get("name") not in watched:
+            if ("configMap" in v or "secret" in v or "projected" in v) and m.get(
+                "name"
+            ) not in watched:
                 out.append((at, f"volume {m.get('name')!r} (mounted in {c.get('name')!r}) is not "
                                 "watched by the agent: it may signal before the kubelet updates it",
                             f"add --volume {m.get('name')}={m.get('mountPath')} to the agent and "

@@ -296,7 +296,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     for text in problems:
         out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
                             "see kube-reloader.io/strategy in the README", ref))  # fmt: skip
-    for at, text, fix, error in inplacelint.check(policy.strategy, template, tpath) if policy else ():
+    for at, text, fix, error in inplacelint.check(policy, template, tpath):
         out.append(_finding("KR015", d, at, f"{ref}: {text}", fix, ref,
                             None if error else Severity.WARNING))  # fmt: skip
     for text in scheduling.rules_of(ObjectKey(kind, ns, name), wa, {})[

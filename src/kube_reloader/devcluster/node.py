@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from kube_reloader.devcluster import images
+from kube_reloader.devcluster import images, nodeclean
 from kube_reloader.devcluster.nodebuild import NodeBinaries
 from kube_reloader.devcluster.pki import Pki, node_client
 from kube_reloader.devcluster.state import ClusterError
@@ -323,20 +322,10 @@ state = '{self.run / "state"}'
         """After the kubelet and containerd are stopped: kill what they left (shims and
         container processes), unmount what is mounted under the node's directories, remove
         its cgroups, its namespace, its routes and its files."""
-        shim = str(self.bins.path("containerd-shim-runc-v2"))
-        for pid in _pids():
-            if _argv0(pid) == shim and str(self.run) in _cmdline(pid):
-                _kill(pid)
-        for _ in range(3):
-            victims = self._cgroup_pids()
-            for pid in victims:
-                _kill(pid)
-            if not victims:
-                break
-            time.sleep(0.3)
-        for target in sorted(_mounts_under((self.dir, self.run)), key=len, reverse=True):
-            subprocess.run(["umount", "-l", target], capture_output=True, check=False)
-        self._remove_cgroups()
+        nodeclean.kill_leftovers(self.bins.path("containerd-shim-runc-v2"), self.run,
+                                 self.cgroup_root)  # fmt: skip
+        nodeclean.unmount_under((self.dir, self.run))
+        nodeclean.remove_cgroups(self.cgroup_root)
         self.network_down()
         shutil.rmtree(self.run, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -346,27 +335,6 @@ state = '{self.run / "state"}'
         for hierarchy in Path("/sys/fs/cgroup").iterdir():
             if hierarchy.is_dir() and (hierarchy / "cgroup.procs").exists():
                 (hierarchy / self.cgroup_root.strip("/")).mkdir(exist_ok=True)
-
-    def _cgroup_dirs(self) -> list[Path]:
-        root = Path("/sys/fs/cgroup")
-        out = []
-        for hierarchy in root.iterdir():
-            top = hierarchy / self.cgroup_root.strip("/")
-            if top.is_dir():
-                out += [Path(p) for p, _d, _f in os.walk(top)]
-        return out
-
-    def _cgroup_pids(self) -> set[int]:
-        pids: set[int] = set()
-        for d in self._cgroup_dirs():
-            with contextlib.suppress(OSError, ValueError):
-                pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
-        return pids
-
-    def _remove_cgroups(self) -> None:
-        for d in sorted(self._cgroup_dirs(), key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                d.rmdir()
 
 
 def cni_conflist() -> dict[str, object]:
@@ -387,37 +355,3 @@ def cni_conflist() -> dict[str, object]:
             {"type": "loopback"},
         ],
     }  # fmt: skip
-
-
-def _pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except OSError:
-        return ""
-
-
-def _argv0(pid: int) -> str:
-    return _cmdline(pid).split(" ", 1)[0]
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
-
-
-def _mounts_under(roots: tuple[Path, ...]) -> list[str]:
-    prefixes = [str(r.resolve()) + "/" for r in roots] + [str(r.resolve()) for r in roots]
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 4:
-            point = fields[4].replace("\\040", " ")
-            if any(point == p or point.startswith(p) for p in prefixes):
-                out.append(point)
-    return out

@@ -15,17 +15,47 @@ The template is never written and no pod is replaced: no new ReplicaSet, same po
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from kube_reloader.core import inplace, rollouts
-from kube_reloader.core.objects import ResourceType
+from kube_reloader.core import evicting, inplace, planning, rollouts
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import in_place_view, owned
-from kube_reloader.runtime.reporting import log
+from kube_reloader.kube.pods import PodObject, in_place_view, owned
+from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.supervisor import Supervisor
+from kube_reloader.runtime.writing import Writer
 
-if TYPE_CHECKING:
-    from kube_reloader.runtime.rotations import Rotation, Rotations
+
+class Rotation(Protocol):
+    """What an in-place rotation reads of `rotations.Rotation`."""
+
+    workload: planning.Workload
+    policy: evicting.PodPolicy
+    changed_at: float
+    plans: list[planning.Plan]
+    started: float
+    gone: bool
+
+
+class Rotations(Protocol):
+    """What it uses of `rotations.Rotations` (its pod listing, pacing and reports)."""
+
+    clock: Clock
+    writer: Writer
+    fence: Fence
+    reporter: Reporter
+    supervisor: Supervisor
+
+    @property
+    def lookup(self) -> Callable[[ObjectKey], planning.Workload | None]: ...
+
+    async def list_pods(self, namespace: str, selector: str) -> list[PodObject]: ...
+
+    async def pause(self, seconds: float) -> None: ...
+
 
 POLL_SECONDS = 1.0
 
