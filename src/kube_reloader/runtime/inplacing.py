@@ -15,6 +15,7 @@ The template is never written and no pod is replaced: no new ReplicaSet, same po
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -58,6 +59,8 @@ class Rotations(Protocol):
 
 
 POLL_SECONDS = 1.0
+#: seconds past the change's whole second before the first restart (as `rotations`)
+CLOCK_MARGIN = 1.0
 
 
 async def rotate(
@@ -85,6 +88,12 @@ async def rotate(
             else:
                 digests = await volume_digests(rs, w.namespace, obj, rotation)
                 want = inplace.signal_request(rotation.policy.signal, digests)
+        # a container restarted in the change's own second would look older than it (whole
+        # seconds): nothing is asked before that second has passed, with a clock margin
+        cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
+        if mode is inplace.Mode.RESTART and rs.clock.wall() < cutoff:
+            await rs.pause(cutoff - rs.clock.wall())
+            continue
         listed = await rs.list_pods(w.namespace, selector)
         pick = rotation.policy.pod_selector
         mine = [in_place_view(p, annotation) for p in listed if owned(p, w.kind, w.name, uid, pick)]
