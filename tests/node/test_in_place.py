@@ -45,7 +45,9 @@ def deployment(name: str, strategy: str, spec: dict[str, Any], *, replicas: int 
         "spec": {
             "replicas": replicas, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
-                         "spec": on_real_node({"terminationGracePeriodSeconds": 5, **spec})},
+                         # no container holds an API credential, the agent included
+                         "spec": on_real_node({"terminationGracePeriodSeconds": 5,
+                                               "automountServiceAccountToken": False, **spec})},
         },
     }  # fmt: skip
 
@@ -101,6 +103,9 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
         after = await pods_of(client, namespace, "web")
 
     assert {p["metadata"]["uid"] for p in after} == set(before)
+    for p in after:  # the agent runs with no service-account token
+        for c in p["spec"]["initContainers"] + p["spec"]["containers"]:
+            assert not any("serviceaccount" in m["mountPath"] for m in c.get("volumeMounts", []))
     for p in after:
         old = before[p["metadata"]["uid"]]
         assert p["status"]["podIP"] == old["status"]["podIP"]

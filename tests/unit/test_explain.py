@@ -160,6 +160,28 @@ def test_explain_names_an_unreadable_strategy_as_no_reload(
     assert "Reload by: not reloaded: invalid kube-reloader.io/strategy 'restart'" in out
 
 
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [("    kube-reloader.io/strategy: restart-in-place\n",
+      "Reload by: restart-in-place: its pods' containers are restarted in place by the "
+      "kube-reloader agent sidecar"),
+     ("    kube-reloader.io/strategy: signal\n    kube-reloader.io/signal: USR2\n",
+      "Reload by: signal: the kube-reloader agent sidecar sends SIGUSR2 to the application")],
+)  # fmt: skip
+def test_explain_names_an_in_place_strategy_and_its_signal(
+    annotations: str, want: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = DATA.read_text().replace(
+        '    configmap.reloader.stakater.com/reload: "app-config"\n',
+        '    configmap.reloader.stakater.com/reload: "app-config"\n' + annotations,
+    )
+    path = tmp_path / "w.yaml"
+    path.write_text(doc)
+    assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(want) for line in lines), lines
+
+
 #: an hour-long daily window twelve hours away from now (UTC): closed whenever the test runs
 CLOSED_HOUR = (dt.datetime.now(dt.UTC).hour + 12) % 24
 
