@@ -121,6 +121,8 @@ class DevCluster:
         if state is not None:
             statuses = self.status(state)
             if statuses and all(s.running and s.healthy for s in statuses):
+                if real_node and not state.real_node:
+                    raise ClusterError("dev-cluster: running without a real node; `down` it first")
                 self.report(f"[dev-cluster] already running; kubeconfig: {state.kubeconfig}")
                 return state
             bad = ", ".join(s.name for s in statuses if not (s.running and s.healthy))
