@@ -10,10 +10,12 @@ downward-API file (`--annotations`), which the kubelet keeps up to date, and
 * for `signal`: when `kube-reloader.io/signal-request` names digests, it waits until every
   watched volume (`--volume NAME=PATH`) that the request names holds files of that digest
   (the kubelet refreshes mounted ConfigMaps and Secrets some seconds after the change), then
-  sends the request's signal to the application: the processes named `--process`, or else
-  every other container's first process (PID namespace shared: `shareProcessNamespace`).
-  The last request it served is kept in `--state` (an emptyDir) when given, so an agent
-  restarted on its own neither signals twice nor misses one.
+  sends the request's signal to the processes named `--process` (PID namespace shared:
+  `shareProcessNamespace`; without `--process` it never signals). A volume holding Secrets
+  is named with `changed` instead of a digest: it is ready once its files differ from what
+  they were when the application last loaded them (at the agent's start or its last
+  signal). The last request served and those baselines are kept in `--state` (an emptyDir)
+  when given, so an agent restarted on its own neither signals twice nor misses one.
 
 Everything it reads is treated as hostile: an unreadable file or request is logged and
 ignored, never a reason to signal or exit. Standard library only (a small resident set).
@@ -110,22 +112,6 @@ def volume_digest(root: Path) -> str | None:
     return inplace.files_digest(contents)
 
 
-def container_processes(proc: Path = Path("/proc"), own: int | None = None) -> list[int]:
-    """Each other container's first process in a shared PID namespace: parent 0 (started
-    from outside the namespace), not PID 1 (the sandbox), not this agent."""
-    own = os.getpid() if own is None else own
-    out = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in (1, own):
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == 0:
-                out.append(int(entry.name))
-    return sorted(out)
-
-
 def named_processes(name: str, proc: Path = Path("/proc"), own: int | None = None) -> list[int]:
     """The processes whose command (`comm`) or program name is `name`."""
     own = os.getpid() if own is None else own
@@ -149,10 +135,12 @@ class Agent:
     state: Path | None = None
     termination_log: Path = Path("/dev/termination-log")
     kill: Callable[[int, int], None] = os.kill
-    find: Callable[[], list[int]] | None = None
+    proc: Path = Path("/proc")
     #: the restart token it started with, and the last signal request it served
     baseline: str | None = None
     served: str | None = None
+    #: each watched volume's digest when the application last loaded it
+    loaded: dict[str, str | None] = field(default_factory=dict)
     waiting_for: str | None = None
 
     def read(self) -> dict[str, str]:
@@ -166,13 +154,18 @@ class Agent:
     def start(self) -> None:
         current = self.read()
         self.baseline = current.get(inplace.RESTART)
-        kept = None
+        kept: dict[str, object] = {}
         if self.state is not None:
-            with contextlib.suppress(OSError):
-                kept = self.state.read_text()[: inplace.MAX_REQUEST_TEXT] or None
+            with contextlib.suppress(OSError, ValueError, RecursionError):
+                doc = json.loads(self.state.read_text()[: 2 * inplace.MAX_REQUEST_TEXT])
+                kept = doc if isinstance(doc, dict) else {}
+        served, loaded = kept.get("served"), kept.get("loaded")
         # without a kept state, what is asked now is taken as served: the application read
         # the files as they are when it started
-        self.served = kept if kept is not None else current.get(inplace.SIGNAL_REQUEST)
+        self.served = served if isinstance(served, str) else current.get(inplace.SIGNAL_REQUEST)
+        self.loaded = {n: volume_digest(path) for n, path in self.volumes.items()}
+        if isinstance(loaded, dict):
+            self.loaded.update({str(k): str(v) for k, v in loaded.items() if k in self.volumes})
         log("agent started", restart_token=self.baseline, volumes=sorted(self.volumes))
 
     def step(self) -> int | None:
@@ -192,25 +185,23 @@ class Agent:
     def _serve(self, text: str) -> None:
         request = inplace.parse_request(text)
         if request is None:
-            if self.waiting_for != text:
-                log("unreadable signal request ignored")
-                self.waiting_for = text
+            self._once(text, "unreadable signal request ignored")
             return
         sig, digests = request
+        if not self.process:
+            self._once(text, "a signal was asked for, but the agent has no --process")
+            return
         for name, want in digests.items():
             path = self.volumes.get(name)
             if path is None:
                 continue  # not watched here: nothing to wait for
             got = volume_digest(path)
-            if got != want:
-                if self.waiting_for != text:
-                    why = "cannot read the volume" if got is None else "waiting for the kubelet"
-                    log(f"{why} to serve the request", volume=name, path=str(path))
-                    self.waiting_for = text
+            ready = got != self.loaded.get(name) if want == inplace.CHANGED else got == want
+            if got is None or not ready:
+                why = "cannot read the volume" if got is None else "waiting for the kubelet"
+                self._once(text, f"{why} to serve the request", volume=name, path=str(path))
                 return
-        pids = named_processes(self.process) if self.process else (
-            self.find() if self.find else container_processes()
-        )  # fmt: skip
+        pids = named_processes(self.process, self.proc)
         for pid in pids:
             try:
                 self.kill(pid, inplace.signal_number(sig))
@@ -218,9 +209,16 @@ class Agent:
                 log("cannot signal", pid=pid, signal=sig, error=str(exc))
         log("signalled", signal=sig, pids=pids)
         self.served = text
+        self.loaded = {n: volume_digest(path) for n, path in self.volumes.items()}
         if self.state is not None:
             with contextlib.suppress(OSError):
-                self.state.write_text(text)
+                self.state.write_text(json.dumps({"served": text, "loaded": self.loaded}))
+
+    def _once(self, text: str, message: str, **fields: object) -> None:
+        """Log `message` once per request."""
+        if self.waiting_for != text:
+            log(message, **fields)
+            self.waiting_for = text
 
 
 def main(argv: Sequence[str]) -> int:
@@ -234,8 +232,7 @@ def main(argv: Sequence[str]) -> int:
         metavar="NAME=PATH",
         help="a watched ConfigMap/Secret volume and where it is mounted here",
     )
-    p.add_argument("--process", help="signal the processes of this name (default: every "
-                   "other container's first process)")  # fmt: skip
+    p.add_argument("--process", help="signal the processes of this name (signal strategy)")
     p.add_argument("--state", help="a file on an emptyDir keeping the last request served")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between looks")
     args = p.parse_args(argv)

@@ -105,10 +105,11 @@ async def test_the_charts_controller_pods_reload_a_deployment_and_the_standby_ta
             assert p["spec"]["securityContext"]["runAsUser"] == 65534
         leader = await eventually(lambda: holder(client, namespace), timeout=60, what="a leader")
 
-        # no replacement pod may start while the leader is gone: the standby must take over
+        # no replacement pod may start once the leader is gone (a quota of one pod, set
+        # while two run: the standby alone fills it), so the standby must take over
         await client.create(RESOURCEQUOTAS, {
-            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "two-pods"},
-            "spec": {"hard": {"pods": "2"}}}, namespace=namespace)  # fmt: skip
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-new-pods"},
+            "spec": {"hard": {"pods": "1"}}}, namespace=namespace)  # fmt: skip
         await client.create(resources.CONFIGMAPS, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "greeting"},
             "data": {"text": "hello"}}, namespace=apps)  # fmt: skip

@@ -86,13 +86,11 @@ def fake_proc(root: Path, procs: dict[int, tuple[int, str]]) -> Path:
     return root
 
 
-def test_the_application_is_found_by_name_or_as_another_containers_first_process(
-    tmp_path: Path,
-) -> None:
+def test_the_application_is_found_by_its_name_only(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path, {1: (0, "pause"), 7: (0, "python3"), 9: (0, "app"),
                                 12: (9, "app-worker"), 20: (0, "sidecar")})  # fmt: skip
-    assert ag.container_processes(proc, own=7) == [9, 20]
     assert ag.named_processes("app", proc, own=7) == [9]
+    assert ag.named_processes("python3", proc, own=7) == []  # never the agent itself
     assert ag.named_processes("pause", proc, own=7) == []  # the sandbox, never
 
 
@@ -102,11 +100,14 @@ class Rig:
         self.volume = tmp / "config"
         self.kills: list[tuple[int, int]] = []
         kubelet_volume(self.volume, {"config.txt": b"v1"}, 1)
+        self.secret = tmp / "secret"
+        kubelet_volume(self.secret, {"token": b"s1"}, 1)
         write_annotations(self.annotations, {})
+        proc = fake_proc(tmp / "proc", {1: (0, "pause"), 42: (0, "app"), 50: (0, "other")})
         self.agent = ag.Agent(
-            self.annotations, {"config": self.volume}, state=tmp / "state",
-            termination_log=tmp / "termination-log",
-            kill=lambda pid, sig: self.kills.append((pid, sig)), find=lambda: [42],
+            self.annotations, {"config": self.volume, "creds": self.secret}, process="app",
+            state=tmp / "state", termination_log=tmp / "termination-log",
+            kill=lambda pid, sig: self.kills.append((pid, sig)), proc=proc,
         )  # fmt: skip
 
 
@@ -131,13 +132,13 @@ def test_a_signal_waits_for_the_kubelet_then_is_sent_once(tmp_path: Path) -> Non
     rig.agent.step()
     rig.agent.step()
     assert rig.kills == [(42, int(signal.SIGHUP))]
-    assert (tmp_path / "state").read_text() == request
+    assert json.loads((tmp_path / "state").read_text())["served"] == request
 
 
 def test_a_restarted_agent_keeps_what_it_served_and_misses_nothing(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     served = inplace.signal_request("SIGHUP", {"config": inplace.files_digest([b"v1"])})
-    (tmp_path / "state").write_text(served)
+    (tmp_path / "state").write_text(json.dumps({"served": served}))
     write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: served})
     rig.agent.start()
     rig.agent.step()
@@ -150,7 +151,8 @@ def test_a_restarted_agent_keeps_what_it_served_and_misses_nothing(tmp_path: Pat
 
 
 @pytest.mark.parametrize("request_text", ['{"signal":"SIGKILL","digests":{}}', "not json",
-                                          '{"digests":{"config":"x"}}'])  # fmt: skip
+                                          '{"signal":"SIGTERM","digests":{}}',
+                                          '{"digests":{"config":"x"}}', "[" * 5000])  # fmt: skip
 def test_an_unreadable_or_forbidden_request_never_signals(
     tmp_path: Path, request_text: str
 ) -> None:
@@ -172,3 +174,29 @@ def test_the_agent_entry_point_loads_none_of_the_controller() -> None:
                          check=True)  # fmt: skip
     assert "kube-reloader agent" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_secret_volume_is_ready_once_its_files_differ_from_what_the_app_loaded(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    rig.agent.start()
+    request = inplace.signal_request("SIGHUP", {"creds": inplace.CHANGED})
+    write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: request})
+    rig.agent.step()
+    assert rig.kills == []  # the kubelet has not written the new Secret yet
+    kubelet_volume(rig.secret, {"token": b"s2"}, 2)
+    rig.agent.step()
+    assert rig.kills == [(42, int(signal.SIGHUP))]
+    kept = json.loads((tmp_path / "state").read_text())["loaded"]
+    assert kept["creds"] == inplace.files_digest([b"s2"])  # the next change is told from this
+
+
+def test_without_process_the_agent_never_signals(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.agent.process = None
+    rig.agent.start()
+    request = inplace.signal_request("SIGHUP", {})
+    write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: request})
+    rig.agent.step()
+    assert rig.kills == []

@@ -311,10 +311,11 @@ def _fleet(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _pod_strategy(text: str) -> evicting.PodStrategy:
-    try:
-        return evicting.parse_strategy(text)
-    except evicting.EvictError:
-        raise FlagError(f"--default-strategy: {text!r} must be patch or evict") from None
+    """patch or evict: the in-place strategies need an agent in each pod, so they are asked
+    for per workload, never by default."""
+    if text not in (evicting.PodStrategy.PATCH, evicting.PodStrategy.EVICT):
+        raise FlagError(f"--default-strategy: {text!r} must be patch or evict")
+    return evicting.PodStrategy(text)
 
 
 def _custom_kinds(values: list[str]) -> tuple[CustomKind, ...]:

@@ -41,9 +41,13 @@ SIGNAL_REQUEST = "kube-reloader.io/signal-request"
 DEFAULT_SIGNAL = "SIGHUP"
 #: the exit code the agent leaves with to ask for a restart of the pod's containers
 RESTART_EXIT_CODE = 75
-#: signals the agent may send (SIGKILL and SIGSTOP are not reloads)
-SIGNALS = frozenset({"SIGHUP", "SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGQUIT",
-                     "SIGWINCH", "SIGCONT"})  # fmt: skip
+#: signals the agent may send: the ones applications take as "reload" (never one whose
+#: default action ends the process on purpose, SIGTERM, SIGINT, SIGQUIT, SIGKILL)
+SIGNALS = frozenset({"SIGHUP", "SIGUSR1", "SIGUSR2", "SIGWINCH"})
+#: a signal request's value for a volume holding Secrets: the agent waits until the
+#: volume's files differ from what the application last loaded (no digest of Secret content
+#: is ever published on a pod, where readers of pods could test guesses against it)
+CHANGED = "changed"
 #: seconds a restart may take (annotation written, containers not started again yet) before
 #: the token is written again with the next attempt (an agent restarted on its own in between
 #: took the first one as its starting point)
@@ -92,6 +96,12 @@ def token_change(token: str | None) -> int | None:
     return int(head) if head.isascii() and head.isdigit() and len(head) <= 12 else None
 
 
+def token_attempt(token: str | None) -> int:
+    """The attempt a restart token carries (0 when unreadable: tokens are hostile input)."""
+    tail = (token or "").partition("-")[2]
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 6 else 0
+
+
 def signal_request(sig: str, digests: Mapping[str, str]) -> str:
     return json.dumps({"signal": sig, "digests": dict(sorted(digests.items()))},
                       separators=(",", ":"))  # fmt: skip
@@ -109,7 +119,7 @@ def parse_request(text: str) -> tuple[str, dict[str, str]] | None:
         if not isinstance(digests, dict):
             return None
         return sig, {str(k): str(v) for k, v in digests.items()}
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
 
@@ -127,6 +137,8 @@ class Pod:
     #: its `RESTART` / `SIGNAL_REQUEST` annotation
     request: str | None = None
     ordinal: int | None = None
+    #: its containers' restarts, summed
+    restarts: int = 0
 
 
 class Phase(StrEnum):
@@ -145,33 +157,41 @@ class Step:
     reason: str = ""
 
 
-def current(pod: Pod, mode: Mode, want: str, changed_at: float) -> bool:
-    if mode is Mode.SIGNAL:
-        return pod.request == want
-    # whole seconds: a container started in the change's own second may have read the old
-    # content, so it counts as older (at worst one restart too many)
+def current(pod: Pod, mode: Mode, want: str, changed_at: float, restarted: frozenset[str]) -> bool:
+    """Whether `pod` has the change: its containers all started after it (whole seconds: one
+    started in the change's own second may have read the old content, so it counts as
+    older), or it restarted since this rotation asked it (`restarted`: a node clock behind
+    the API server's cannot make it look older), or (`signal`) it carries the request."""
+    if mode is Mode.SIGNAL and pod.request == want:
+        return True
+    if mode is Mode.RESTART and pod.uid in restarted:
+        return True
     return pod.started is not None and pod.started >= math.floor(changed_at) + 1
 
 
 def next_step(
     pods: Iterable[Pod], mode: Mode, want: str, changed_at: float, now: float, *,
     replicas: int, started: float, ordered: bool = False, last_action: float | None = None,
+    pending: frozenset[str] = frozenset(), restarted: frozenset[str] = frozenset(),
 ) -> Step:  # fmt: skip
     """What to do now. `want`: the annotation value of this change (a restart token of
     attempt 0, or the signal request); `started`: when this rotation began; `last_action`:
-    when it last wrote a pod."""
+    when it last wrote a pod; `pending`: pods it asked to restart that have not yet (whatever
+    change they were asked for: never two at once); `restarted`: pods that restarted since it
+    asked them, for this change."""
     live = [p for p in pods if not p.terminating]
-    todo = [p for p in live if not current(p, mode, want, changed_at)]
+    todo = [p for p in live if not current(p, mode, want, changed_at, restarted)]
     ready = sum(1 for p in live if p.ready)
     short = max(0, replicas - ready)
     settling = mode is Mode.SIGNAL and last_action is not None and now - last_action < SIGNAL_SETTLE
     if mode is Mode.RESTART:
-        asked = [p for p in todo if token_change(p.request) == math.floor(changed_at)]
+        asked = [p for p in live if p.uid in pending and p.uid not in restarted]
+        asked += [p for p in todo if token_change(p.request) == math.floor(changed_at)]
         if asked:  # written, its containers not started again yet: one at a time
             p = asked[0]
             # asked by an earlier run maybe: patience counts from this one's start at least
             if now - max(last_action or 0.0, started) > RESTART_PATIENCE:
-                attempt = int((p.request or "0-0").rpartition("-")[2] or 0) + 1
+                attempt = token_attempt(p.request) + 1
                 return Step(Phase.ACT, p, restart_token(changed_at, attempt), len(todo),
                             f"{p.name} did not restart; asking again")  # fmt: skip
             return Step(Phase.WAIT, remaining=len(todo), reason=f"waiting for {p.name} to restart")

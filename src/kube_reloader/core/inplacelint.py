@@ -105,6 +105,9 @@ def check(
     if spec.get("shareProcessNamespace") is not True:
         out.append((sp, "signal needs shareProcessNamespace: true; without it the agent "
                          "cannot see the application's process", "set it", True))  # fmt: skip
+    if not _flag(_args(agent), "--process"):
+        out.append((at, "the agent has no --process: it never knows which process to signal",
+                    "add --process NAME (the application's command name)", True))  # fmt: skip
     watched = dict(v.split("=", 1) for v in _flag(_args(agent), "--volume") if "=" in v)
     for name, path in sorted(watched.items()):
         if _mounted_at(agent, path) != name:

@@ -145,7 +145,15 @@ class RealNode:
             raise ClusterError(f"dev-cluster: `{' '.join(cmd)}` failed: {done.stderr.strip()}")
 
     def network_up(self) -> None:
-        """The namespace, its bridge and routes, the DNAT to the relay, the host's blackholes."""
+        """The namespace, its bridge and routes, the DNAT to the relay, the host's blackholes.
+        Refused when the host already routes part of the node's ranges (a LAN, another
+        container runtime's bridge): a blackhole would cut it off."""
+        taken = nodeclean.routes_overlapping((POD_CIDR, SERVICE_CIDR))
+        if taken:
+            raise ClusterError(
+                f"dev-cluster: the host routes {', '.join(taken)}, which the real node needs "
+                f"({POD_CIDR}, {SERVICE_CIDR}); a real node cannot run beside it"
+            )
         self._ip("netns", "add", self.netns, netns=False)
         self._ip("link", "set", "lo", "up")
         self._ip("link", "add", BRIDGE, "type", "bridge")
@@ -163,9 +171,12 @@ class RealNode:
             self._ip("route", "replace", "blackhole", cidr, netns=False)
 
     def network_down(self) -> None:
-        for cidr in (POD_CIDR, SERVICE_CIDR):
-            self._ip("route", "del", "blackhole", cidr, netns=False, check=False)
+        """Its namespace; the host's blackholes too once no other real node's namespace is
+        left (they are shared by every real node of this machine)."""
         self._ip("netns", "del", self.netns, netns=False, check=False)
+        if not any(n.startswith("kr-") for n in nodeclean.namespaces()):
+            for cidr in (POD_CIDR, SERVICE_CIDR):
+                self._ip("route", "del", "blackhole", cidr, netns=False, check=False)
 
     # ------------------------------------------------------------------ configuration
 

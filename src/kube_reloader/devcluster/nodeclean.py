@@ -5,6 +5,8 @@ overlay root filesystems, pod network namespaces), and the kubelet's cgroups."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import json
 import os
 import signal
 import subprocess
@@ -68,6 +70,36 @@ def mounts_under(roots: tuple[Path, ...]) -> list[str]:
             if any(point == p or point.startswith(p + "/") for p in prefixes):
                 out.append(point)
     return out
+
+
+def routes_overlapping(cidrs: tuple[str, ...]) -> list[str]:
+    """The host's routes (other than the default and the real nodes' own blackholes) whose
+    destination overlaps `cidrs`."""
+    done = subprocess.run(["ip", "-j", "route", "show"], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    try:
+        routes = json.loads(done.stdout or "[]")
+    except ValueError:
+        return []
+    wanted = [ipaddress.ip_network(c) for c in cidrs]
+    out = []
+    for r in routes if isinstance(routes, list) else ():
+        dst = str(r.get("dst", "")) if isinstance(r, dict) else ""
+        if not dst or dst == "default" or (r.get("type") == "blackhole" and dst in cidrs):
+            continue
+        with contextlib.suppress(ValueError):
+            net = ipaddress.ip_network(dst, strict=False)
+            if any(net.version == w.version and net.overlaps(w) for w in wanted):
+                out.append(dst)
+    return out
+
+
+def namespaces() -> list[str]:
+    """The named network namespaces (`ip netns`'s, under /run/netns)."""
+    try:
+        return sorted(os.listdir("/run/netns"))
+    except OSError:
+        return []
 
 
 def _pids() -> list[int]:

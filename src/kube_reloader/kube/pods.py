@@ -95,7 +95,7 @@ def in_place_view(pod: PodObject, annotation: str) -> inplace.Pod:
     return inplace.Pod(
         uid=base.uid, name=base.name, ready=base.ready, terminating=base.terminating,
         started=started, request=pod.metadata.annotations.get(annotation),
-        ordinal=base.ordinal,
+        ordinal=base.ordinal, restarts=sum(c.restartCount for c in pod.status.containerStatuses),
     )  # fmt: skip
 
 

@@ -71,23 +71,40 @@ async def rotate(
     w = rotation.workload
     mode = inplace.Mode(rotation.policy.strategy.value)
     annotation = inplace.RESTART if mode is inplace.Mode.RESTART else inplace.SIGNAL_REQUEST
-    want_for: float | None = None
+    want_for: object = None
     want = ""
-    acted = 0
+    asked: set[str] = set()  # the pods this rotation wrote to (the Event's count)
+    pending: dict[str, int] = {}  # asked to restart: their restarts when asked
+    restarted: set[str] = set()  # restarted since asked, for the current change
     last_action: float | None = None
-    started = rs.clock.wall()
-    progress_at = started
+    started = progress_at = rs.clock.wall()
+    left: int | None = None
     while not rotation.gone:
         if not rs.fence.may_write():
             return None
         w = rs.lookup(w.key) or w
-        if want_for != rotation.changed_at:  # a newer change took the rotation over
-            want_for = rotation.changed_at
+        # a newer change, or newer content of one (same second, another write), takes over
+        key = (rotation.changed_at, sorted((p.change.rtype, p.change.name, p.change.hash)
+                                           for p in rotation.plans))  # fmt: skip
+        if want_for != key:
+            want_for = key
+            restarted.clear()
             if mode is inplace.Mode.RESTART:
                 want = inplace.restart_token(rotation.changed_at)
             else:
-                digests = await volume_digests(rs, w.namespace, obj, rotation)
+                try:
+                    digests = await volume_digests(rs, w.namespace, obj, rotation)
+                except errors.Transient as exc:
+                    want_for = None
+                    log.warning("in-place: reading a config failed, will retry",
+                                extra={"workload": str(w.key), "error": str(exc)})  # fmt: skip
+                    await rs.pause(POLL_SECONDS)
+                    continue
                 want = inplace.signal_request(rotation.policy.signal, digests)
+                if len(want) > inplace.MAX_REQUEST_TEXT:
+                    rs.reporter.rotation_failed(w, "too many volumes to name in one signal "
+                                                "request", 0, how=mode.value)  # fmt: skip
+                    return False
         # a container restarted in the change's own second would look older than it (whole
         # seconds): nothing is asked before that second has passed, with a clock margin
         cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
@@ -97,33 +114,48 @@ async def rotate(
         listed = await rs.list_pods(w.namespace, selector)
         pick = rotation.policy.pod_selector
         mine = [in_place_view(p, annotation) for p in listed if owned(p, w.kind, w.name, uid, pick)]
+        for p in mine:  # asked, and restarted since: current, whatever its start time says
+            fresh = inplace.current(p, mode, want, rotation.changed_at, frozenset())
+            if p.uid in pending and (p.restarts > pending[p.uid] or fresh):
+                del pending[p.uid]
+                restarted.add(p.uid)
+        live = {p.uid for p in mine}
+        for gone in set(pending) - live:
+            del pending[gone]
         now = rs.clock.wall()
         replicas = w.status.replicas if w.status is not None else len(mine)
         step = inplace.next_step(
             mine, mode, want, rotation.changed_at, now, replicas=replicas, started=started,
             ordered=w.kind == "StatefulSet", last_action=last_action,
+            pending=frozenset(pending), restarted=frozenset(restarted),
         )  # fmt: skip
         if step.phase is inplace.Phase.DONE:
-            if acted:
-                rs.reporter.rotation_done(w, rotation.plans, acted, rs.clock.monotonic()
+            if asked:
+                rs.reporter.rotation_done(w, rotation.plans, len(asked), rs.clock.monotonic()
                                           - rotation.started, how=mode.value)  # fmt: skip
             return True
+        if left is None or step.remaining < left:  # a pod became current: progress
+            progress_at = now
+        left = step.remaining
         deadline = rollouts.deadline(w.status)
+        if now - progress_at > deadline:  # no pod became current for that long
+            reason = step.reason or f"{step.remaining} pods not reloaded"
+            rs.reporter.rotation_failed(w, f"{reason} for {deadline:g}s", len(asked),
+                                        how=mode.value)  # fmt: skip
+            return False
         if step.phase is inplace.Phase.WAIT:
-            if now - progress_at > deadline:
-                rs.reporter.rotation_failed(w, f"{step.reason} for {deadline:g}s", acted,
-                                            how=mode.value)  # fmt: skip
-                return False
             await rs.pause(POLL_SECONDS)
             continue
         assert step.pod is not None
         if not await _annotate(rs, rotation, step.pod.name, step.pod.uid, annotation, step.value):
             return None
-        acted += 1
-        last_action = progress_at = rs.clock.wall()
+        if mode is inplace.Mode.RESTART:
+            pending[step.pod.uid] = step.pod.restarts
+        asked.add(step.pod.uid)
+        last_action = rs.clock.wall()
         log.info("in-place reload requested", extra={
             "workload": str(w.key), "pod": step.pod.name, "strategy": mode.value,
-            "remaining": step.remaining})  # fmt: skip
+            "value": step.value[:80], "remaining": step.remaining})  # fmt: skip
         await rs.pause(POLL_SECONDS)
     return None
 
@@ -131,32 +163,48 @@ async def rotate(
 async def _annotate(
     rs: Rotations, rotation: Rotation, pod: str, uid: str, key: str, value: str
 ) -> bool:
+    """Write the request on the pod; False only when leadership was lost. A pod gone or
+    re-created under its name (the UID in the patch no longer matches), or a write the API
+    refused for now, is left to the next look."""
     w = rotation.workload
     write = rs.supervisor.task(
         f"annotate/{w.namespace}/{pod}", rs.writer.annotate_pod(w.namespace, pod, uid, key, value)
     )
     try:
         return await rs.fence.guarded(write)
-    except errors.NotFound:
-        return True  # gone meanwhile: the next look decides without it
+    except (errors.NotFound, errors.Conflict, errors.Invalid):
+        return True
+    except errors.Transient as exc:
+        log.warning("in-place: writing a pod's request failed, will retry",
+                    extra={"workload": str(w.key), "pod": pod, "error": str(exc)})  # fmt: skip
+        return True
 
 
 async def volume_digests(
     rs: Rotations, namespace: str, obj: Mapping[str, Any], rotation: Rotation
 ) -> dict[str, str]:
-    """The files' digest of every volume that mounts one of the rotation's changed configs."""
+    """For every volume that mounts one of the rotation's changed configs, the digest of
+    its files, or `inplace.CHANGED` when it holds a Secret (no digest of Secret content is
+    published). A config that does not exist (an optional one) adds no file."""
     changed = {(p.change.rtype, p.change.name) for p in rotation.plans}
     out: dict[str, str] = {}
     for volume in _volumes(obj):
         sources = list(volume_sources(volume))
         if not any(s[:2] in changed for s in sources):
             continue
+        name = str(volume.get("name"))
+        if any(rtype is ResourceType.SECRET for rtype, _, _ in sources):
+            out[name] = inplace.CHANGED
+            continue
         contents: list[bytes] = []
-        for rtype, name, keys in sources:
-            files = await rs.writer.config_files(rtype, namespace, name)
+        for rtype, config, keys in sources:
+            try:
+                files = await rs.writer.config_files(rtype, namespace, config)
+            except errors.NotFound:
+                continue
             contents += [v for k, v in sorted(files.items()) if keys is None or k in keys]
             del files
-        out[str(volume.get("name"))] = inplace.files_digest(contents)
+        out[name] = inplace.files_digest(contents)
     return out
 
 

@@ -135,7 +135,8 @@ class Rotations:
             log.info("no longer leading, rotation dropped", extra={"workload": str(key)})
         except errors.KubeError as exc:
             ok = False
-            self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted)
+            how = rotation.policy.strategy.value
+            self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted, how=how)
         except Exception as exc:  # noqa: BLE001 - one workload's bug never stops the others
             self.reporter.object_failed("rotation", key, exc)
             self.reporter.warn_once(

@@ -21,16 +21,19 @@ NOW = 1_010.0
 
 
 def pod(name: str, *, started: float | None = 900.0, ready: bool = True, request: str | None = None,
-        ordinal: int | None = None, terminating: bool = False) -> Pod:  # fmt: skip
+        ordinal: int | None = None, terminating: bool = False, restarts: int = 0) -> Pod:  # fmt: skip
     return Pod(uid=f"uid-{name}", name=name, ready=ready, started=started, request=request,
-               ordinal=ordinal, terminating=terminating)  # fmt: skip
+               ordinal=ordinal, terminating=terminating, restarts=restarts)  # fmt: skip
 
 
 def step(pods: list[Pod], mode: Mode = Mode.RESTART, *, want: str = "", replicas: int = 3,
-         last_action: float | None = None, ordered: bool = False, now: float = NOW) -> inplace.Step:  # fmt: skip
+         last_action: float | None = None, ordered: bool = False, now: float = NOW,
+         pending: frozenset[str] = frozenset(),
+         restarted: frozenset[str] = frozenset()) -> inplace.Step:  # fmt: skip
     want = want or (inplace.restart_token(CHANGE) if mode is Mode.RESTART else "req")
     return next_step(pods, mode, want, CHANGE, now, replicas=replicas, started=1_005.0,
-                     ordered=ordered, last_action=last_action)  # fmt: skip
+                     ordered=ordered, last_action=last_action, pending=pending,
+                     restarted=restarted)  # fmt: skip
 
 
 def test_strategy_names_parse_exactly() -> None:
@@ -194,3 +197,32 @@ def test_a_simulated_rotation_restarts_each_stale_pod_once_never_two_at_once(
         pytest.fail("the rotation never ended")
     for i, (_, fresh) in enumerate(spec):
         assert restarts[f"p{i}"] == (0 if fresh else 1)
+
+
+def test_a_pod_asked_for_an_older_change_is_waited_for_before_another_is_asked() -> None:
+    """Pod b was asked for an earlier change and has not restarted yet (still Ready): a newer
+    change must not ask a second pod meanwhile."""
+    older = pod("b", request=inplace.restart_token(500.0))
+    got = step([pod("a"), older, pod("c")], last_action=NOW - 1,
+               pending=frozenset({older.uid}))  # fmt: skip
+    assert got.phase is Phase.WAIT
+    assert "waiting for b to restart" in got.reason
+
+
+def test_a_pod_this_rotation_saw_restart_counts_as_current_whatever_its_clock() -> None:
+    behind = pod("a", started=950.0, restarts=1)  # a node clock behind the API server's
+    got = step([behind, pod("b", started=1_002.0)], replicas=2,
+               restarted=frozenset({behind.uid}))  # fmt: skip
+    assert got.phase is Phase.DONE
+
+
+def test_signal_leaves_pods_started_after_the_change_alone() -> None:
+    got = step([pod("new", started=1_003.0), pod("old")], Mode.SIGNAL, replicas=2)
+    assert got.pod is not None
+    assert got.pod.name == "old"
+
+
+def test_a_hostile_token_attempt_reads_as_zero() -> None:
+    assert inplace.token_attempt("1000-x") == 0
+    assert inplace.token_attempt("1000-" + "9" * 50) == 0
+    assert inplace.token_attempt("1000-4") == 4

@@ -36,7 +36,10 @@ class KubeletWriter(PodWriter):
     def started(self, uid: str, at: float) -> None:
         for i, p in enumerate(self.pod_list):
             if p.metadata.uid == uid:
-                status = ContainerStatus("app", ContainerState(running=Started(stamp(at))))
+                before = sum(c.restartCount for c in p.status.containerStatuses)
+                restarts = before + 1 if p.status.containerStatuses else 0
+                status = ContainerStatus("app", ContainerState(running=Started(stamp(at))),
+                                         restartCount=restarts)  # fmt: skip
                 self.pod_list[i] = msgspec.structs.replace(
                     p, status=msgspec.structs.replace(p.status, containerStatuses=(status,))
                 )
@@ -173,3 +176,50 @@ async def test_pods_already_restarted_after_the_change_are_left_alone() -> None:
         await r.tick()
     assert r.writer.annotated == []
     assert KEY not in r.rotations
+
+
+async def test_a_pod_that_restarts_with_a_clock_behind_counts_as_restarted() -> None:
+    """The node's clock lags: the restarted container's start looks older than the change.
+    Its restart count says it restarted after being asked: it is not asked again."""
+    r = rig(replicas=1)
+    r.rotations.start(workload(), PodPolicy(PodStrategy.RESTART_IN_PLACE), plans(),
+                      changed_at=EPOCH + 30)  # fmt: skip
+    for _ in range(40):
+        r.room.clock.advance(1.0)
+        for uid in sorted(r.writer.pending):
+            r.writer.started(uid, EPOCH - 50)  # a start time from a clock far behind
+        r.writer.pending.clear()
+        for _ in range(30):
+            await asyncio.sleep(0)
+    await r.room.spawned.run()
+    assert len(r.writer.annotated) == 1
+    assert KEY not in r.rotations
+
+
+async def test_a_pod_that_never_restarts_fails_the_rotation_after_the_deadline() -> None:
+    r = rig(replicas=2)
+    r.rotations.start(workload(), PodPolicy(PodStrategy.RESTART_IN_PLACE), plans(),
+                      changed_at=EPOCH)  # fmt: skip
+    for _ in range(80):
+        r.writer.pending.clear()  # the agent exits, but nothing restarts the containers
+        r.room.clock.advance(15.0)
+        for _ in range(30):
+            await asyncio.sleep(0)
+    await r.room.spawned.run()
+    assert KEY not in r.rotations
+    assert r.room.events.reasons() == ["ReloadRolloutFailed"]
+    assert "in place stopped after 1 pods" in r.room.events.sent[0][2]
+    assert len({name for name, _, _ in r.writer.annotated}) == 1, "never a second pod"
+
+
+async def test_a_volume_holding_a_secret_is_named_changed_never_digested() -> None:
+    r = rig(replicas=1)
+    r.writer.objects[KEY]["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "config", "projected": {"sources": [
+            {"configMap": {"name": "cm"}}, {"secret": {"name": "creds"}}]}}]  # fmt: skip
+    r.rotations.start(workload(), PodPolicy(PodStrategy.SIGNAL), plans(), changed_at=EPOCH)
+    for _ in range(3):
+        await r.tick()
+    await r.room.spawned.run()
+    ((_, _, value),) = r.writer.annotated
+    assert value == inplace.signal_request("SIGHUP", {"config": inplace.CHANGED})
