@@ -5,10 +5,11 @@ rotation's.
 
 * `restart-in-place` writes a restart token on the next pod whose containers started before
   the change, then waits until they started again and the pod is Ready;
-* `signal` computes, once per change, the digest of the files each affected volume will hold
-  (the configs' content read by LIST by name and dropped at once; Secret bytes are hashed,
-  never kept or logged), writes the request on the next pod that lacks it, and waits until
-  the pod is Ready and `inplace.SIGNAL_SETTLE` has passed.
+* `signal` computes, once per change (and again when its content changes), the digest of the
+  files each affected ConfigMap volume will hold (the ConfigMaps read by LIST by name and
+  dropped at once); a volume holding a Secret is named `inplace.CHANGED` and no Secret is read.
+  It writes the request on the next pod that lacks it, and waits until the pod is Ready and
+  `inplace.SIGNAL_SETTLE` has passed.
 
 The template is never written and no pod is replaced: no new ReplicaSet, same pod UIDs.
 """

@@ -1,7 +1,8 @@
 """The writer: every write the controller makes to a workload goes through it — the reload
 itself (through the kind's `Strategy`), the Deployment pause and resume, the re-read after a
-conflict, and a pod-level reload's evictions (with the pod reads they are decided on) — with
-the controller's field manager."""
+conflict, a pod-level reload's evictions (with the pod reads they are decided on) and an
+in-place reload's pod annotations (with the ConfigMap files its digests are computed from) —
+with the controller's field manager."""
 
 from __future__ import annotations
 
@@ -100,6 +101,6 @@ class KubeWriter:
     async def config_files(
         self, rtype: ResourceType, namespace: str, name: str
     ) -> dict[str, bytes]:
-        """The files a ConfigMap or Secret volume would hold, by key (a LIST by name: the
-        chart grants list, not get, on them). The caller hashes and drops them."""
+        """The files a ConfigMap volume would hold, by key (a LIST by name: the chart grants
+        list, not get, on ConfigMaps). The caller hashes and drops them."""
         return await configfiles.config_files(self.client, rtype, namespace, name)
