@@ -117,6 +117,49 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
     assert current["metadata"]["generation"] == generation
 
 
+async def test_a_controller_restarted_mid_rotation_restarts_each_remaining_pod_once(
+    client: Client, namespace: str, images: Images
+) -> None:
+    """Level-based: the second controller knows nothing of the first one's rotation; the
+    pods' container start times tell it which are left."""
+    await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
+                        namespace=namespace)  # fmt: skip
+    spec = {
+        "initContainers": [agent_sidecar(images.controller, restart=True)],
+        "containers": [app_container("/etc/hostname", envFrom=[
+            {"configMapRef": {"name": "settings"}}])],
+        "volumes": [PODINFO_VOLUME],
+    }  # fmt: skip
+    async with running(client, namespace):
+        await client.create(resources.DEPLOYMENTS, deployment("api", "restart-in-place", spec),
+                            namespace=namespace)  # fmt: skip
+        before = {p["metadata"]["uid"] for p in await all_ready(client, namespace, "api", 3)}
+        await asyncio.sleep(2.0)
+        await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
+                           namespace=namespace)  # fmt: skip
+
+        async def one_restarted() -> bool:
+            pods = await pods_of(client, namespace, "api")
+            return sum(restarts(p).get("app") == 1 for p in pods) >= 1
+
+        await eventually(one_restarted, timeout=120, interval=0.2, what="a first restart")
+    # the first controller is gone mid-way; a second one starts from the cluster alone
+    at_stop = [restarts(p).get("app") for p in await pods_of(client, namespace, "api")]
+    assert at_stop.count(1) < 3, "the first controller finished: nothing left to resume"
+    async with running(client, namespace):
+
+        async def all_once() -> list[dict[str, Any]] | None:
+            pods = await pods_of(client, namespace, "api")
+            done = len(pods) == 3 and all(ready(p) and restarts(p).get("app") == 1 for p in pods)
+            return pods if done else None
+
+        await eventually(all_once, timeout=240, interval=0.5, what="every pod restarted once")
+        await asyncio.sleep(8.0)
+        after = await pods_of(client, namespace, "api")
+    assert {p["metadata"]["uid"] for p in after} == before
+    assert [restarts(p)["app"] for p in after] == [1, 1, 1]
+
+
 async def test_signal_reloads_every_replica_without_a_restart_or_a_failed_request(
     client: Client, namespace: str, images: Images, real_node: RealNode
 ) -> None:
