@@ -4,9 +4,7 @@ and HTTP requests sent from inside the node's network namespace."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
 import threading
 import time
 import urllib.error
@@ -17,13 +15,12 @@ from typing import Any
 
 from kube_reloader.core import inplace
 from kube_reloader.devcluster import images as oci
-from kube_reloader.devcluster.node import LABELS, TAINT, RealNode
+from kube_reloader.devcluster.node import LABELS, TAINT, RealNode, enter_netns
 from kube_reloader.devcluster.ownimage import ImageBuilder
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
 
 APP_IMAGE = "kube-reloader.local/sighup-app:1"
-CLONE_NEWNET = 0x40000000
 
 
 @dataclass(frozen=True)
@@ -115,12 +112,7 @@ def restarts(pod: dict[str, Any]) -> dict[str, int]:
 
 
 def _enter(netns: str) -> None:
-    fd = os.open(netns, os.O_RDONLY)
-    try:
-        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns")
-    finally:
-        os.close(fd)
+    enter_netns(netns)()  # the dev cluster's own: a thread enters the namespace
 
 
 def get_in_node(netns: str, url: str, timeout: float = 5.0) -> bytes:

@@ -52,6 +52,17 @@ def deployment(name: str, strategy: str, spec: dict[str, Any], *, replicas: int 
     }  # fmt: skip
 
 
+def restart_spec(images: Images) -> dict[str, Any]:
+    """The agent with its restart rule, and an application reading ConfigMap `settings`
+    through its environment (read again when its container restarts)."""
+    return {
+        "initContainers": [agent_sidecar(images.controller, restart=True)],
+        "containers": [app_container("/etc/hostname", envFrom=[
+            {"configMapRef": {"name": "settings"}}])],
+        "volumes": [PODINFO_VOLUME],
+    }  # fmt: skip
+
+
 async def all_ready(client: Client, namespace: str, app: str, n: int) -> list[dict[str, Any]]:
     async def probe() -> list[dict[str, Any]] | None:
         pods = await pods_of(client, namespace, app)
@@ -70,12 +81,7 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
 ) -> None:
     await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
                         namespace=namespace)  # fmt: skip
-    spec = {
-        "initContainers": [agent_sidecar(images.controller, restart=True)],
-        "containers": [app_container("/etc/hostname", envFrom=[
-            {"configMapRef": {"name": "settings"}}])],
-        "volumes": [PODINFO_VOLUME],
-    }  # fmt: skip
+    spec = restart_spec(images)
     async with running(client, namespace):
         # created after the controller started: nothing to catch up on, one change to follow
         await client.create(resources.DEPLOYMENTS, deployment("web", "restart-in-place", spec),
@@ -124,12 +130,7 @@ async def test_a_controller_restarted_mid_rotation_restarts_each_remaining_pod_o
     pods' container start times tell it which are left."""
     await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
                         namespace=namespace)  # fmt: skip
-    spec = {
-        "initContainers": [agent_sidecar(images.controller, restart=True)],
-        "containers": [app_container("/etc/hostname", envFrom=[
-            {"configMapRef": {"name": "settings"}}])],
-        "volumes": [PODINFO_VOLUME],
-    }  # fmt: skip
+    spec = restart_spec(images)
     async with running(client, namespace):
         await client.create(resources.DEPLOYMENTS, deployment("api", "restart-in-place", spec),
                             namespace=namespace)  # fmt: skip

@@ -14,10 +14,11 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
+from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
 from kube_reloader.devcluster.peers import PEERS, PeerBuilds
 from kube_reloader.devcluster.versions import (
     OPENSHIFT_API_FALLBACK,
@@ -205,36 +206,42 @@ class Builder(PeerBuilds):
         )
 
     def _build_kubernetes(self) -> None:
-        v = self.versions
-        work = self._workdir("kubernetes", "kube-reloader.local/k8sbin")
-        run = self._runner("kubernetes", work)
-        info = json.loads(
-            run(
-                "reading upstream go.mod",
-                [self.go, "mod", "download", "-json", f"k8s.io/kubernetes@v{v.kubernetes}"],
-            )
+        build_kubernetes_commands(
+            self, "kubernetes", "kube-reloader.local/k8sbin", self.versions, K8S_COMMANDS,
+            ["-o", str(self.binaries.bin) + "/"],
+        )  # fmt: skip
+
+
+def build_kubernetes_commands(
+    b: GoBuilder, component: str, module: str, v: Versions, commands: Sequence[str],
+    out_args: Sequence[str],
+) -> None:  # fmt: skip
+    """Build `k8s.io/kubernetes/cmd/<command>` for each of `commands` from a wrapper module
+    (`wrapper_go_mod`) in `src/<component>`, with upstream's version stamped in."""
+    work = b._workdir(component, module)
+    run = b._runner(component, work)
+    info = json.loads(
+        run(
+            "reading upstream go.mod",
+            [b.go, "mod", "download", "-json", f"k8s.io/kubernetes@v{v.kubernetes}"],
         )
-        upstream = Path(info["GoMod"]).read_text()
-        (work / "go.mod").write_text(wrapper_go_mod(upstream, "kube-reloader.local/k8sbin", v))
-        pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in K8S_COMMANDS]
-        run("resolving modules", [self.go, "get", *[f"{p}@v{v.kubernetes}" for p in pkgs]])
-        ver = " ".join(
-            f"-X {pkg}.{k}={val}"
-            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-            for k, val in (
-                ("gitVersion", f"v{v.kubernetes}"),
-                ("gitMajor", "1"),
-                ("gitMinor", v.minor),
-                ("gitTreeState", "clean"),
-            )
+    )
+    upstream = Path(info["GoMod"]).read_text()
+    (work / "go.mod").write_text(wrapper_go_mod(upstream, module, v))
+    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
+    run("resolving modules", [b.go, "get", *[f"{p}@v{v.kubernetes}" for p in pkgs]])
+    ver = " ".join(
+        f"-X {pkg}.{k}={val}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for k, val in (
+            ("gitVersion", f"v{v.kubernetes}"),
+            ("gitMajor", "1"),
+            ("gitMinor", v.minor),
+            ("gitTreeState", "clean"),
         )
-        self._compile(
-            run,
-            "kubernetes",
-            pkgs,
-            ["-o", str(self.binaries.bin) + "/", "-tags=selinux,notest,grpcnotrace"],
-            ldflags=f"all={ver} -s -w",
-        )
+    )
+    b._compile(run, component, pkgs, [*out_args, "-tags=selinux,notest,grpcnotrace"],
+               ldflags=f"all={ver} -s -w")  # fmt: skip
 
 
 def wrapper_go_mod(upstream: str, module: str, versions: Versions) -> str:

@@ -20,13 +20,12 @@ does. Each is a separate component with its own stamp, so a version bump rebuild
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Self
 
-from kube_reloader.devcluster.building import wrapper_go_mod
+from kube_reloader.devcluster.building import build_kubernetes_commands
 from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
 from kube_reloader.devcluster.versions import (
     CNI_PLUGINS,
@@ -98,33 +97,9 @@ class NodeBuilder(GoBuilder):
         }[component]
 
     def _build_kubelet(self) -> None:
-        v = self.versions
-        work = self._workdir("kubelet", "kube-reloader.local/kubeletbin")
-        run = self._runner("kubelet", work)
-        info = json.loads(
-            run(
-                "reading upstream go.mod",
-                [self.go, "mod", "download", "-json", f"k8s.io/kubernetes@v{v.kubernetes}"],
-            )
-        )
-        upstream = Path(info["GoMod"]).read_text()
-        (work / "go.mod").write_text(wrapper_go_mod(upstream, "kube-reloader.local/kubeletbin", v))
-        pkg = "k8s.io/kubernetes/cmd/kubelet"
-        run("resolving modules", [self.go, "get", f"{pkg}@v{v.kubernetes}"])
-        ver = " ".join(
-            f"-X {p}.{k}={val}"
-            for p in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-            for k, val in (
-                ("gitVersion", f"v{v.kubernetes}"),
-                ("gitMajor", "1"),
-                ("gitMinor", v.minor),
-                ("gitTreeState", "clean"),
-            )
-        )
-        self._compile(
-            run, "kubelet", [pkg],
-            ["-o", str(self.binaries.path("kubelet")), "-tags=selinux,notest,grpcnotrace"],
-            ldflags=f"all={ver} -s -w",
+        build_kubernetes_commands(
+            self, "kubelet", "kube-reloader.local/kubeletbin", self.versions, ("kubelet",),
+            ["-o", str(self.binaries.path("kubelet"))],
         )  # fmt: skip
 
     def _build_containerd(self) -> None:
