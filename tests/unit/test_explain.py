@@ -145,17 +145,21 @@ def test_explain_says_how_the_workload_is_reloaded_as_the_controller_would(
     assert want in capsys.readouterr().out.splitlines()
 
 
-def test_explain_names_an_unreadable_strategy_as_no_reload(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def explain_with(tmp_path: Path, annotations: str) -> None:
+    """`explain sts/db` on the test StatefulSet with `annotations` (YAML lines) added."""
     doc = DATA.read_text().replace(
         '    configmap.reloader.stakater.com/reload: "app-config"\n',
-        '    configmap.reloader.stakater.com/reload: "app-config"\n'
-        "    kube-reloader.io/strategy: restart\n",
+        '    configmap.reloader.stakater.com/reload: "app-config"\n' + annotations,
     )
     path = tmp_path / "w.yaml"
     path.write_text(doc)
     assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+
+
+def test_explain_names_an_unreadable_strategy_as_no_reload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    explain_with(tmp_path, "    kube-reloader.io/strategy: restart\n")
     out = capsys.readouterr().out
     assert "Reload by: not reloaded: invalid kube-reloader.io/strategy 'restart'" in out
 
@@ -171,13 +175,7 @@ def test_explain_names_an_unreadable_strategy_as_no_reload(
 def test_explain_names_an_in_place_strategy_and_its_signal(
     annotations: str, want: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = DATA.read_text().replace(
-        '    configmap.reloader.stakater.com/reload: "app-config"\n',
-        '    configmap.reloader.stakater.com/reload: "app-config"\n' + annotations,
-    )
-    path = tmp_path / "w.yaml"
-    path.write_text(doc)
-    assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+    explain_with(tmp_path, annotations)
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith(want) for line in lines), lines
 
@@ -202,12 +200,6 @@ CLOSED_HOUR = (dt.datetime.now(dt.UTC).hour + 12) % 24
 def test_explain_says_when_a_reload_may_be_written(
     extra: str, want: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = DATA.read_text().replace(
-        '    configmap.reloader.stakater.com/reload: "app-config"\n',
-        '    configmap.reloader.stakater.com/reload: "app-config"\n' + extra,
-    )
-    path = tmp_path / "w.yaml"
-    path.write_text(doc)
-    assert cli.main(["explain", "sts/db", "-f", str(path)]) == 0
+    explain_with(tmp_path, extra)
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith(want) for line in lines), lines
