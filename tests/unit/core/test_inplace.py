@@ -226,3 +226,18 @@ def test_a_hostile_token_attempt_reads_as_zero() -> None:
     assert inplace.token_attempt("1000-x") == 0
     assert inplace.token_attempt("1000-" + "9" * 50) == 0
     assert inplace.token_attempt("1000-4") == 4
+
+
+@given(st.text(max_size=5000), st.sampled_from(["signal", "restart-in-place"]))
+@settings(max_examples=200)
+def test_any_signal_annotation_reads_as_a_policy_or_one_short_reason(
+    text: str, strategy: str
+) -> None:
+    policy, problems = policy_of("Deployment", {"kube-reloader.io/strategy": strategy,
+                                                "kube-reloader.io/signal": text})  # fmt: skip
+    if policy is None:
+        assert len(problems) == 1
+        assert len(problems[0]) < 300
+        assert "\n" not in problems[0]
+    else:
+        assert policy.signal in inplace.SIGNALS
