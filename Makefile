@@ -17,8 +17,8 @@ help:
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
-	@echo "make bench [SCENARIOS=S1,S2] [BASELINE=<git ref>] - kube-reloader vs Stakater Reloader (bench/README.md)"
-	@echo "make bench-quick - the same, short (< 10 min; about 14 min with BASELINE=)"
+	@echo "make bench [SCENARIOS=S1,S2] [BASELINE=<git ref>] - kube-reloader vs Stakater Reloader v1.4.21 and v2, 3 runs each (bench/README.md)"
+	@echo "make bench-quick - the same, short: S1, S2, S4, S10 (< 15 min)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
 	@echo "make lock      - re-resolve requirements/*.txt (hashed locks); LOCK_ARGS=--upgrade to move pins"
@@ -79,7 +79,7 @@ BENCH_SELECT = $(if $(SCENARIOS),--scenarios=$(SCENARIOS)) $(if $(BASELINE),--ba
 
 bench: cluster-binaries
 	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt
-	@$(PY) -m bench.compare $(BENCH_SELECT) $(BENCH_ARGS)
+	@$(PY) -m bench.compare --profile $(BENCH_SELECT) $(BENCH_ARGS)
 
 bench-quick: cluster-binaries
 	@$(PY) -m pip install --quiet --require-hashes -r requirements/bench.txt

@@ -13,16 +13,49 @@ from .observation import Observation
 from .runs import Run
 
 
-def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, int], api_total: int,
-            first_reload_s: float | None) -> dict[str, Any]:  # fmt: skip
+def carried(o: Observation, res: tuple[str, str, str]) -> str | None:
+    """The hash of `res` the workload carried in `o` (env var, else last-reloaded-from)."""
     from kube_reloader.core.objects import ResourceType
     from kube_reloader.core.strategies import env_var_name
 
-    def carried(o: Observation, res: tuple[str, str, str]) -> str | None:
-        rtype, _, name = res
-        env = o.carried.get(("ENV", env_var_name(name, ResourceType(rtype))))
-        return env if env is not None else o.carried.get((rtype, name))
+    rtype, _, name = res
+    env = o.carried.get(("ENV", env_var_name(name, ResourceType(rtype))))
+    return env if env is not None else o.carried.get((rtype, name))
 
+
+def convergence(run: Run, obs: list[Observation]) -> tuple[int, float | None]:
+    """How far the run is from its final state: the (resource, workload) pairs whose last
+    update no workload state carries yet, and, once there are none, the seconds from the
+    run's last accepted update of a resource some workload reads until the last pair
+    carried its final hash (0 without such updates). A pair counts from the first observation at or after its resource's last
+    update that carries that update's hash."""
+    final: dict[tuple[str, str, str], tuple[float, str]] = {}
+    for t, res, h in run.updates:
+        if run.plan.affects.get(res):  # an update nothing reads has no final state to reach
+            final[res] = (t, h)
+    if not final:
+        return 0, 0.0
+    by_workload: dict[tuple[str, str, str], list[Observation]] = defaultdict(list)
+    for o in list(obs):
+        by_workload[o.workload].append(o)
+    pending, reached = 0, 0.0
+    for res, (t, h) in final.items():
+        for w in run.plan.affects.get(res, []):
+            seen = next(
+                (o.t for o in by_workload[w] if o.t >= t - 0.005 and carried(o, res) == h), None
+            )
+            if seen is None:
+                pending += 1
+            else:
+                reached = max(reached, seen)
+    if pending:
+        return pending, None
+    last = max(t for t, _ in final.values())
+    return 0, round(max(0.0, reached - last), 3)
+
+
+def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, int], api_total: int,
+            first_reload_s: float | None, events: list[float]) -> dict[str, Any]:  # fmt: skip
     by_workload: dict[tuple[str, str, str], list[Observation]] = defaultdict(list)
     for o in obs:
         by_workload[o.workload].append(o)
@@ -75,6 +108,12 @@ def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, i
                 for o in trace
             ]
     cpu = ctrl.samples[-1][1] if ctrl.samples else 0.0
+    # The cost per event: CPU and watch events from the first update to the end (the
+    # start-up before, imports and initial LISTs, is `start_cpu_seconds`).
+    stopped = ctrl.stopped or float("inf")
+    t0, cpu0 = ctrl.driving or (ctrl.started, 0.0)
+    watch_events = sum(1 for t in events if t0 <= t <= stopped)
+    _, converged_s = convergence(run, obs)  # its pending pairs are `missed` below
     rss = [s[2] for s in ctrl.samples]
     n = len(run.updates)
     return {
@@ -88,6 +127,9 @@ def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, i
         "rss_avg_mib": round(statistics.mean(rss) / 2**20, 1) if rss else None,
         "rss_samples": [(round(t, 1), round(r / 2**20, 1)) for t, _, r in ctrl.samples],
         "first_reload_s": first_reload_s, "duplicate_or_spurious_traces": suspects,
+        "converged_s": converged_s, "watch_events": watch_events,
+        "start_cpu_seconds": round(cpu0, 2),
+        "cpu_per_1k_events": round((cpu - cpu0) / watch_events * 1000, 3) if watch_events else None,
     }  # fmt: skip
 
 

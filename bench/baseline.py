@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CURRENT = "kube-reloader"
-STAKATER = "reloader"
+#: the peers, as `devcluster.peers` builds them from `../shared/peers/`
+RELOADER_V1 = "reloader-v1"
+RELOADER_V2 = "reloader-v2"
+PEER_NAMES = (RELOADER_V1, RELOADER_V2)
 REPO = Path(__file__).resolve().parent.parent
 
 

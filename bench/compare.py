@@ -1,6 +1,7 @@
-"""Side-by-side benchmark: kube-reloader vs Stakater Reloader v1 on one local control plane.
+"""Side-by-side benchmark: kube-reloader vs Stakater Reloader v1.4.21 and v2 on one local
+control plane.
 
-Both controllers run, one after the other, as local processes against the same dev cluster
+The three controllers run, one after the other, as local processes against the same dev cluster
 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok: reloads cause real
 rollouts), through the same scenarios (Reloader's load test S1-S13, portable version, plus
 M1 memory at scale, M2 coalescing, M3 SIGKILL restart) with the same seed. Everything is
@@ -8,16 +9,22 @@ measured from outside, identically for both:
 
 * reload latency: update accepted -> the workload's pod template carries the new hash, seen by
   this harness's own watch (p50/p95/p99/max);
+* convergence: last update accepted -> every workload carries its final state (waiting up to
+  --converge-timeout, 300 s; "missed" = not there by then);
 * correctness: final state per workload, (update, workload) pairs applied, rollouts beyond the
   distinct changes (duplicates), rollouts on untouched workloads (spurious);
 * API load: the API server's audit log (requests by verb and resource, all user agents but the
   harness's and the control plane's own);
-* CPU seconds and RSS (peak/average) from /proc.
+* CPU seconds (and per 1,000 watch events of the kinds every controller watches) and RSS
+  (peak/average) from /proc; with --profile, a py-spy flame graph of kube-reloader.
+
+Each scenario runs --repeats times (3) per controller, the controllers' order rotating from one
+repeat to the next; the report gives the median and the range.
 
 Flags are Reloader-equivalent for both (env-vars strategy, all namespaces, JSON logs; for
 kube-reloader coalescing and rate limits off), except M2 which runs kube-reloader's defaults.
 
-    python -m bench.compare [--scenarios S1,S2] [--quick] [--seed 7] [--baseline REF]
+    python -m bench.compare [--scenarios S1,S2] [--quick] [--repeats 3] [--profile] [--baseline REF]
 
 --baseline REF adds a column: kube-reloader run from REF's src/ (git archive), so each scenario
 runs the current tree, kube-reloader@REF and Reloader in one invocation, and the report opens
@@ -40,17 +47,22 @@ from typing import Any
 
 from kube_reloader.devcluster.building import Builder
 from kube_reloader.devcluster.cluster import DevCluster
-from kube_reloader.devcluster.versions import RELOADER
+from kube_reloader.devcluster.peers import PEERS
 
-from .baseline import CURRENT, STAKATER, current_tree, export
+from .baseline import CURRENT, PEER_NAMES, current_tree, export
 from .driving import run_one
-from .report import before_after, plots, report
+from .plots import plots
+from .report import before_after, report
 from .runs import Scenario, progress
 from .scenarios import SCENARIOS
 
+#: the scenarios of a quick run: the CPU goal's three (S1, S4, S10) and fan-out (S2)
+QUICK = ["S1", "S2", "S4", "S10"]
+
 
 async def main_async(args: argparse.Namespace) -> int:
-    selected = [s for s in SCENARIOS if not args.scenarios or s.id in args.scenarios]
+    wanted = args.scenarios or (QUICK if args.quick else [])
+    selected = [s for s in SCENARIOS if not wanted or s.id in wanted]
     if not selected:
         print(
             f"no such scenario; choose from {', '.join(s.id for s in SCENARIOS)}", file=sys.stderr
@@ -62,7 +74,7 @@ async def main_async(args: argparse.Namespace) -> int:
             f"baseline {args.baseline.name}: {args.baseline.subject} (from {args.baseline.src})"
         )
     try:
-        builder = Builder(extra=("reloader",), report=lambda line: progress(line))
+        builder = Builder(extra=args.peers, report=lambda line: progress(line))
         return await _compare(args, selected, builder.ensure().bin)
     finally:
         if args.baseline is not None:
@@ -76,9 +88,10 @@ async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Pat
     args.run = stamp[-6:].lower()
     state = Path(tempfile.mkdtemp(prefix="kube-reloader-compare-"))
     cluster = DevCluster(state, report=lambda line: None)
-    results: dict[str, dict[str, dict[str, Any]]] = {}
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "seed": args.seed,
-            "duration": args.duration, "reloader_version": RELOADER,
+            "duration": args.duration, "repeats": args.repeats, "converge_timeout": args.converge_timeout,
+            "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})" for p in args.peers},
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "current": current_tree()}  # fmt: skip
     base = args.baseline
@@ -97,26 +110,33 @@ async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Pat
         progress("starting the dev cluster (with an audit log)")
         await asyncio.to_thread(cluster.up, nodes=2, audit=True)
         audit = state / "audit.log"
-        total = len(selected) * (3 if base else 2)
+        # With a baseline, the two kube-reloaders alternate which runs first; every repeat
+        # rotates the order of all controllers (an order effect, such as the previous run's
+        # namespaces going away, falls on each).
+        krs = [CURRENT, base.name] if base else [CURRENT]
+        total = len(selected) * args.repeats * (len(krs) + len(args.peers))
         done = 0
         started = time.monotonic()
         for i, scenario in enumerate(selected):
             results[scenario.id] = {}
-            # With a baseline, the two kube-reloaders alternate which runs first (an order
-            # effect, such as the previous run's namespaces going away, falls on both).
-            krs = [CURRENT, base.name] if base else [CURRENT]
-            for controller in [*(krs if i % 2 == 0 else krs[::-1]), STAKATER]:
-                eta = ""
-                if done:
-                    eta = f", ETA {((time.monotonic() - started) / done) * (total - done) / 60:.1f} min"
-                progress(f"{scenario.id} {scenario.title} — {controller} ({done + 1}/{total}{eta})")
-                results[scenario.id][controller] = await run_one(
-                    scenario, controller, cluster.kubeconfig, audit, bins, args, out, i
-                )
-                r = results[scenario.id][controller]
-                progress(f"  p50 {r['latency_ms']['p50']} ms, p99 {r['latency_ms']['p99']} ms, missed {r['missed']}, "
-                         f"dup {r['duplicates']}, api {r['api_requests']}, cpu {r['cpu_seconds']} s, rss {r['rss_peak_mib']} MiB")  # fmt: skip
-                done += 1
+            for repeat in range(args.repeats):
+                order = [*(krs if (i + repeat) % 2 == 0 else krs[::-1]), *args.peers]
+                shift = repeat % len(order)
+                for controller in order[shift:] + order[:shift]:
+                    eta = ""
+                    if done:
+                        eta = f", ETA {((time.monotonic() - started) / done) * (total - done) / 60:.1f} min"
+                    progress(
+                        f"{scenario.id} {scenario.title} — {controller}, run {repeat + 1} ({done + 1}/{total}{eta})"
+                    )
+                    r = await run_one(
+                        scenario, controller, cluster.kubeconfig, audit, bins, args, out, i, repeat
+                    )
+                    results[scenario.id].setdefault(controller, []).append(r)
+                    progress(f"  p50 {r['latency_ms']['p50']} ms, p99 {r['latency_ms']['p99']} ms, missed {r['missed']}, "
+                             f"converged {r['converged_s']} s, dup {r['duplicates']}, api {r['api_requests']}, "
+                             f"cpu {r['cpu_seconds']} s ({r['cpu_per_1k_events']} per 1k events), rss {r['rss_peak_mib']} MiB")  # fmt: skip
+                    done += 1
     finally:
         cluster.down()
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
@@ -140,10 +160,23 @@ def main() -> int:
         default=[],
     )
     p.add_argument(
-        "--quick", action="store_true", help="short durations and fewer objects (< 10 min)"
+        "--quick",
+        action="store_true",
+        help=f"short durations and fewer objects, scenarios {','.join(QUICK)} unless --scenarios (< 15 min)",
     )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--duration", type=float, default=None)
+    p.add_argument("--repeats", type=int, default=3, help="runs per scenario and controller (3)")
+    p.add_argument(
+        "--peers",
+        type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()),
+        default=PEER_NAMES,
+        help=f"the Reloader peers to run ({','.join(PEER_NAMES)})",
+    )
+    p.add_argument("--converge-timeout", type=float, default=300.0,
+                   help="seconds after the last update a run waits for the final state (300)")  # fmt: skip
+    p.add_argument("--profile", action="store_true",
+                   help="record a py-spy flame graph of kube-reloader's first run of each scenario")  # fmt: skip
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     p.add_argument(
         "--baseline",
@@ -154,6 +187,10 @@ def main() -> int:
     )
     args = p.parse_args()
     args.baseline = None
+    unknown = [x for x in args.peers if x not in PEER_NAMES]
+    if unknown or args.repeats < 1:
+        p.error(f"--peers: one or more of {','.join(PEER_NAMES)}; --repeats: at least 1")
+    args.tail = 3.0 if args.quick else 5.0
     if args.duration is None:
         args.duration = 10.0 if args.quick else 55.0
     try:

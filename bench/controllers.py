@@ -5,26 +5,44 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from .baseline import is_kube_reloader
+from kube_reloader.devcluster.peers import LISTEN_ENV
+
+from .baseline import RELOADER_V1, RELOADER_V2, is_kube_reloader
 from .runs import Scenario
 
 
 class Controller:
-    """One controller process, with /proc sampling of CPU and RSS."""
+    """One controller process, with /proc sampling of CPU and RSS.
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    With `profile` (an SVG path), py-spy samples the first process (not a restarted one) in
+    non-blocking mode, so the controller is never stopped for a sample: its own CPU seconds
+    do not include the profiler's, which runs as a process of its own."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path,
+                 profile: Path | None = None) -> None:  # fmt: skip
         self.name, self.argv, self.env, self.log = name, argv, env, log
         self.samples: list[tuple[float, float, int]] = []  # (t, cpu seconds, rss bytes)
         self.cpu_before_restart = 0.0
         self.peak = 0  # highest VmHWM of the controller's processes (bytes)
         self.started = time.monotonic()
+        self.stopped: float | None = None
+        self.driving: tuple[float, float] | None = None  # (t, CPU seconds) when updates start
         self.proc = self._start()
+        self.profiler: subprocess.Popen[bytes] | None = None
+        if profile is not None:
+            spy = Path(sys.executable).with_name("py-spy")
+            self.profiler = subprocess.Popen(
+                [str(spy), "record", "--pid", str(self.proc.pid), "--rate", "100", "--nonblocking",
+                 "--format", "flamegraph", "--output", str(profile)],
+                stdout=subprocess.DEVNULL, stderr=profile.with_suffix(".log").open("w"),
+            )  # fmt: skip
         self._stop = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
@@ -57,6 +75,15 @@ class Controller:
                     (time.monotonic() - self.started, self.cpu_before_restart + got[0], got[1])
                 )
 
+    def cpu_now(self) -> float:
+        """CPU seconds of the controller so far (over restarts)."""
+        got = self._read()
+        return self.cpu_before_restart + (got[0] if got else 0.0)
+
+    def mark_driving(self) -> None:
+        """The updates start now: what the controller spent before is its start-up."""
+        self.driving = (time.monotonic(), self.cpu_now())
+
     def restart(self, sig: int) -> None:
         last = self._read()
         self.cpu_before_restart += last[0] if last else 0.0
@@ -65,7 +92,14 @@ class Controller:
         self.proc = self._start()
 
     def stop(self) -> None:
+        self.stopped = time.monotonic()
         self._stop.set()
+        self._sampler.join()
+        got = self._read()  # the CPU spent since the last 0.5 s sample counts too
+        if got is not None:
+            self.samples.append(
+                (time.monotonic() - self.started, self.cpu_before_restart + got[0], got[1])
+            )
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -73,22 +107,46 @@ class Controller:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.profiler is not None:  # it writes the flame graph once its target has exited
+            try:
+                self.profiler.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.profiler.kill()
 
 
-def controller_argv(name: str, bins: Path, scenario: Scenario) -> list[str]:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+#: variables that would change a peer's scope or make it take part in leader election
+SCRUBBED = ("KUBERNETES_NAMESPACE", "RELOADER_NAMESPACE", "POD_NAME", "POD_NAMESPACE")
+
+
+def controller_argv(
+    name: str, bins: Path, scenario: Scenario, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one controller under test.
+
+    Every server a controller opens listens on a free 127.0.0.1 port: kube-reloader's metrics
+    (`:0`), Reloader v1's one server (its build reads `peers.LISTEN_ENV`), v2's metrics and
+    health servers (`--metrics-addr`, `--health-addr`)."""
+    env = {k: v for k, v in env.items() if k not in SCRUBBED}
     if is_kube_reloader(name):  # a baseline runs the same command from its own source
         same = (
             []
             if scenario.id == "M2"
             else ["--reload-coalesce-window=0", "--reload-min-interval=0", "--reload-rate=0"]
         )
-        return [
-            sys.executable,
-            "-m",
-            "kube_reloader",
-            "--log-format=json",
-            "--metrics-addr=127.0.0.1:0",
-            *same,
-            *scenario.kube_reloader_args,
-        ]
-    return [str(bins / "reloader"), "--log-format=json", *scenario.reloader_args]
+        argv = [sys.executable, "-m", "kube_reloader", "--log-format=json",
+                "--metrics-addr=127.0.0.1:0", *same, *scenario.kube_reloader_args]  # fmt: skip
+        return argv, env
+    if name == RELOADER_V1:
+        env[LISTEN_ENV] = f"127.0.0.1:{free_port()}"
+        return [str(bins / name), "--log-format=json", *scenario.reloader_args], env
+    if name == RELOADER_V2:
+        argv = [str(bins / name), "--log-format=json", f"--metrics-addr=127.0.0.1:{free_port()}",
+                f"--health-addr=127.0.0.1:{free_port()}", *scenario.reloader_args]  # fmt: skip
+        return argv, env
+    raise ValueError(f"unknown controller {name!r}")

@@ -18,35 +18,49 @@ import msgspec
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 
-from .analysis import analyse
-from .baseline import CURRENT, STAKATER, file_safe, is_kube_reloader
+from .analysis import analyse, convergence
+from .baseline import CURRENT, RELOADER_V1, RELOADER_V2, file_safe, is_kube_reloader
 from .controllers import Controller, controller_argv
 from .observation import Observation, audit_counts, watch_workloads
 from .runs import HARNESS_UA, Run, Scenario, progress
 
 
 async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: Path, bins: Path,
-                  args: argparse.Namespace, out_dir: Path, index: int) -> dict[str, Any]:  # fmt: skip
+                  args: argparse.Namespace, out_dir: Path, index: int, repeat: int) -> dict[str, Any]:  # fmt: skip
+    """One scenario x one controller x one repeat (the seed depends on the scenario's index
+    only, so every controller and every repeat gets the same updates)."""
     cfg = config.load_kubeconfig([kubeconfig])
-    tag = {CURRENT: "kr", STAKATER: "st"}.get(controller, "kb")  # kb: kube-reloader@<baseline>
-    run_id = f"{scenario.id.lower()}-{tag}-{args.run}"
+    tag = TAGS.get(controller, "kb")  # kb: kube-reloader@<baseline>
+    run_id = f"{scenario.id.lower()}-{tag}{repeat}-{args.run}"
+    name = f"{scenario.id}-{file_safe(controller)}-r{repeat + 1}"
     async with Client(cfg, user_agent=HARNESS_UA, max_connections=64) as client:
         plan = await scenario.setup(client, run_id, args)
         await asyncio.sleep(
             1.0 if args.quick else 3.0
         )  # let kube-controller-manager and kwok settle the new pods
         obs: list[Observation] = []
+        events: list[float] = []
         watching = asyncio.Event()
-        watcher = asyncio.create_task(watch_workloads(client, set(plan.namespaces), obs, watching))
-        await watching.wait()
+        watcher = asyncio.create_task(
+            watch_workloads(client, set(plan.namespaces), obs, watching, events)
+        )
+        ready = asyncio.create_task(watching.wait())
+        await asyncio.wait({watcher, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if watcher.done():  # it failed before its watches started
+            ready.cancel()
+            watcher.result()
         offset = audit.stat().st_size
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        env.pop("KUBERNETES_NAMESPACE", None)
         if args.baseline is not None and controller == args.baseline.name:
             env = args.baseline.env(env)
-        log = out_dir / "logs" / f"{scenario.id}-{file_safe(controller)}.log"
+        log = out_dir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        ctrl = Controller(controller, controller_argv(controller, bins, scenario), env, log)
+        profile = None
+        if args.profile and is_kube_reloader(controller) and repeat == 0:
+            profile = out_dir / "profiles" / f"{scenario.id}-{file_safe(controller)}.svg"
+            profile.parent.mkdir(parents=True, exist_ok=True)
+        argv, env = controller_argv(controller, bins, scenario, env)
+        ctrl = Controller(controller, argv, env, log, profile)
         run = Run(
             scenario,
             controller,
@@ -67,21 +81,39 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
                     await asyncio.sleep(0.1)
             else:
                 await asyncio.sleep(3.0)
+            ctrl.mark_driving()
             if plan.probe is None or scenario.id == "M1":
                 await scenario.drive(run)
-            await asyncio.sleep(5.0 if not args.quick else 3.0)  # let the last reloads land
+            await converge(run, obs, args.converge_timeout)
+            await asyncio.sleep(args.tail)  # rollouts after the final state count as duplicates
         finally:
             ctrl.stop()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
         api, total = audit_counts(audit, offset)
-        result = analyse(run, obs, ctrl, api, total, first_reload)
+        result = analyse(run, obs, ctrl, api, total, first_reload, events)
+        result["repeat"] = repeat + 1
         await clear_out(client, plan.namespaces)
-    (out_dir / "raw" / f"{scenario.id}-{file_safe(controller)}.json").write_text(
-        json.dumps(result, indent=2)
-    )
+    (out_dir / "raw" / f"{name}.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+TAGS = {CURRENT: "kr", RELOADER_V1: "v1", RELOADER_V2: "v2"}
+
+
+async def converge(run: Run, obs: list[Observation], timeout: float) -> None:
+    """Wait until every workload carries its final state, or `timeout` seconds after the
+    last update; the analysis then reads how long it took (or how many never got there)."""
+    last = max((t for t, _, _ in run.updates), default=time.monotonic())
+    while time.monotonic() - last < timeout:
+        pending, _ = convergence(run, obs)
+        if not pending:
+            return
+        await asyncio.sleep(0.25)
+    progress(
+        f"  not converged {timeout:.0f} s after the last update: {convergence(run, obs)[0]} pairs"
+    )
 
 
 # Everything a controller under test LISTs or WATCHes, plus the pods the rollouts made.

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kube_reloader.kube import errors
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 
 from .runs import HARNESS_UA, KINDS
 
+#: what the harness watches only to count events (with the workload kinds, what every
+#: controller under test watches)
+COUNTED = {"ConfigMap": resources.CONFIGMAPS, "Secret": resources.SECRETS}
 CONTROL_PLANE_UAS = (
     "kube-controller-manager",
     "kube-scheduler",
@@ -37,40 +40,50 @@ class Observation:
 
 
 async def watch_workloads(
-    client: Client, nss: set[str], out: list[Observation], ready: asyncio.Event
-) -> None:
+    client: Client, nss: set[str], out: list[Observation], ready: asyncio.Event,
+    events: list[float] | None = None,
+) -> None:  # fmt: skip
+    """Record every workload of `nss` (its listed state, then each change) in `out`; with
+    `events`, also the time of every watch event of the kinds a controller under test
+    watches (ConfigMaps, Secrets, the workload kinds; all namespaces): the denominator of
+    CPU seconds per 1,000 watch events."""
+
+    def seen(kind: str, obj: dict[str, Any]) -> None:
+        ns = obj["metadata"].get("namespace", "")
+        if ns in nss:
+            out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]),
+                                   int(obj["metadata"].get("generation", 0)), carried_hashes(obj),
+                                   bool(obj["spec"].get("paused"))))  # fmt: skip
+
     async def one(kind: str) -> None:
-        res = KINDS[kind]
+        res = KINDS[kind] if kind in KINDS else COUNTED[kind]
         listed = await client.list(res)
         rv = listed.resource_version
-        for obj in listed.items:  # the baseline generation of every workload
-            ns = obj["metadata"].get("namespace", "")
-            if ns in nss:
-                out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]),
-                                       int(obj["metadata"].get("generation", 0)), carried_hashes(obj),
-                                       bool(obj["spec"].get("paused"))))  # fmt: skip
-        first = True
+        if kind in KINDS:
+            for obj in listed.items:  # the baseline generation of every workload
+                seen(kind, obj)
+        listed_kinds.add(kind)
+        if len(listed_kinds) == len(kinds):  # every watch starts from here on
+            ready.set()
         while True:
             try:
                 async for ev in client.watch(res, resource_version=rv, timeout_seconds=600):
-                    if first:
-                        first = False
                     if ev.type == "BOOKMARK":
                         rv = str(ev.object)
                         continue
                     obj = ev.object
                     rv = obj["metadata"]["resourceVersion"]
-                    ns = obj["metadata"].get("namespace", "")
-                    if ns not in nss or ev.type == "DELETED":
-                        continue
-                    out.append(Observation(time.monotonic(), (kind, ns, obj["metadata"]["name"]), int(obj["metadata"].get("generation", 0)),
-                                           carried_hashes(obj), bool(obj["spec"].get("paused"))))  # fmt: skip
+                    if events is not None:
+                        events.append(time.monotonic())
+                    if kind in KINDS and ev.type != "DELETED":
+                        seen(kind, obj)
             except errors.Gone:
                 listed = await client.list(res)
                 rv = listed.resource_version
 
-    tasks = [asyncio.create_task(one(k)) for k in KINDS]
-    ready.set()
+    kinds = [*KINDS, *(COUNTED if events is not None else ())]
+    listed_kinds: set[str] = set()
+    tasks = [asyncio.create_task(one(k)) for k in kinds]
     try:
         await asyncio.gather(*tasks)
     finally:

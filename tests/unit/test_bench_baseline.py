@@ -20,32 +20,38 @@ def _result(p50: float, p99: float, cpu: float, rss: float, missed: int = 0) -> 
             "api_by_verb_resource": {"patch deployments": 10}}  # fmt: skip
 
 
-META = {"date": "d", "machine": "m", "quick": True, "seed": 7, "duration": 10.0,
-        "reloader_version": "1.4.19", "current": "abc123 subject"}  # fmt: skip
+META = {"date": "d", "machine": "m", "quick": True, "seed": 7, "duration": 10.0, "repeats": 1,
+        "converge_timeout": 300.0, "peers": {"reloader-v1": "v1.4.21 (392be733e05b)"},
+        "current": "abc123 subject"}  # fmt: skip
 
 
-def test_without_a_baseline_the_report_has_two_columns() -> None:
-    results = {"S1": {"kube-reloader": _result(5, 20, 1.0, 40), "reloader": _result(10, 40, 2, 50)}}
+def test_without_a_baseline_the_report_has_a_column_and_a_ratio_per_peer() -> None:
+    results = {"S1": {"kube-reloader": [_result(5, 20, 1.0, 40)],
+                      "reloader-v1": [_result(10, 40, 2, 50)], "reloader-v2": [_result(10, 80, 2, 50)]}}  # fmt: skip
     text = report.report(results, META)
-    assert "| measure | kube-reloader | Reloader | ratio |" in text
+    assert (
+        "| measure | kube-reloader | reloader-v1 | reloader-v2 | ÷ reloader-v1 | ÷ reloader-v2 |"
+        in text
+    )
     assert "Before / after" not in text
-    assert "| latency p99 (ms) | 20 | 40 | 0.50 |" in text
+    assert "| latency p99 (ms) | 20.0 | 40.0 | 80.0 | 0.50 | 0.25 |" in text
 
 
 def test_with_a_baseline_the_report_opens_with_before_after() -> None:
     meta = {**META, "baseline": {"name": "kube-reloader@v1", "ref": "v1", "commit": "f" * 40,
                                  "subject": "f00 old"}}  # fmt: skip
-    results = {"S1": {"kube-reloader": _result(5, 20, 1.0, 40, missed=1),
-                      "kube-reloader@v1": _result(10, 40, 2.0, 40),
-                      "reloader": _result(10, 40, 2, 50)}}  # fmt: skip
+    results = {"S1": {"kube-reloader": [_result(5, 20, 1.0, 40, missed=1)],
+                      "kube-reloader@v1": [_result(10, 40, 2.0, 40)],
+                      "reloader-v1": [_result(10, 40, 2, 50)]}}  # fmt: skip
     text = report.report(results, meta)
     assert text.index("## Before / after") < text.index("## S1")
     row = next(line for line in text.splitlines() if line.startswith("| S1 |"))
     assert row == (
-        "| S1 | **0 → 1** | 0 → 0 | 10 → 5 (0.50) | 40 → 20 (0.50) | 2.0 → 1.0 (0.50) | 40 → 40 (1.00) |"
+        "| S1 | **0 → 1** | 0 → 0 | 10.0 → 5.0 (0.50) | 40.0 → 20.0 (0.50) | 2.0 → 1.0 (0.50) | 40.0 → 40.0 (1.00) |"
     )
     assert (
-        "| measure | kube-reloader | kube-reloader@v1 | Reloader | ratio | after / before |" in text
+        "| measure | kube-reloader | kube-reloader@v1 | reloader-v1 | ÷ reloader-v1 | after / before |"
+        in text
     )
 
 
@@ -69,5 +75,5 @@ def test_export_runs_kube_reloader_from_the_ref(tmp_path: Path) -> None:
 def test_names() -> None:
     assert baseline.is_kube_reloader("kube-reloader")
     assert baseline.is_kube_reloader("kube-reloader@origin/main")
-    assert not baseline.is_kube_reloader("reloader")
+    assert not baseline.is_kube_reloader("reloader-v1")
     assert baseline.file_safe("kube-reloader@origin/main") == "kube-reloader@origin_main"

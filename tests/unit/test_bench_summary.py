@@ -1,0 +1,109 @@
+"""Repeated benchmark runs summarised (bench/summary.py) and bench/README.md's generated block
+(bench/readme.py): medians, ranges, ratios repeat by repeat, the CPU goal. No cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench import readme, summary
+
+
+def _run(
+    p99: float | None, cpu1k: float, missed: int = 0, converged: float | None = 1.0
+) -> dict[str, Any]:
+    return {"latency_ms": {"p99": p99}, "cpu_per_1k_events": cpu1k, "missed": missed,
+            "duplicates": 0, "converged_s": converged, "rss_peak_mib": 50.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([3.0, 1.0, 2.0], "2.0 (1.0–3.0)"),
+        ([2.0, 2.0, 2.0], "2.0"),
+        ([1.0, 4.0], "2.5 (1.0–4.0)"),
+        ([None, 5.0, None], "5.0"),
+        ([None, None], "—"),
+        ([1234.0, 1500.0, 2000.0], "1,500.0 (1,234.0–2,000.0)"),
+    ],
+)
+def test_a_cell_is_the_median_of_the_runs_and_their_range(
+    values: list[float | None], expected: str
+) -> None:
+    runs = [{"x": v} for v in values]
+    assert summary.cell(summary.spread(runs, "x")) == expected
+
+
+def test_ratios_are_taken_repeat_by_repeat_and_skip_a_peer_figure_of_zero() -> None:
+    ours = [{"x": 1.0}, {"x": 2.0}, {"x": 3.0}, {"x": 4.0}]
+    theirs = [{"x": 2.0}, {"x": 2.0}, {"x": 0.0}, {"x": None}]
+    # 1/2 and 2/2 only: a median of the ratios, not a ratio of the medians (1.5 / 2 = 0.75)
+    assert summary.ratio_spread(ours, theirs, "x") == (0.75, 0.5, 1.0)
+    assert summary.ratio_spread(ours, [{"x": 0.0}], "x") is None
+
+
+def test_nested_keys_and_counts_over_the_runs() -> None:
+    runs = [_run(10.0, 1.0, missed=2), _run(30.0, 1.0, missed=0), _run(20.0, 1.0, missed=1)]
+    assert summary.spread(runs, "latency_ms.p99") == (20.0, 10.0, 30.0)
+    assert summary.total(runs, "missed") == 3
+    assert summary.get({"a": 1}, "a.b") is None
+
+
+def test_the_run_count_claimed_is_the_fewest_any_controller_had() -> None:
+    results = {"S1": {"a": [{}, {}, {}], "b": [{}, {}]}, "S2": {"a": [{}, {}, {}]}}
+    assert summary.run_count(results) == 2
+
+
+def _results() -> dict[str, Any]:
+    return {
+        "S1": {"kube-reloader": [_run(20, 0.9), _run(22, 1.1), _run(21, 1.0)],
+               "reloader-v1": [_run(40, 1.0), _run(44, 1.0), _run(42, 1.0)],
+               "reloader-v2": [_run(30, 2.0), _run(30, 2.0), _run(30, 2.0)]},
+        "S2": {"kube-reloader": [_run(20, 3.0)] * 3,
+               "reloader-v1": [_run(None, 1.0, missed=50, converged=None)] * 3,
+               "reloader-v2": [_run(25, 1.0)] * 3},
+    }  # fmt: skip
+
+
+META = {"date": "2026-12-02 18:00 UTC", "machine": "x86_64, 2 cores, Python 3.11.7", "quick": True,
+        "seed": 7, "duration": 10.0, "converge_timeout": 300.0, "current": "abc123 subject",
+        "peers": {"reloader-v1": "v1.4.21 (392be733e05b)", "reloader-v2": "v2-7a94f29a7142 (7a94f29a7142)"}}  # fmt: skip
+
+
+def test_the_generated_block_carries_the_run_its_ratios_and_the_cpu_verdicts() -> None:
+    text = readme.block(_results(), META)
+    assert text.startswith(readme.BEGIN)
+    assert text.endswith(readme.END)
+    assert "3 run(s) per scenario and controller" in text
+    assert "reloader-v1 v1.4.21 (392be733e05b)" in text
+    assert "| S1 Burst: 10 CM, 1 update / 100 ms | kube-reloader | 21.0 (20.0–22.0) |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| S1 | "))
+    assert row.startswith("| S1 | 0.50 | 0.70 (0.67–0.73) |")
+    # Reloader v1 never converged in S2: no ratio, and its 150 missed pairs are shown
+    assert "| S2 Fan-out: 1 CM, 50 Deployments | reloader-v1 | — | — |" in text
+    assert text.count("| 150 | 0 |") == 1
+    assert "| S1 | ≤ 1.0× | 1.00 (0.90–1.10) | met |" in text
+    assert "| S2 | ≤ 1.5× | 3.00 | **not met** |" in text
+
+
+def test_update_rewrites_only_the_block_and_copies_the_plots(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"meta": META, "results": _results()}))
+    (run / "cpu.png").write_bytes(b"png")
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        f"# Benchmarks\n\nbefore\n\n{readme.BEGIN}\nold numbers\n{readme.END}\n\nafter\n"
+    )
+    readme.update(doc, run)
+    text = doc.read_text()
+    assert "old numbers" not in text
+    assert text.startswith("# Benchmarks\n\nbefore\n\n")
+    assert text.endswith("\n\nafter\n")
+    assert (tmp_path / "plots" / "cpu.png").read_bytes() == b"png"
+    doc.write_text("no markers")
+    with pytest.raises(SystemExit):
+        readme.update(doc, run)
