@@ -93,6 +93,7 @@ class Reflector(Generic[T]):
         on_error: Callable[[BaseException], None] | None = None,
         transform: Callable[[Any], T] | None = None,
         poll_interval: float = 10.0,
+        update: Callable[[Any, T], T | None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -116,6 +117,9 @@ class Reflector(Generic[T]):
         self._on_error = on_error
         #: reduces each decoded object to what is stored and emitted (e.g. data -> hash)
         self._transform = transform
+        #: a cheaper reduction of a MODIFIED object from its stored one (a status update),
+        #: or None to reduce it in full
+        self._update = update
         #: objects the transform could not reduce (skipped, logged; one bad object never
         #: stops the watch of every other one)
         self.rejected = 0
@@ -230,6 +234,20 @@ class Reflector(Generic[T]):
             )
             return None
 
+    def _updated(self, obj: Any) -> Any:
+        """`update` of the object and its stored reduction, or None (none stored, no
+        `update`, or it raised: the full reduction then decides)."""
+        if self._update is None:
+            return None
+        meta = getattr(obj, "metadata", None)
+        old = self.store.get((meta.namespace, meta.name)) if meta is not None else None
+        if old is None:
+            return None
+        try:
+            return self._update(obj, old)
+        except Exception:  # noqa: BLE001 - the full reduction reports what is wrong
+            return None
+
     async def _relist(self) -> AsyncIterator[ReflectorEvent[T]]:
         # Items are reduced page by page, so the full decoded objects of one page at most
         # are alive at once (never all of a large LIST).
@@ -285,7 +303,9 @@ class Reflector(Generic[T]):
             if ev.type == "BOOKMARK":
                 self.resource_version = str(ev.object) or self.resource_version
                 continue
-            obj: Any = self._reduce(ev.object)
+            obj: Any = self._updated(ev.object) if ev.type == "MODIFIED" else None
+            if obj is None:
+                obj = self._reduce(ev.object)
             if obj is None:
                 rv = getattr(getattr(ev.object, "metadata", None), "resourceVersion", "")
                 self.resource_version = rv or self.resource_version

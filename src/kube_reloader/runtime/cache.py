@@ -10,6 +10,7 @@ work proportional to the workloads it can affect, never a LIST.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ def _trim_meta(meta: ObjectMeta, keep: frozenset[str]) -> ObjectMeta:
         namespace=meta.namespace,
         uid=meta.uid,
         resourceVersion=meta.resourceVersion,
+        generation=meta.generation,
         annotations={k: v for k, v in meta.annotations.items() if k in keep},
     )
 
@@ -222,6 +224,38 @@ def workload_entry(
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
 
 
+def status_entry(
+    kind: str,
+    obj: p.Workload | p.CronJob,
+    old: WorkloadEntry,
+    keys: Keys,
+    status: Callable[[p.Workload], rollouts.Status | None] | None = None,
+) -> WorkloadEntry | None:
+    """`old` with `obj`'s rollout state, when `obj` is the same object at the same
+    `metadata.generation` (its spec, pod template included, unchanged: a status update);
+    None when it must be reduced in full (`workload_entry`). The metadata the rules read
+    (annotations, owner, managedFields) is read again; the pod template is reused."""
+    meta = obj.metadata
+    if (
+        isinstance(obj, p.CronJob)
+        or not meta.generation
+        or meta.generation != old.metadata.generation
+        or meta.uid != old.metadata.uid
+    ):
+        return None
+    w = old.workload
+    workload = dataclasses.replace(
+        w,
+        annotations={k: v for k, v in meta.annotations.items() if k in keys.workload_keys()},
+        owner_kind=_owner_kind(meta),
+        template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
+        template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
+        status=None if status is None else status(obj),
+        active=_job_running(obj) if kind == WorkloadKind.JOB else 0,
+    )
+    return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
+
+
 def _job_running(obj: p.Workload) -> int:
     """A Job's running pods, or 1 while it is finishing: the Job controller records a success
     or failure target first and `Complete`/`Failed` a moment later; a Job re-created in
@@ -282,6 +316,15 @@ class WorkloadIndex:
 
     def put(self, workload: Workload) -> None:
         key = workload.key
+        old = self.workloads.get(key)
+        if (
+            old is not None
+            and old.template == workload.template
+            and old.annotations == workload.annotations
+            and old.workload_ref == workload.workload_ref
+        ):  # what the indexes are built from is unchanged (a status update): no re-indexing
+            self.workloads[key] = workload
+            return
         self.remove(key)
         self.workloads[key] = workload
         refs = [(workload.namespace, rtype, name) for rtype, name in workload.template.references()]

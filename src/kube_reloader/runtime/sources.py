@@ -18,6 +18,7 @@ from kube_reloader.runtime.cache import (
     configmap_entry,
     secret_entry,
     spc_status_entry,
+    status_entry,
     workload_entry,
 )
 from kube_reloader.runtime.kinds import KindSpec
@@ -81,9 +82,12 @@ def workloads(
     def transform(obj: Any) -> WorkloadEntry:
         return workload_entry(spec.kind, spec.workload(obj), keys, spec.status)
 
+    def update(obj: Any, old: WorkloadEntry) -> WorkloadEntry | None:
+        return status_entry(spec.kind, spec.workload(obj), old, keys, spec.status)
+
     return Reflector(
         client, spec.resource, type=spec.projection, namespace=ns, transform=transform,
-        poll_interval=options.poll_interval,
+        poll_interval=options.poll_interval, update=update,
     )  # fmt: skip
 
 
