@@ -5,7 +5,7 @@ The three controllers run, one after the other, as local processes against the s
 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok: reloads cause real
 rollouts), through the same scenarios (Reloader's load test S1-S13, portable version, plus
 M1 memory at scale, M2 coalescing, M3 SIGKILL restart) with the same seed. Everything is
-measured from outside, identically for both:
+measured from outside, identically for all:
 
 * reload latency: update accepted -> the workload's pod template carries the new hash, seen by
   this harness's own watch (p50/p95/p99/max);
@@ -21,7 +21,7 @@ measured from outside, identically for both:
 Each scenario runs --repeats times (3) per controller, the controllers' order rotating from one
 repeat to the next; the report gives the median and the range.
 
-Flags are Reloader-equivalent for both (env-vars strategy, all namespaces, JSON logs; for
+Flags are Reloader-equivalent for all (env-vars strategy, all namespaces, JSON logs; for
 kube-reloader coalescing and rate limits off), except M2 which runs kube-reloader's defaults.
 
     python -m bench.compare [--scenarios S1,S2] [--quick] [--repeats 3] [--profile] [--baseline REF]

@@ -107,3 +107,44 @@ def test_update_rewrites_only_the_block_and_copies_the_plots(tmp_path: Path) -> 
     doc.write_text("no markers")
     with pytest.raises(SystemExit):
         readme.update(doc, run)
+
+
+def test_l1_lays_out_every_deployment_on_a_configmap_and_a_secret_of_its_own() -> None:
+    import argparse
+
+    from bench import scale_l1
+
+    args = argparse.Namespace(configs=400, value_bytes=8, deployments=60, replicas=2, namespaces=4)
+    nss, objs, plan = scale_l1.layout(args)
+    kinds = [o["kind"] for o in objs]
+    assert (kinds.count("ConfigMap"), kinds.count("Secret"), kinds.count("Deployment")) == (
+        200,
+        200,
+        60,
+    )
+    assert len(nss) == 4
+    assert len(plan.workloads) == 60
+    readers = [w for res, ws in plan.affects.items() for w in ws]
+    assert len(readers) == 120  # one ConfigMap and one Secret each, no config shared
+    assert len(plan.affects) == 120
+    assert all(o["spec"]["replicas"] == 2 for o in objs if o["kind"] == "Deployment")
+
+
+def test_l1_reports_a_controller_that_stopped_at_start_and_one_that_converged() -> None:
+    from bench import scale_l1
+
+    doc = {"meta": {"date": "d", "machine": "m", "current": "abc", "setup_s": 900,
+                    "peers": {"reloader-v1": "v1.4.21 (392be733e05b)"},
+                    "params": {"configs": 50000, "value_bytes": 1024, "deployments": 10000, "replicas": 2, "burst": 500}},
+           "results": [{"controller": "kube-reloader", "first_reload_s": 9.5, "rss_ready_mib": 80.0, "rss_peak_mib": 95.0,
+                        "rss_steady_mib": 81.0, "latency_ms": {"p50": 40.0, "p99": 900.0}, "converged_s": 2.5,
+                        "not_converged": 0, "changes": 500, "api_requests": 1234, "cpu_seconds": 30.0},
+                       {"controller": "reloader-v1", "stopped": "no reload of the probe within 900 s of its start",
+                        "rss_peak_mib": 700.0, "api_requests": 60, "cpu_seconds": 100.0}]}  # fmt: skip
+    lines = scale_l1.table(doc)
+    assert "50,000 ConfigMaps and Secrets" in lines[0]
+    assert (
+        "| kube-reloader | 9.5 | 80.0 / 95.0 / 81.0 | 40.0 / 900.0 | 2.5 | 0 of 500 | 1,234 | 30.0 |"
+        in lines
+    )
+    assert lines[-1].startswith("| reloader-v1 | stopped: no reload of the probe within 900 s")
