@@ -239,7 +239,10 @@ def table(doc: dict[str, Any]) -> list[str]:
             lines.append(f"| {r['controller']} | stopped: {r['stopped']} | — / {r.get('rss_peak_mib')} / — "
                          f"| — | — | — | {r.get('api_requests')} | {r.get('cpu_seconds')} |")  # fmt: skip
             continue
-        lat = f"{get(r, 'latency_ms.p50')} / {get(r, 'latency_ms.p99')}"
+        lat = " / ".join(
+            f"{v:,.1f}" if isinstance(v, float) else "—"
+            for v in (get(r, "latency_ms.p50"), get(r, "latency_ms.p99"))
+        )
         lines.append(f"| {r['controller']} | {r['first_reload_s']} | {r['rss_ready_mib']} / {r['rss_peak_mib']} / "
                      f"{r['rss_steady_mib']} | {lat} | {r['converged_s'] if r['converged_s'] is not None else '—'} "
                      f"| {r['not_converged']} of {r['changes']} | {r['api_requests']:,} | {r['cpu_seconds']} |")  # fmt: skip
