@@ -56,7 +56,7 @@ def block(results: Results, meta: dict[str, Any]) -> str:
     ctrls = [c for c in controllers(results) if c == CURRENT or not is_kube_reloader(c)]
     peers = [c for c in ctrls if c != CURRENT]
     n = run_count(results)
-    out = [BEGIN, "", f"### Latest run — {meta['date']}", "", *header(meta, n), "",
+    out = [BEGIN, "", f"### Latest run — {meta['date']}", "", *header(meta, n, len(results)), "",
            "Missed and duplicate rollouts are totals over the runs (any is one too many).", "",
            "| scenario | controller | " + " | ".join(m[1] for m in MEASURES) + " | missed | duplicates |",
            "|---" * (len(MEASURES) + 4) + "|"]  # fmt: skip

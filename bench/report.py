@@ -43,9 +43,10 @@ def _top_calls(runs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{k} {v}" for k, v in top) or "none"
 
 
-def header(meta: dict[str, Any], n: int) -> list[str]:
+def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
     peers = ", ".join(f"{p} {v}" for p, v in (meta.get("peers") or {}).items())
-    return [f"{meta['date']} — {meta['machine']} — {'quick' if meta['quick'] else 'full'} run, "
+    return [f"{meta['date']} — {meta['machine']} — {'quick' if meta['quick'] else 'full-length'} run of "
+            f"{scenarios} scenario(s), "
             f"{n} run(s) per scenario and controller, seed {meta['seed']}, {meta['duration']} s of updates "
             f"per scenario, convergence awaited up to {meta.get('converge_timeout', '?')} s. "
             f"kube-reloader: `{meta.get('current', '?')}`; {peers}. Each cell is the median (min–max) "
@@ -60,7 +61,7 @@ def report(results: Results, meta: dict[str, Any]) -> str:
     lines = [
         "# kube-reloader vs Stakater Reloader",
         "",
-        *header(meta, run_count(results)),
+        *header(meta, run_count(results), len(results)),
         "",
         S5_NOTE,
         "",
