@@ -25,14 +25,12 @@ def carried(o: Observation, res: tuple[str, str, str]) -> str | None:
 
 def convergence(run: Run, obs: list[Observation]) -> tuple[int, float | None]:
     """How far the run is from its final state: the (resource, workload) pairs whose last
-    update no workload state carries yet, and, once there are none, the seconds from the
-    run's last accepted update of a resource some workload reads until the last pair
-    carried its final hash (0 without such updates). A pair counts from the first observation at or after its resource's last
-    update that carries that update's hash."""
-    final: dict[tuple[str, str, str], tuple[float, str]] = {}
-    for t, res, h in run.updates:
-        if run.plan.affects.get(res):  # an update nothing reads has no final state to reach
-            final[res] = (t, h)
+    committed update (highest resourceVersion) no workload state carries yet, and, once there
+    are none, the seconds from the run's last accepted update of a resource some workload
+    reads until the last pair carried its final hash (0 without such updates). A pair counts
+    from the first observation at or after that update that carries its hash."""
+    # an update nothing reads has no final state to reach
+    final = {res: th for res, th in run.final().items() if run.plan.affects.get(res)}
     if not final:
         return 0, 0.0
     by_workload: dict[tuple[str, str, str], list[Observation]] = defaultdict(list)
@@ -61,9 +59,7 @@ def analyse(run: Run, obs: list[Observation], ctrl: Controller, api: dict[str, i
         by_workload[o.workload].append(o)
     latencies: list[float] = []
     applied = superseded = missed = 0
-    last_update: dict[tuple[str, str, str], tuple[float, str]] = {}
-    for t, res, h in run.updates:
-        last_update[res] = (t, h)
+    last_update = run.final()
     for t, res, h in run.updates:
         for w in run.plan.affects.get(res, []):
             seen = next(

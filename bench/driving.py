@@ -186,6 +186,6 @@ async def probe_first_reload(run: Run, ctrl: Controller, obs: list[Observation])
         var = ("ENV", env_var_name(name, ResourceType.CONFIGMAP))
         hit = next((o for o in obs if o.workload in targets and o.carried.get(var) == h), None)
         if hit is not None:
-            run.updates.clear()
+            run.clear_updates()
             return round(hit.t - ctrl.started, 2)
     return None

@@ -137,9 +137,21 @@ class Run:
     args: argparse.Namespace
     updates: list[tuple[float, tuple[str, str, str], str]] = field(
         default_factory=list
-    )  # (t, resource, hash)
+    )  # (t, resource, hash), in the order the responses were read
+    #: per resource, the update the API server committed last: (resourceVersion, t, hash).
+    #: Two concurrent patches of one object can be answered in either order, so the last
+    #: response read is not always the final content.
+    committed: dict[tuple[str, str, str], tuple[int, float, str]] = field(default_factory=dict)
     attempted: int = 0
     process: Controller | None = None
+
+    def final(self) -> dict[tuple[str, str, str], tuple[float, str]]:
+        """Each updated resource's final state: (time its update was accepted, hash)."""
+        return {res: (t, h) for res, (_, t, h) in self.committed.items()}
+
+    def clear_updates(self) -> None:
+        self.updates.clear()
+        self.committed.clear()
 
     async def update(self, rtype: str, ns: str, name: str, data: dict[str, str]) -> None:
         self.attempted += 1
@@ -158,7 +170,14 @@ class Run:
             h = hashing.secret_hash(
                 {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
             )
-        self.updates.append((t, (rtype, ns, name), h))
+        res = (rtype, ns, name)
+        self.updates.append((t, res, h))
+        try:
+            version = int(obj["metadata"]["resourceVersion"])
+        except (KeyError, TypeError, ValueError):  # not etcd's integers: the order read stands
+            version = self.committed.get(res, (0, 0.0, ""))[0] + 1
+        if version >= self.committed.get(res, (-1, 0.0, ""))[0]:
+            self.committed[res] = (version, t, h)
 
     async def loop(
         self, every: float, step: Callable[[int], Awaitable[None]], duration: float | None = None

@@ -146,7 +146,7 @@ async def one(name: str, k: int, client: Client, plan: Plan, kubeconfig: Path, a
             return row
         row["rss_ready_mib"] = round(ctrl.samples[-1][2] / 2**20, 1) if ctrl.samples else None
         ctrl.mark_driving()
-        run.updates.clear()
+        run.clear_updates()
         tasks = []
         for j, (_, ns, wname) in enumerate(burst):
             i = wname.removeprefix("d-")
