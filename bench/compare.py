@@ -53,7 +53,7 @@ from .baseline import CURRENT, PEER_NAMES, current_tree, export
 from .driving import run_one
 from .plots import plots
 from .report import before_after, report
-from .runs import Scenario, progress
+from .runs import FULL_DURATION, Scenario, progress
 from .scenarios import SCENARIOS
 
 #: the scenarios of a quick run: the CPU goal's three (S1, S4, S10) and fan-out (S2)
@@ -133,12 +133,16 @@ async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Pat
                         scenario, controller, cluster.kubeconfig, audit, bins, args, out, i, repeat
                     )
                     results[scenario.id].setdefault(controller, []).append(r)
+                    # kept after every run: an interrupted run leaves what it measured
+                    (out / "results.json").write_text(json.dumps({"meta": {**meta, "complete": False},
+                                                                  "results": results}, indent=2))  # fmt: skip
                     progress(f"  p50 {r['latency_ms']['p50']} ms, p99 {r['latency_ms']['p99']} ms, missed {r['missed']}, "
                              f"converged {r['converged_s']} s, dup {r['duplicates']}, api {r['api_requests']}, "
                              f"cpu {r['cpu_seconds']} s ({r['cpu_per_1k_events']} per 1k events), rss {r['rss_peak_mib']} MiB")  # fmt: skip
                     done += 1
     finally:
         cluster.down()
+    meta["complete"] = True
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     (out / "report.md").write_text(report(results, meta))
     try:
@@ -192,7 +196,7 @@ def main() -> int:
         p.error(f"--peers: one or more of {','.join(PEER_NAMES)}; --repeats: at least 1")
     args.tail = 3.0 if args.quick else 5.0
     if args.duration is None:
-        args.duration = 10.0 if args.quick else 55.0
+        args.duration = 10.0 if args.quick else FULL_DURATION
     try:
         return asyncio.run(main_async(args))
     except (asyncio.CancelledError, KeyboardInterrupt):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .baseline import CURRENT, PEER_NAMES, is_kube_reloader
+from .runs import FULL_DURATION
 from .scenarios import S5_NOTE, SCENARIOS
 from .summary import Results, cell, median, ratio_spread, run_count, spread, total
 
@@ -45,10 +46,17 @@ def _top_calls(runs: list[dict[str, Any]]) -> str:
 
 def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
     peers = ", ".join(f"{p} {v}" for p, v in (meta.get("peers") or {}).items())
-    return [f"{meta['date']} — {meta['machine']} — {'quick' if meta['quick'] else 'full-length'} run of "
-            f"{scenarios} scenario(s), "
+    kind = (
+        "quick" if meta["quick"] else "full-length" if meta["duration"] >= FULL_DURATION else "full"
+    )
+    shortened = (
+        ""
+        if meta["quick"] or meta["duration"] >= FULL_DURATION
+        else f" (a full-length run has {FULL_DURATION:g})"
+    )
+    return [f"{meta['date']} — {meta['machine']} — {kind} run of {scenarios} scenario(s), "
             f"{n} run(s) per scenario and controller, seed {meta['seed']}, {meta['duration']} s of updates "
-            f"per scenario, convergence awaited up to {meta.get('converge_timeout', '?')} s. "
+            f"per scenario{shortened}, convergence awaited up to {meta.get('converge_timeout', '?')} s. "
             f"kube-reloader: `{meta.get('current', '?')}`; {peers}. Each cell is the median (min–max) "
             "of the runs; a ratio is kube-reloader / peer, taken repeat by repeat (lower is better "
             "for latency, convergence, requests, CPU and memory)."]  # fmt: skip

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 HARNESS_UA = "kube-reloader-bench"
+#: seconds of updates per scenario in a full-length run (`--duration` changes it; quick: 10)
+FULL_DURATION = 55.0
 KINDS = {
     "Deployment": resources.DEPLOYMENTS,
     "StatefulSet": resources.STATEFULSETS,
