@@ -92,7 +92,8 @@ async def watch_workloads(
 
 
 def carried_hashes(obj: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """What the pod template carries, by resource: env vars STAKATER_* and last-reloaded-from."""
+    """What the pod template carries, by resource: env vars STAKATER_* and last-reloaded-from
+    (Reloader v1 and kube-reloader write `"type": "CONFIGMAP"`, v2 `"kind": "configmap"`)."""
     from kube_reloader.core.strategies import env_var_name  # noqa: F401 - documents the naming
 
     out: dict[tuple[str, str], str] = {}
@@ -108,7 +109,10 @@ def carried_hashes(obj: dict[str, Any]) -> dict[tuple[str, str], str]:
     if raw:
         with contextlib.suppress(ValueError):
             doc = json.loads(raw)
-            out[(str(doc.get("type")), str(doc.get("name")))] = str(doc.get("hash"))
+            doc = doc if isinstance(doc, dict) else {}
+            kind, name, h = doc.get("type") or doc.get("kind"), doc.get("name"), doc.get("hash")
+            if kind and name and h:
+                out[(str(kind).upper(), str(name))] = str(h)
     return out
 
 

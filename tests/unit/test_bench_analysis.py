@@ -66,3 +66,20 @@ def test_answers_read_in_commit_order_keep_the_last_one() -> None:
     run.clear_updates()
     assert run.final() == {}
     assert run.updates == []
+
+
+def template_annotated(value: str) -> dict[str, Any]:
+    annotations = {"reloader.stakater.com/last-reloaded-from": value}
+    return {"spec": {"template": {"metadata": {"annotations": annotations}, "spec": {}}}}
+
+
+def test_the_annotation_strategy_is_read_in_both_reloader_formats() -> None:
+    from bench.observation import carried_hashes
+
+    v1 = '{"type":"CONFIGMAP","name":"cfg","namespace":"ns","hash":"h1","containerRefs":["app"]}'
+    v2 = '{"kind":"configmap","name":"cfg","namespace":"ns","hash":"h2","containers":["app"]}'
+    assert carried_hashes(template_annotated(v1)) == {("CONFIGMAP", "cfg"): "h1"}
+    assert carried_hashes(template_annotated(v2)) == {("CONFIGMAP", "cfg"): "h2"}
+    assert carried_hashes(template_annotated("[1, 2]")) == {}
+    assert carried_hashes(template_annotated('{"kind": "configmap"}')) == {}
+    assert carried_hashes(template_annotated("not json")) == {}
