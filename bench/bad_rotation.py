@@ -7,7 +7,8 @@ progress deadlines; kwok makes pods Ready except those running the bad value: th
 cluster's readiness gate, devcluster/stages.py), each controller runs as a real process,
 cluster-wide, over a fresh namespace of its own:
 
-* Stakater Reloader v1 (built from the Go module proxy, as `make bench` builds it);
+* Stakater Reloader v1.4.21 and v2 (`--peers`), built from ../shared/peers as `make bench`
+  builds them (`devcluster.peers`);
 * kube-reloader with `--max-concurrent-rollouts=CAP --halt-after-failures=HALT`.
 
 "Broken" counts the Deployments whose template carries the bad value once nothing more
@@ -17,6 +18,7 @@ second, at most `--limit` seconds). Timing is a benchmark, never a test: report 
 machine and the date.
 
     .venv/bin/python -m bench.bad_rotation [--deployments 2000] [--cap 50] [--halt 3]
+        [--peers reloader-v1,reloader-v2]
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from typing import Any
 from kube_reloader.core import hashing
 from kube_reloader.devcluster.building import Builder
 from kube_reloader.devcluster.cluster import DevCluster
+from kube_reloader.devcluster.peers import PEERS
 from kube_reloader.devcluster.stages import NEVER_READY_IF_ENV
-from kube_reloader.devcluster.versions import RELOADER
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 
+from .baseline import PEER_NAMES
+from .controllers import peer_argv
 from .observation import carried_hashes
 from .reload_bench import gather_limited
 
@@ -84,8 +88,9 @@ async def listing(client: Client, ns: str) -> list[dict[str, Any]]:
     return (await client.list(resources.DEPLOYMENTS, namespace=ns)).items
 
 
-async def scenario(client: Client, kubeconfig: Path, name: str, argv: list[str],
-                   args: argparse.Namespace, workdir: Path) -> dict[str, Any]:  # fmt: skip
+async def scenario(client: Client, kubeconfig: Path, name: str,
+                   command: tuple[list[str], dict[str, str]], args: argparse.Namespace,
+                   workdir: Path) -> dict[str, Any]:  # fmt: skip
     ns = f"bad-{name}"
     n = args.deployments
     await client.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -99,7 +104,7 @@ async def scenario(client: Client, kubeconfig: Path, name: str, argv: list[str],
         await asyncio.sleep(2)
     print(f"{name}: {n} Deployments available", flush=True)
     log = (workdir / f"{name}.log").open("w")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    argv, env = command
     proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, not awaited
         argv, env=env, stdout=log, stderr=subprocess.STDOUT
     )
@@ -151,10 +156,32 @@ async def run(args: argparse.Namespace, kubeconfig: Path, bins: Path, out: dict[
     ours = [sys.executable, "-m", "kube_reloader", "--log-format=json",
             "--metrics-addr=127.0.0.1:0", f"--max-concurrent-rollouts={args.cap}",
             f"--halt-after-failures={args.halt}"]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    commands = {p: peer_argv(p, bins, env, []) for p in args.peers}
+    commands["kube-reloader"] = (ours, env)
     async with Client(cfg, user_agent="kube-reloader-bench", max_connections=64) as client:
-        for name, argv in (("reloader", [str(bins / "reloader"), "--log-format=json"]),
-                           ("kube-reloader", ours)):  # fmt: skip
-            out["results"][name] = await scenario(client, kubeconfig, name, argv, args, workdir)
+        for name, command in commands.items():
+            out["results"][name] = await scenario(client, kubeconfig, name, command, args, workdir)
+
+
+def table(doc: dict[str, Any]) -> list[str]:
+    """The Markdown table of one run (bench.readme puts it into bench/README.md)."""
+    p = doc["params"]
+    peers = ", ".join(f"{k} {v}" for k, v in doc["peers"].items())
+    lines = [f"{doc['date']} — {doc['machine']} — one run: {p['deployments']:,} Deployments on one "
+             f"Secret; kube-reloader with `--max-concurrent-rollouts={p['cap']} "
+             f"--halt-after-failures={p['halt']}`; {peers}.", "",
+             "| controller | broken | time to break them (s) | converged after the fix (s) |",
+             "|---|---|---|---|"]  # fmt: skip
+    for name, r in doc["results"].items():
+        converged = (
+            f"{r['converged_s']}"
+            if r["converged_s"] is not None
+            else f"not within {p['limit']:g} ({r['converged_workloads']:,} of {r['deployments']:,})"
+        )
+        lines.append(f"| {name} | {r['broken']:,} of {r['deployments']:,} | {r['broken_after_s']} "
+                     f"| {converged} |")  # fmt: skip
+    return lines
 
 
 def main() -> int:
@@ -164,16 +191,22 @@ def main() -> int:
     parser.add_argument("--cap", type=int, default=50)
     parser.add_argument("--halt", type=int, default=3)
     parser.add_argument("--limit", type=float, default=900.0)
+    parser.add_argument("--peers", type=lambda v: [x for x in v.split(",") if x],
+                        default=list(PEER_NAMES), help=f"of {','.join(PEER_NAMES)}")  # fmt: skip
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
+    if any(p not in PEER_NAMES for p in args.peers):
+        parser.error(f"--peers: one or more of {','.join(PEER_NAMES)}")
     workdir = Path(args.results) / time.strftime("%Y%m%dT%H%M%SZ-bad-rotation", time.gmtime())
     workdir.mkdir(parents=True, exist_ok=True)
-    bins = Builder(extra=("reloader",), report=lambda line: print(line, flush=True)).ensure().bin
+    bins = (
+        Builder(extra=tuple(args.peers), report=lambda line: print(line, flush=True)).ensure().bin
+    )
     cluster = DevCluster(Path(tempfile.mkdtemp(prefix="kube-reloader-bench-bad-")))
     out: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "reloader": RELOADER,
+        "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})" for p in args.peers},
         "params": {k: v for k, v in vars(args).items() if k != "results"},
         "results": {},
     }  # fmt: skip

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kube_reloader.devcluster.peers import LISTEN_ENV
@@ -142,11 +143,20 @@ def controller_argv(
         argv = [sys.executable, "-m", "kube_reloader", "--log-format=json",
                 "--metrics-addr=127.0.0.1:0", *same, *scenario.kube_reloader_args]  # fmt: skip
         return argv, env
+    return peer_argv(name, bins, env, scenario.reloader_args)
+
+
+def peer_argv(
+    name: str, bins: Path, env: dict[str, str], args: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """A Reloader peer's command line (`args` appended) and environment, its servers on free
+    127.0.0.1 ports, out of leader election and namespace scoping."""
+    env = {k: v for k, v in env.items() if k not in SCRUBBED}
     if name == RELOADER_V1:
         env[LISTEN_ENV] = f"127.0.0.1:{free_port()}"
-        return [str(bins / name), "--log-format=json", *scenario.reloader_args], env
+        return [str(bins / name), "--log-format=json", *args], env
     if name == RELOADER_V2:
         argv = [str(bins / name), "--log-format=json", f"--metrics-addr=127.0.0.1:{free_port()}",
-                f"--health-addr=127.0.0.1:{free_port()}", *scenario.reloader_args]  # fmt: skip
+                f"--health-addr=127.0.0.1:{free_port()}", *args]  # fmt: skip
         return argv, env
     raise ValueError(f"unknown controller {name!r}")

@@ -107,6 +107,13 @@ def test_update_rewrites_only_the_block_and_copies_the_plots(tmp_path: Path) -> 
     doc.write_text("no markers")
     with pytest.raises(SystemExit):
         readme.update(doc, run)
+    doc.write_text(f"{readme.BEGIN}\nold numbers\n{readme.END}\n")
+    (run / "results.json").write_text(
+        json.dumps({"meta": {**META, "complete": False}, "results": _results()})
+    )
+    with pytest.raises(SystemExit, match="interrupted"):
+        readme.update(doc, run)
+    assert "old numbers" in doc.read_text()
 
 
 def test_l1_lays_out_every_deployment_on_a_configmap_and_a_secret_of_its_own() -> None:
@@ -148,3 +155,76 @@ def test_l1_reports_a_controller_that_stopped_at_start_and_one_that_converged() 
         in lines
     )
     assert lines[-1].startswith("| reloader-v1 | stopped: no reload of the probe within 900 s")
+
+
+def test_bad_rotation_reports_what_broke_and_a_controller_that_never_converged() -> None:
+    from bench import bad_rotation
+
+    doc = {"date": "d", "machine": "m", "peers": {"reloader-v1": "v1.4.21 (392be733e05b)"},
+           "params": {"deployments": 2000, "cap": 50, "halt": 3, "limit": 900.0},
+           "results": {"reloader-v1": {"deployments": 2000, "broken": 2000, "broken_after_s": 399.6,
+                                       "converged_s": None, "converged_workloads": 1500},
+                       "kube-reloader": {"deployments": 2000, "broken": 49, "broken_after_s": 4.8,
+                                         "converged_s": 159.8, "converged_workloads": 2000}}}  # fmt: skip
+    lines = bad_rotation.table(doc)
+    assert "`--max-concurrent-rollouts=50 --halt-after-failures=3`" in lines[0]
+    assert "| reloader-v1 | 2,000 of 2,000 | 399.6 | not within 900 (1,500 of 2,000) |" in lines
+    assert lines[-1] == "| kube-reloader | 49 of 2,000 | 4.8 | 159.8 |"
+
+
+def test_combined_apply_counts_the_deployments_rolled_twice() -> None:
+    from bench import combined_apply
+
+    doc = {"date": "d", "machine": "m", "peers": {"reloader-v2": "v2-7a94f29a7142 (7a94f29a7142)"},
+           "params": {"deployments": 200, "limit": 600.0},
+           "results": {"kube-reloader + webhook": {"deployments": 200, "converged_s": 12.0, "revisions": 200,
+                                                   "replicasets": 200, "revisions_per_deployment": {"1": 200},
+                                                   "replicasets_per_deployment": {"1": 200}},
+                       "reloader-v2": {"deployments": 200, "converged_s": None, "revisions": 390,
+                                       "replicasets": 385, "revisions_per_deployment": {"1": 10, "2": 190},
+                                       "replicasets_per_deployment": {"1": 15, "2": 185}}}}  # fmt: skip
+    lines = combined_apply.table(doc)
+    assert "| kube-reloader + webhook | 200 | 200 | 0 of 200 | 12.0 |" in lines
+    assert lines[-1] == "| reloader-v2 | 390 | 385 | 190 of 200 | not within 600 |"
+
+
+@pytest.mark.parametrize("flag", ["bad_rotation", "combined_apply"])
+def test_each_tools_table_replaces_only_its_own_block(flag: str, tmp_path: Path) -> None:
+    import json
+
+    from bench import bad_rotation
+
+    run = tmp_path / "run"
+    run.mkdir()
+    doc = {"date": "2026-12-03", "machine": "m", "peers": {}, "params": {"deployments": 1, "cap": 1,
+           "halt": 1, "limit": 1.0}, "results": {}}  # fmt: skip
+    # (an empty run has the same header in both tools' tables)
+    (run / "results.json").write_text(json.dumps(doc))
+    blocks = {f: readme.markers(f) for f in readme.TABLES}
+    assert len({m for pair in blocks.values() for m in pair}) == 2 * len(blocks), "unique markers"
+    text = "\n".join(f"{b}\nold {f}\n{e}" for f, (b, e) in blocks.items())
+    target = tmp_path / "README.md"
+    target.write_text(text)
+    readme.update_table(target, run, flag)
+    out = target.read_text()
+    assert f"old {flag}" not in out
+    assert all(f"old {f}" in out for f in readme.TABLES if f != flag)
+    assert bad_rotation.table(doc)[0].split(" — ")[0] in out
+
+
+def test_a_rerun_replaces_only_its_scenarios_and_the_block_says_so() -> None:
+    again = {"meta": {**META, "date": "2026-12-03 11:30 UTC", "repeats": 3, "current": "def456 fix"},
+             "results": {"S2": {c: [_run(10, 1.0)] * 3 for c in ("kube-reloader", "reloader-v1", "reloader-v2")}}}  # fmt: skip
+    results, meta = readme.merged({"meta": META, "results": _results()}, [again])
+    assert list(results) == ["S1", "S2"]
+    assert results["S1"] == _results()["S1"]
+    assert results["S2"]["reloader-v1"][0]["converged_s"] is not None
+    text = readme.block(results, meta)
+    assert (
+        "S2 from a rerun on 2026-12-03 11:30 UTC (3 run(s), 10.0 s of updates, kube-reloader `def456 fix`)."
+        in text
+    )
+    assert text.count("| 150 | 0 |") == 0, "the first run's S2 is gone"
+    other = {"meta": {**again["meta"], "peers": {"reloader-v1": "v1.4.21"}}, "results": {}}
+    with pytest.raises(SystemExit, match="same peers"):
+        readme.merged({"meta": META, "results": _results()}, [other])
