@@ -25,27 +25,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from kube_reloader.core import hashing
-from kube_reloader.devcluster.building import Builder
-from kube_reloader.devcluster.cluster import DevCluster
-from kube_reloader.devcluster.peers import PEERS
 from kube_reloader.devcluster.stages import NEVER_READY_IF_ENV
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube import config, resources
 from kube_reloader.kube.client import Client
 
-from .baseline import PEER_NAMES
+from . import oneshot
 from .controllers import peer_argv
 from .observation import carried_hashes
+from .oneshot import delete_namespace
 from .reload_bench import gather_limited
 
 ENV = "STAKATER_DB_SECRET"
@@ -141,13 +136,7 @@ async def scenario(client: Client, kubeconfig: Path, name: str,
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
-        await client.delete(resources.NAMESPACES, ns)
-        while True:
-            try:
-                await client.get(resources.NAMESPACES, ns)
-            except errors.NotFound:
-                break
-            await asyncio.sleep(2)
+        await delete_namespace(client, ns)
 
 
 async def run(args: argparse.Namespace, kubeconfig: Path, bins: Path, out: dict[str, Any],
@@ -191,34 +180,8 @@ def main() -> int:
     parser.add_argument("--cap", type=int, default=50)
     parser.add_argument("--halt", type=int, default=3)
     parser.add_argument("--limit", type=float, default=900.0)
-    parser.add_argument("--peers", type=lambda v: [x for x in v.split(",") if x],
-                        default=list(PEER_NAMES), help=f"of {','.join(PEER_NAMES)}")  # fmt: skip
-    parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
-    args = parser.parse_args()
-    if any(p not in PEER_NAMES for p in args.peers):
-        parser.error(f"--peers: one or more of {','.join(PEER_NAMES)}")
-    workdir = Path(args.results) / time.strftime("%Y%m%dT%H%M%SZ-bad-rotation", time.gmtime())
-    workdir.mkdir(parents=True, exist_ok=True)
-    bins = (
-        Builder(extra=tuple(args.peers), report=lambda line: print(line, flush=True)).ensure().bin
-    )
-    cluster = DevCluster(Path(tempfile.mkdtemp(prefix="kube-reloader-bench-bad-")))
-    out: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})" for p in args.peers},
-        "params": {k: v for k, v in vars(args).items() if k != "results"},
-        "results": {},
-    }  # fmt: skip
-    try:
-        # kwok nodes take 250 pods each: the Deployments' pods, and as many surge pods
-        cluster.up(nodes=2 * args.deployments // 250 + 1)
-        asyncio.run(run(args, cluster.kubeconfig, bins, out, workdir))
-    finally:
-        cluster.down()
-    (workdir / "results.json").write_text(json.dumps(out, indent=2))
-    print(json.dumps(out, indent=2))
-    return 0
+    oneshot.add_options(parser)
+    return oneshot.run_tool(oneshot.parse(parser), "bad-rotation", run)
 
 
 if __name__ == "__main__":

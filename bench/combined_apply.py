@@ -26,12 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -40,17 +37,15 @@ from typing import Any
 from kube_reloader.core import hashing
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import env_var_name
-from kube_reloader.devcluster.building import Builder
-from kube_reloader.devcluster.cluster import DevCluster
-from kube_reloader.devcluster.peers import PEERS
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.admissioncerts import MUTATING_WEBHOOKS
 from kube_reloader.kube.client import Client
 
+from . import oneshot
 from .bad_rotation import listing, settled
-from .baseline import PEER_NAMES
 from .controllers import free_port, peer_argv
 from .observation import carried_hashes
+from .oneshot import delete_namespace
 from .reload_bench import gather_limited
 
 IMAGES = ("registry.local/app:1", "registry.local/app:2")
@@ -224,13 +219,7 @@ async def run(args: argparse.Namespace, kubeconfig: Path, bins: Path, out: dict[
                 if hook is not None:
                     with contextlib.suppress(errors.NotFound):
                         await client.delete(MUTATING_WEBHOOKS, hook)
-                await client.delete(resources.NAMESPACES, ns)
-                while True:  # the next controller's run starts on a quiet cluster
-                    try:
-                        await client.get(resources.NAMESPACES, ns)
-                    except errors.NotFound:
-                        break
-                    await asyncio.sleep(2)
+                await delete_namespace(client, ns)
 
 
 def table(doc: dict[str, Any]) -> list[str]:
@@ -256,33 +245,8 @@ def main() -> int:
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--deployments", type=int, default=200)
     parser.add_argument("--limit", type=float, default=600.0)
-    parser.add_argument("--peers", type=lambda v: [x for x in v.split(",") if x],
-                        default=list(PEER_NAMES), help=f"of {','.join(PEER_NAMES)}")  # fmt: skip
-    parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
-    args = parser.parse_args()
-    if any(p not in PEER_NAMES for p in args.peers):
-        parser.error(f"--peers: one or more of {','.join(PEER_NAMES)}")
-    workdir = Path(args.results) / time.strftime("%Y%m%dT%H%M%SZ-combined-apply", time.gmtime())
-    workdir.mkdir(parents=True, exist_ok=True)
-    bins = (
-        Builder(extra=tuple(args.peers), report=lambda line: print(line, flush=True)).ensure().bin
-    )
-    cluster = DevCluster(Path(tempfile.mkdtemp(prefix="kube-reloader-bench-apply-")))
-    out: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})" for p in args.peers},
-        "params": {k: v for k, v in vars(args).items() if k != "results"},
-        "results": {},
-    }  # fmt: skip
-    try:
-        cluster.up(nodes=2 * args.deployments // 250 + 1)  # the pods and as many surge pods
-        asyncio.run(run(args, cluster.kubeconfig, bins, out, workdir))
-    finally:
-        cluster.down()
-    (workdir / "results.json").write_text(json.dumps(out, indent=2))
-    print(json.dumps(out, indent=2))
-    return 0
+    oneshot.add_options(parser)
+    return oneshot.run_tool(oneshot.parse(parser), "combined-apply", run)
 
 
 if __name__ == "__main__":

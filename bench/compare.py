@@ -47,10 +47,10 @@ from typing import Any
 
 from kube_reloader.devcluster.building import Builder
 from kube_reloader.devcluster.cluster import DevCluster
-from kube_reloader.devcluster.peers import PEERS
 
 from .baseline import CURRENT, PEER_NAMES, current_tree, export
 from .driving import run_one
+from .oneshot import peer_versions
 from .plots import plots
 from .report import before_after, report
 from .runs import FULL_DURATION, Scenario, progress
@@ -91,7 +91,7 @@ async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Pat
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick, "seed": args.seed,
             "duration": args.duration, "repeats": args.repeats, "converge_timeout": args.converge_timeout,
-            "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})" for p in args.peers},
+            "peers": peer_versions(args.peers),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "current": current_tree()}  # fmt: skip
     base = args.baseline

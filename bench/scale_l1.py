@@ -47,6 +47,7 @@ from .audit_scale import running
 from .baseline import CURRENT, PEER_NAMES, current_tree
 from .controllers import Controller, controller_argv
 from .observation import Observation, audit_counts, watch_workloads
+from .oneshot import peer_versions
 from .reload_bench import gather_limited
 from .runs import HARNESS_UA, Plan, Run, Scenario, cm, env_from, secret, workload
 from .summary import get
@@ -201,8 +202,7 @@ async def main_async(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     doc: dict[str, Any] = {"meta": {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "current": current_tree(), "peers": {p: f"{PEERS[p].version} ({PEERS[p].commit[:12]})"
-                                             for p in args.controllers if p in PEERS},
+        "current": current_tree(), "peers": peer_versions(p for p in args.controllers if p in PEERS),
         "params": {k: v for k, v in vars(args).items() if k not in ("results",)}}, "results": []}  # fmt: skip
     try:
         await asyncio.to_thread(cluster.up, nodes=-(-args.deployments * args.replicas // 250) + 1,
