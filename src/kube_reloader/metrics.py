@@ -17,6 +17,8 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
+from kube_reloader.core import fairness
+
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
@@ -27,8 +29,11 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 #: Reloader v1's buckets for client-go's request latency
 REST_CLIENT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30)
 BY_NAMESPACE = "reloader_reload_executed_total_by_namespace"
-#: series of kube_reloader_stale_workloads exported at most (the audit's cardinality cap)
+#: series of kube_reloader_stale_workloads exported at most (the audit's cardinality cap),
+#: shared among namespaces by `core.fairness.water_fill`
 MAX_STALE_SERIES = 10_000
+#: how late the event loop runs a timer: one bucket edge at 0.25 s, the tenant-proofing bound
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 class Recorder:
@@ -170,6 +175,23 @@ class Recorder:
             "kube_reloader_reverted", "Template reloads undone within a minute, by workload kind",
             ["workload_kind"], registry=r,
         )  # fmt: skip
+        self.loop_lag = Histogram(
+            "kube_reloader_event_loop_lag_seconds",
+            "How late the event loop ran a timer due now (sampled every 0.1 s): the longest "
+            "any one step held the loop",
+            buckets=LAG_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.loop_lag_max = Gauge(
+            "kube_reloader_event_loop_lag_max_seconds",
+            "The worst event-loop lag of the last minute",
+            registry=r,
+        )
+        self.dropped = Counter(
+            "kube_reloader_dropped",
+            "Events and metric series left out because their namespace was over its share of "
+            "a shared limit, by namespace and what (event, stale_series)",
+            ["namespace", "what"], registry=r,
+        )  # fmt: skip
         self.object_errors = Counter(
             "kube_reloader_object_errors",
             "Objects whose handling failed unexpectedly (that object skipped), by stage",
@@ -208,18 +230,30 @@ class Recorder:
         """A supervised task crashed; its label drops the per-namespace part of its name."""
         self.task_restarts.labels(task=name.split("@", 1)[0]).inc()
 
-    def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> int:
+    def event_loop_lag(self, seconds: float, worst: float) -> None:
+        """One sample of the event loop's lag, and the worst of the last minute."""
+        self.loop_lag.observe(seconds)
+        self.loop_lag_max.set(worst)
+
+    def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> dict[str, int]:
         """The audit's stale (namespace, kind, name, resource) pairs: each a series of 1;
         the pairs no longer stale are removed (the cardinality is what is stale now). At
-        most `MAX_STALE_SERIES` are exported (the first in label order); returns how many
-        were left out."""
-        kept = series if len(series) <= MAX_STALE_SERIES else set(sorted(series)[:MAX_STALE_SERIES])
+        most `MAX_STALE_SERIES` are exported, shared fairly among namespaces (each keeps the
+        first of its pairs in label order, up to its part); returns how many of each
+        namespace's were left out (only namespaces with some left out), each counted in
+        `kube_reloader_dropped_total{what="stale_series"}`."""
+        kept, left_out = fair_subset(series, MAX_STALE_SERIES)
         for labels in self._stale - kept:
             self.stale_workloads.remove(*labels)
         for labels in kept - self._stale:
             self.stale_workloads.labels(*labels).set(1)
         self._stale = set(kept)
-        return len(series) - len(kept)
+        for ns, n in left_out.items():
+            self.dropped.labels(namespace=ns, what="stale_series").inc(n)
+        return left_out
+
+    def dropped_event(self, namespace: str) -> None:
+        self.dropped.labels(namespace=namespace, what="event").inc()
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""
@@ -234,6 +268,28 @@ class Recorder:
             for (success, ns), value in sorted(self._by_ns.items()):
                 lines.append(f'{BY_NAMESPACE}{{namespace="{ns}",success="{success}"}} {value}')
         return text + ("\n".join(lines) + "\n").encode()
+
+
+def fair_subset(
+    series: set[tuple[str, str, str, str]], cap: int
+) -> tuple[set[tuple[str, str, str, str]], dict[str, int]]:
+    """At most `cap` of `series` (namespace first in each), cut fairly among namespaces
+    (`core.fairness.water_fill`), each keeping its first in label order; and how many of
+    each namespace's were left out."""
+    if len(series) <= cap:
+        return set(series), {}
+    by_ns: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    for s in series:
+        by_ns[s[0]].append(s)
+    parts = fairness.water_fill({ns: len(v) for ns, v in by_ns.items()}, cap)
+    kept: set[tuple[str, str, str, str]] = set()
+    left_out: dict[str, int] = {}
+    for ns, items in by_ns.items():
+        n = parts.get(ns, 0)
+        kept.update(sorted(items)[:n])
+        if len(items) > n:
+            left_out[ns] = len(items) - n
+    return kept, left_out
 
 
 def names(recorder: Recorder) -> list[str]:

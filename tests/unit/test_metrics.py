@@ -19,7 +19,9 @@ RELOADER_V1 = [
 CLIENT_GO = ["rest_client_request_duration_seconds", "rest_client_requests_total"]
 OURS = [
     "kube_reloader_api_requests_total", "kube_reloader_coalesced_total", "kube_reloader_decisions_total",
-    "kube_reloader_deferred_total", "kube_reloader_evictions_total", "kube_reloader_halted",
+    "kube_reloader_deferred_total", "kube_reloader_dropped_total",
+    "kube_reloader_event_loop_lag_max_seconds", "kube_reloader_event_loop_lag_seconds",
+    "kube_reloader_evictions_total", "kube_reloader_halted",
     "kube_reloader_leader",
     "kube_reloader_object_errors_total",
     "kube_reloader_pauses_total",
@@ -123,3 +125,30 @@ async def test_readyz_and_live_report_the_supervisors_failing_and_dead_tasks() -
         dead.append("watch/configmaps")
         live = await c.get("/live")
         assert (live.status, await live.text()) == (500, "tasks keep crashing: watch/configmaps")
+
+
+def test_the_event_loop_lag_has_a_bucket_at_the_tenant_proofing_bound() -> None:
+    recorder = metrics.Recorder(by_namespace=False)
+    recorder.event_loop_lag(0.3, 0.3)
+    recorder.event_loop_lag(0.01, 0.3)
+    get = recorder.registry.get_sample_value
+    assert get("kube_reloader_event_loop_lag_seconds_bucket", {"le": "0.25"}) == 1.0
+    assert get("kube_reloader_event_loop_lag_seconds_count") == 2.0
+    assert get("kube_reloader_event_loop_lag_max_seconds") == 0.3
+
+
+def test_the_stale_series_cap_is_cut_fairly_and_what_is_left_out_counted_per_namespace() -> None:
+    recorder = metrics.Recorder(by_namespace=False)
+    hog = {("hog", "Deployment", f"w{i}", "ConfigMap/c") for i in range(metrics.MAX_STALE_SERIES)}
+    small = {("small", "Deployment", f"w{i}", "ConfigMap/c") for i in range(10)}
+    left_out = recorder.set_stale_workloads(hog | small)
+    assert left_out == {"hog": 10}, "the small namespace keeps all of its pairs"
+    get = recorder.registry.get_sample_value
+    assert (
+        get(
+            "kube_reloader_stale_workloads",
+            {"namespace": "small", "kind": "Deployment", "name": "w3", "resource": "ConfigMap/c"},
+        )
+        == 1
+    )
+    assert get("kube_reloader_dropped_total", {"namespace": "hog", "what": "stale_series"}) == 10

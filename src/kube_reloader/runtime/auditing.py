@@ -7,8 +7,9 @@ that no rule reloads for some changed resource, one paged LIST of its pods reduc
 times (never a pod cache, never a watch), then one LIST by name per stale Secret to tell a
 TLS one and read its certificate's validity (cached by resourceVersion; the data is
 dropped). Only LIST is used (by name: `fieldSelector=metadata.name=`), never GET: the
-chart's RBAC grants list and watch on ConfigMaps and Secrets. The planning pass yields to
-the event loop every `YIELD_EVERY` (workload, reference) pairs.
+chart's RBAC grants list and watch on ConfigMaps and Secrets. The planning pass lets other
+tasks run every `clock.STEP_SECONDS` (`clock.Pacer`), however many references a tenant's
+workloads carry.
 
 `Auditing` is the controller's room (`--audit-interval`, 0: off): every interval, while this
 replica leads (standbys keep no series), it audits what the controller watches and sets
@@ -17,14 +18,17 @@ longer stale are removed), with a Warning Event `StaleCertificate` per workload 
 when the stale resource is a TLS Secret. A resource the controller does not watch (an
 ignored type, one outside `--resource-label-selector`) is read by one LIST by name when a
 workload references it; workloads in namespaces it does not watch are not seen (the CLI
-audits them).
+audits them). Those reads are the tenant's to multiply (a workload may reference thousands
+of optional ConfigMaps), so each round reads each resource once however many workloads
+reference it, and each namespace at most `READS_PER_NAMESPACE` times (its references past
+that are not judged in that round, and the round's report says how many).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -35,18 +39,19 @@ from kube_reloader.core.x509 import iso
 from kube_reloader.kube import errors, podstarts, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.projections import ObjectMeta
-from kube_reloader.runtime.clock import Clock, sleep
+from kube_reloader.runtime.auditreports import StaleCertificate
+from kube_reloader.runtime.clock import Clock, Pacer, SystemClock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, StaleCertificate, log
+from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.stores import Stores
 
 #: the kinds whose pods run for long (a Job's or CronJob's pods start with current content)
 AUDITED = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Rollout"})
 #: certificates remembered (one per stale TLS Secret), the oldest dropped first
 MAX_CERTIFICATES = 10_000
-#: (workload, reference) pairs planned between two yields to the event loop
-YIELD_EVERY = 200
+#: reads of unwatched resources per namespace and audit round (each resource read once)
+READS_PER_NAMESPACE = 100
 
 Lookup = Callable[[ResourceType, str, str], Awaitable[Consumed | None]]
 
@@ -86,7 +91,7 @@ class Certificates:
 async def audit(
     client: Client, workloads: Iterable[planning.Workload], lookup: Lookup,
     config: planning.Config, now: int, certificates: Certificates, *,
-    versions: Callable[[str, str], str] | None = None,
+    versions: Callable[[str, str], str] | None = None, clock: Clock | None = None,
 ) -> Report:  # fmt: skip
     """One audit pass. `lookup` gives a consumed resource as it is now (None: absent);
     `versions` a Secret's resourceVersion (the certificate cache's key), when known. The
@@ -94,16 +99,14 @@ async def audit(
     cached)."""
     report = Report()
     by_ns: dict[str, list[tuple[planning.Workload, list[Candidate]]]] = defaultdict(list)
-    pairs = 0
+    pacer = Pacer(clock or SystemClock())  # a large round never holds the loop
     for w in workloads:
         if w.kind not in AUDITED:
             continue
         report.workloads += 1
         consumed = []
         for rtype, name in staleness.consumed_names(w):
-            pairs += 1
-            if pairs % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a large round never holds the loop (leases, probes)
+            await pacer.step()
             found = await lookup(rtype, w.namespace, name)
             if found is not None:
                 consumed.append(found)
@@ -118,9 +121,8 @@ async def audit(
             report.unread.add(ns)
             continue
         report.namespaces_read += 1
-        for i, (w, candidates) in enumerate(by_ns[ns], 1):
-            if i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        for w, candidates in by_ns[ns]:
+            await pacer.step()
             stale = staleness.judge(w, candidates, starts.get((w.kind, w.name), []))
             report.findings += [
                 await _certificate(f, certificates, versions, report) for f in stale
@@ -183,6 +185,10 @@ class Auditing:
         self.series: set[tuple[str, str, str, str]] = set()
         #: the failed reads of unwatched resources in this round (reported with the round's)
         self.lookup_errors: list[str] = []
+        #: this round's reads of unwatched resources, each made once, and per namespace
+        self._read: dict[tuple[ResourceType, str, str], Consumed | None] = {}
+        self._reads: Counter[str] = Counter()
+        self._unread: Counter[str] = Counter()
 
     async def loop(self) -> None:
         await self.ready.wait()
@@ -197,24 +203,30 @@ class Auditing:
         stores = self.stores
         workloads = [stores.resolve(w) for w in list(stores.index.workloads.values())]
         self.lookup_errors = []
+        self._read, self._reads, self._unread = {}, Counter(), Counter()
         report = await audit(
             self.client, workloads, self._lookup, self.options.plan, int(self.clock.wall()),
-            self.certificates, versions=self._version,
+            self.certificates, versions=self._version, clock=self.clock,
         )  # fmt: skip
-        report.errors[:0] = self.lookup_errors
+        report.errors[:0] = self.lookup_errors + [
+            f"namespace {ns}: {n} references of unwatched resources not read this round (at "
+            f"most {READS_PER_NAMESPACE} reads per namespace and round)"
+            for ns, n in sorted(self._unread.items())
+        ]
+        self._read = {}
         if not self.fence.may_write():
             self._drop()
             return report
         kept = {s for s in self.series if s[0] in report.unread}  # a failed read: as before
         self.series = {series(f) for f in report.findings} | kept
-        self.reporter.stale(self.series)
+        self.reporter.audit.stale(self.series)
         certs = []
         for f in report.findings:
             workload = stores.workload(f.workload) if f.tls else None
             if workload is not None:
                 certs.append(StaleCertificate(workload, f.name, f.changed_at,
                                               stale_certificate_text(f)))  # fmt: skip
-        self.reporter.stale_certificates(certs)
+        self.reporter.audit.stale_certificates(certs)
         for problem in report.errors[:5]:
             log.warning("staleness audit: a read failed", extra={"problem": problem})
         log.info("staleness audit", extra={
@@ -227,7 +239,7 @@ class Auditing:
     def _drop(self) -> None:
         """Not leading: no series."""
         self.series = set()
-        self.reporter.stale(set())
+        self.reporter.audit.stale(set())
 
     def _version(self, namespace: str, name: str) -> str:
         entry = self.stores.config(ResourceType.SECRET, namespace, name)
@@ -242,6 +254,21 @@ class Auditing:
         selector = opts.resource_label_selector
         if rtype in opts.resources and not selector:
             return None  # watched, and absent: nothing runs its content
+        key = (rtype, namespace, name)
+        if key in self._read:
+            return self._read[key]
+        if self._reads[namespace] >= READS_PER_NAMESPACE:
+            self._unread[namespace] += 1
+            return None
+        self._reads[namespace] += 1
+        self._read[key] = found = await self._read_unwatched(rtype, namespace, name)
+        return found
+
+    async def _read_unwatched(
+        self, rtype: ResourceType, namespace: str, name: str
+    ) -> Consumed | None:
+        opts = self.options
+        selector = opts.resource_label_selector
         res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
         try:  # not watched: one LIST by name tells whether it exists and when it changed
             listed = await self.client.list(

@@ -6,8 +6,7 @@ stops them in order; each room owns one thing (see docs/architecture.md):
           state, throttling; scheduling: slots, windows, freeze, breaker, order; the kind's
           strategy)  ->  tracking (rollout progress frees the slot)
     resyncing (catch-up at start and on winning the lease; freshness: its look at pods),
-    discovery (optional APIs), reporting (log lines, metrics, Events, alerts), fencing
-    (who may write), supervisor.
+    discovery, reporting (log lines, metrics, Events, alerts), fencing, supervisor.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness
 from kube_reloader.runtime.intake import Intake
+from kube_reloader.runtime.looplag import LoopLag
 from kube_reloader.runtime.memory import release_free_memory
 from kube_reloader.runtime.observing import ControllerCollector
 from kube_reloader.runtime.options import Options
@@ -68,8 +68,8 @@ class Controller:
         self.leading = self.fence.leading
         #: every background task runs under it: a crash is logged, counted and restarted
         self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
-        spawn = self.supervisor.oneshot
-        self.reporter = Reporter(self.metrics, KubeEvents(client, kinds, clock), self.fence, spawn)
+        events, spawn = KubeEvents(client, kinds, clock), self.supervisor.oneshot
+        self.reporter = Reporter(self.metrics, events, self.fence, spawn, clock)
         self.stats = self.reporter.stats
         self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = self.stores.index
@@ -138,8 +138,8 @@ class Controller:
     def fleet(self) -> tuple[int, dict[str, int]]:
         return len(self.scheduler.in_flight), self.scheduler.counts()
 
-    def reconcile_missed(self) -> int:
-        return self.resync.reconcile_missed()
+    async def reconcile_missed(self) -> int:
+        return await self.resync.reconcile_missed()
 
     # -- wiring between rooms ---------------------------------------------------------------
     def _workload_seen(self, workload: planning.Workload) -> None:
@@ -162,7 +162,7 @@ class Controller:
         """An optional kind finished its list after readiness: replay, then catch up."""
         await self.fanout.replay()
         if self.options.reconcile_on_start and self.fanout.webhook is None:
-            self.reconcile_missed()
+            await self.reconcile_missed()
 
     def _build(self) -> None:
         opts, stores = self.options, self.stores
@@ -209,6 +209,7 @@ class Controller:
             sup.spawn("catch-up", self.resync.loop)
         started = self.clock.monotonic()
         sup.spawn("sync", lambda: self._synced(started))
+        sup.spawn("loop-lag", LoopLag(self.clock, self.reporter.loop_lag).run)
         await stop.wait()
         await self._stop()
 

@@ -5,10 +5,8 @@ event stream, with Reloader v1's labels, are `counting`'s, which `Reporter` is b
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kube_reloader.alerts import AlertSender
@@ -18,23 +16,19 @@ from kube_reloader.core.planning import Change, Outcome, Plan
 from kube_reloader.kube import errors, events
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.auditreports import AuditReports
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.counting import Counting, log
+from kube_reloader.runtime.eventing import EventQueue, Pending
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.kinds import Kinds
 
-__all__ = ["KubeEvents", "Reporter", "Spawn", "StaleCertificate", "log"]
+__all__ = ["KubeEvents", "Reporter", "Spawn", "log"]
 #: distinct (workload, warning) pairs remembered so each is recorded once (oldest forgotten)
 MAX_WARNED = 10_000
-#: Event writes in flight at once: Events share the API client's connections with the Lease
-#: renewals and the reload writes, so a slow Events API (or a tenant's thousands of Warnings)
-#: must not take them all
-MAX_EVENT_WRITES = 4
-#: Events waiting for a write; past it new ones are dropped (client-go's recorder keeps 1,000)
-MAX_EVENTS_PENDING = 1000
+#: workloads whose last hold or deferral reason is remembered (logged when it changes)
+MAX_HELD_REASONS = 10_000
 
-#: StaleCertificate Events remembered (one per stale TLS pair of the current audit round)
-MAX_STALE_CERTIFICATES = 10_000
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
@@ -42,20 +36,6 @@ Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 #: how a pod-level reload is said in its Events, by strategy
 _DONE = {"evict": "replaced", "restart-in-place": "restarted", "signal": "signalled"}
 _BY = {"evict": "by eviction", "restart-in-place": "in place", "signal": "by signal"}
-
-
-@dataclass(frozen=True, slots=True)
-class StaleCertificate:
-    """A workload whose pods predate the rotation of TLS Secret `secret` at `changed_at`."""
-
-    workload: planning.Workload
-    secret: str
-    changed_at: float
-    text: str
-
-    @property
-    def marker(self) -> tuple[ObjectKey, str, float]:
-        return (self.workload.key, self.secret, self.changed_at)
 
 
 class KubeEvents(events.EventRecorder):
@@ -71,20 +51,18 @@ class KubeEvents(events.EventRecorder):
 
 class Reporter(Counting):
     def __init__(
-        self, metrics: Recorder, events: events.EventSink, fence: Fence, spawn: Spawn
-    ) -> None:
+        self, metrics: Recorder, sink: events.EventSink, fence: Fence, spawn: Spawn,
+        clock: Clock,
+    ) -> None:  # fmt: skip
         super().__init__(metrics)
-        self.events = events
         self.fence = fence
-        self.spawn = spawn
         self.alerts: AlertSender | None = None
+        self.events = EventQueue(sink, fence, spawn, clock.monotonic, metrics.dropped_event)
         self._warned: dict[tuple[ObjectKey, str], None] = {}
-        #: (workload, Secret, rotation time) of the StaleCertificate Events recorded
-        self._stale_certs: set[tuple[ObjectKey, str, float]] = set()
-        self._stale_left_out = 0
-        self._event_slots = asyncio.Semaphore(MAX_EVENT_WRITES)
-        self.events_pending = 0
-        self.events_dropped = 0
+        #: each held or deferred workload's last reason: logged again only when it changes
+        self._holds: dict[ObjectKey, str] = {}
+        #: the staleness audit's series and StaleCertificate Events
+        self.audit = AuditReports(metrics, fence, self.event)
 
     # -- problems ---------------------------------------------------------------------------
     def object_failed(self, stage: str, key: object, exc: BaseException) -> None:
@@ -110,6 +88,8 @@ class Reporter(Counting):
             marker = (workload.key, text)
             if marker in self._warned:
                 continue
+            if not self.event(workload, "Warning", reason, text, "reloader"):
+                continue  # its namespace is over its share: warned when next seen
             self._warned[marker] = None
             if len(self._warned) > MAX_WARNED:
                 del self._warned[next(iter(self._warned))]
@@ -117,32 +97,17 @@ class Reporter(Counting):
                 "bad reload annotation" if reason == "ReloadAnnotationInvalid" else "reload error",
                 extra={"workload": str(workload.key), "problem": text},
             )
-            self.event(workload, "Warning", reason, text, "reloader")
 
     def event(
         self, workload: planning.Workload, event_type: str, reason: str, message: str,
         component: str,
-    ) -> None:  # fmt: skip
-        if self.events_pending >= MAX_EVENTS_PENDING:
-            self.events_dropped += 1
-            if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
-                log.warning("too many Events waiting, dropped one",
-                            extra={"reason": reason, "dropped": self.events_dropped})  # fmt: skip
-            return
-        self.events_pending += 1
+    ) -> bool:  # fmt: skip
+        """Queue an Event (`eventing.EventQueue`); False when its namespace is over its share
+        of the queue and it was dropped."""
+        return self.events.offer(Pending(workload, event_type, reason, message, component))
 
-        async def send() -> None:
-            try:
-                async with self._event_slots:
-                    if not self.fence.may_write():
-                        return  # Events are writes too: the leader records them
-                    await self.events.send(workload, event_type, reason, message, component)
-            except errors.KubeError as exc:
-                log.warning("could not record event", extra={"reason": reason, "error": str(exc)})
-            finally:
-                self.events_pending -= 1
-
-        self.spawn(f"event/{reason}", send())
+    def loop_lag(self, seconds: float, worst: float) -> None:
+        self.metrics.event_loop_lag(seconds, worst)
 
     def change_detected(self, change: Change, *, synthesized: bool) -> None:
         self.stats.changes += 1
@@ -183,6 +148,8 @@ class Reporter(Counting):
     ) -> None:
         key = workload.key
         self.metrics.deferred.labels(reason=reason).inc()
+        if not self._new_hold(key, reason):
+            return  # said when the reason began; the counter counts every deferral
         log.info("reload deferred", extra={"workload": str(key), "reason": reason, "until": until})
         if reason == "min_interval":
             self.event(
@@ -200,6 +167,7 @@ class Reporter(Counting):
     def reloaded(self, workload: planning.Workload, p: Plan, seconds: float | None) -> None:
         key, c = workload.key, p.change
         self.stats.reloads += 1
+        self.released(key)
         self.metrics.reload_done(
             kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
         )
@@ -296,6 +264,7 @@ class Reporter(Counting):
         reload (of each change)."""
         key = workload.key
         self.stats.reloads += 1
+        self.released(key)
         for p in plans:
             c = p.change
             self.metrics.reload_done(
@@ -345,41 +314,28 @@ class Reporter(Counting):
 
     # -- fleet-safe rotations (runtime/scheduling.py, runtime/breaker.py) --------------------
     def held(self, workload: planning.Workload, hold: str, text: str, *, first: bool) -> None:
-        """A reload waits (ReloadHalted when the circuit breaker holds it); one Event per hold."""
+        """A reload waits (ReloadHalted when the circuit breaker holds it); one log line and
+        one Event when the reason changes, however often the workload is woken and held."""
         self.metrics.deferred.labels(reason=hold).inc()
-        if first:
+        if self._new_hold(workload.key, hold) and first:
             log.info("reload held", extra={"workload": str(workload.key), "reason": hold})
             warn = hold == "halted"
             self.event(workload, "Warning" if warn else "Normal",
                        "ReloadHalted" if warn else "ReloadDeferred", text, "reloader")  # fmt: skip
 
-    def stale(self, series: set[tuple[str, str, str, str]]) -> None:
-        """The staleness audit's finding: (namespace, kind, name, resource) pairs (at most
-        `metrics.MAX_STALE_SERIES` exported; one warning when the count left out changes)."""
-        left_out = self.metrics.set_stale_workloads(series)
-        if left_out and left_out != self._stale_left_out:
-            log.warning("staleness audit: too many stale pairs to export them all", extra={
-                "stale": len(series), "exported": len(series) - left_out, "left_out": left_out,
-            })  # fmt: skip
-        self._stale_left_out = left_out
+    def _new_hold(self, key: ObjectKey, reason: str) -> bool:
+        """Remember `key`'s hold reason; True when it differs from the last one."""
+        if self._holds.get(key) == reason:
+            return False
+        self._holds.pop(key, None)
+        self._holds[key] = reason
+        if len(self._holds) > MAX_HELD_REASONS:
+            del self._holds[next(iter(self._holds))]
+        return True
 
-    def stale_certificates(self, found: Sequence[StaleCertificate]) -> None:
-        """One audit round's stale TLS pairs: pods predate a TLS Secret's rotation and no
-        rule reloads them. One Warning Event per (workload, Secret, rotation time), recorded
-        by the leader. Its memory is its own (other warnings' never evict it) and holds only
-        what is stale in this round, at most `MAX_STALE_CERTIFICATES`: a pair past the cap
-        gets no Event (rather than Events every round)."""
-        if not self.fence.may_write():
-            return
-        current = {c.marker for c in found}
-        self._stale_certs &= current  # rotated again or no longer stale: forgotten
-        for c in found:
-            if c.marker in self._stale_certs or len(self._stale_certs) >= MAX_STALE_CERTIFICATES:
-                continue
-            self._stale_certs.add(c.marker)
-            log.warning("pods run a rotated certificate", extra={
-                "workload": str(c.workload.key), "problem": c.text})  # fmt: skip
-            self.event(c.workload, "Warning", "StaleCertificate", c.text, "reloader")
+    def released(self, key: ObjectKey) -> None:
+        """`key` was written (or has nothing to wait for): its next hold is news again."""
+        self._holds.pop(key, None)
 
     def halted(self, resource: planning.Workload, text: str, *, on: bool) -> None:
         """The circuit breaker opened for (or was reset by new content of) a ConfigMap/Secret."""

@@ -152,7 +152,7 @@ class Room:
     reporter: Reporter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.reporter = Reporter(self.metrics, self.events, self.fence, self.spawned)
+        self.reporter = Reporter(self.metrics, self.events, self.fence, self.spawned, self.clock)
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels or None)

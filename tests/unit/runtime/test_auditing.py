@@ -361,28 +361,69 @@ async def test_a_refused_read_of_an_unwatched_config_is_reported_not_silent() ->
     assert any("ConfigMap ns/unlabelled: cannot list" in e for e in report.errors), report.errors
 
 
-async def test_a_large_round_lets_other_tasks_run_while_it_plans() -> None:
+class SteppingClock:
+    """A monotonic clock that moves only when the test says work was done."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def wall(self) -> float:
+        return CHANGED
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
+        raise AssertionError("no timer expected")
+
+
+async def test_a_large_round_lets_other_tasks_run_at_least_every_slice_of_work() -> None:
     workloads = [deployment(f"w{i}", cm="cfg") for i in range(1_000)]
-    planned = 0
+    clock = SteppingClock()
+    since_yield = longest = planned = 0
 
     async def lookup(rtype: ResourceType, ns: str, name: str) -> Consumed | None:
-        nonlocal planned
+        nonlocal planned, since_yield, longest
         planned += 1
+        clock.now += 0.002  # each reference costs 2 ms of work
+        since_yield += 1
+        longest = max(longest, since_yield)
         return Consumed(rtype, name, None)  # never suspends, as the controller's cache does
 
-    seen: list[int] = []
-
     async def other() -> None:
+        nonlocal since_yield
         while True:
-            seen.append(planned)
+            since_yield = 0
             await asyncio.sleep(0)
 
     task = asyncio.ensure_future(other())
     await asyncio.sleep(0)
     client = FakeClient()
     await auditing.audit(client, workloads, lookup, planning.Config(), 0,  # type: ignore[arg-type]
-                         auditing.Certificates(client))  # type: ignore[arg-type]  # fmt: skip
+                         auditing.Certificates(client), clock=clock)  # type: ignore[arg-type]  # fmt: skip
     task.cancel()
     assert planned == 1_000
-    during = [n for n in seen if 0 < n < 1_000]
-    assert len(during) >= 1_000 // auditing.YIELD_EVERY - 1, seen
+    assert longest * 0.002 <= 0.02, f"{longest} references (2 ms each) without a yield"
+
+
+async def test_each_unwatched_resource_is_read_once_a_round_and_a_namespace_at_most_its_cap(
+) -> None:  # fmt: skip
+    options = Options(audit_interval=60.0, resource_label_selector="team=a")
+    _room, stores, client, audit = rig(options)
+    many = [f"opt{i}" for i in range(auditing.READS_PER_NAMESPACE * 3)]
+    for n in range(3):  # three workloads, each referencing every one of them
+        container = {"name": "app", "envFrom": [{"configMapRef": {"name": m, "optional": True}}
+                                                for m in many]}  # fmt: skip
+        stores.index.put(planning.workload_from_manifest({
+            "kind": "Deployment", "metadata": {"name": f"wide{n}", "namespace": "ns"},
+            "spec": {"template": {"spec": {"containers": [container]}}},
+        }))  # fmt: skip
+    report = await audit.once()
+    reads = [r for r in client.requests if r.startswith("LIST configmaps ns metadata.name=")]
+    assert len(reads) == auditing.READS_PER_NAMESPACE, "once each, up to the namespace's cap"
+    assert len(set(reads)) == len(reads)
+    assert any("not read this round" in e for e in report.errors), report.errors
+    client.requests.clear()
+    await audit.once()
+    again = [r for r in client.requests if r.startswith("LIST configmaps ns metadata.name=")]
+    assert len(again) == auditing.READS_PER_NAMESPACE, "a new round reads again, as capped"

@@ -9,8 +9,9 @@ import logging
 import pytest
 
 from kube_reloader.metrics import MAX_STALE_SERIES
-from kube_reloader.runtime import reporting
-from kube_reloader.runtime.reporting import MAX_WARNED, StaleCertificate
+from kube_reloader.runtime import auditreports, reporting
+from kube_reloader.runtime.auditreports import StaleCertificate
+from kube_reloader.runtime.reporting import MAX_WARNED
 from tests.unit.runtime.fakes import Room, workload
 from tests.unit.runtime.test_auditing import _close_rooms, rig, series
 
@@ -42,7 +43,7 @@ def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_count(
     room = Room()
     caplog.set_level(logging.WARNING)
     for _ in range(2):
-        room.reporter.stale(stale_series(MAX_STALE_SERIES + 25))
+        room.reporter.audit.stale(stale_series(MAX_STALE_SERIES + 25))
     exported = sum(
         len(m.samples) for m in room.metrics.registry.collect()
         if m.name == "kube_reloader_stale_workloads"
@@ -51,7 +52,14 @@ def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_count(
     warned = [r for r in caplog.records if "too many stale pairs" in r.getMessage()]
     assert len(warned) == 1, "one warning while the count left out stays the same"
     assert getattr(warned[0], "left_out", None) == 25
-    room.reporter.stale(stale_series(3))
+    assert (
+        sum(
+            room.sample("kube_reloader_dropped_total", namespace=f"ns{i}", what="stale_series")
+            for i in range(7)
+        )
+        == 2 * 25
+    ), "counted per namespace, in each round"
+    room.reporter.audit.stale(stale_series(3))
     assert sum(len(m.samples) for m in room.metrics.registry.collect()
                if m.name == "kube_reloader_stale_workloads") == 3  # fmt: skip
 
@@ -64,13 +72,13 @@ async def test_stale_certificate_events_survive_a_flood_of_other_warnings() -> N
     room = Room()
     room.fence.start_leading()
     found = [cert("nats", "nats-tls", 1.0), cert("api", "api-tls", 1.0)]
-    room.reporter.stale_certificates(found)
+    room.reporter.audit.stale_certificates(found)
     for i in range(MAX_WARNED + 10):
         room.reporter.warn_once(workload(f"w{i}"), (f"bad annotation {i}",))
         if i % 500 == 0:
             await room.spawned.run()  # (Events waiting are bounded: send them as they come)
     await room.spawned.run()
-    room.reporter.stale_certificates(found)
+    room.reporter.audit.stale_certificates(found)
     await room.spawned.run()
     assert room.events.reasons().count("StaleCertificate") == 2
 
@@ -79,12 +87,12 @@ async def test_one_tenant_rotating_often_gets_an_event_per_rotation_and_evicts_n
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(reporting, "MAX_WARNED", 60)
-    monkeypatch.setattr(reporting, "MAX_STALE_CERTIFICATES", 60)
+    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", 60)
     room = Room()
     room.fence.start_leading()
     others = [cert(f"w{i}", f"s{i}", 1.0) for i in range(50)]
     for rotation in range(1, 30):
-        room.reporter.stale_certificates([cert("busy", "busy-tls", float(rotation)), *others])
+        room.reporter.audit.stale_certificates([cert("busy", "busy-tls", float(rotation)), *others])
     await room.spawned.run()
     sent = [(key.name, reason) for key, reason, _ in room.events.sent]
     assert sent.count(("busy", "StaleCertificate")) == 29
@@ -94,11 +102,11 @@ async def test_one_tenant_rotating_often_gets_an_event_per_rotation_and_evicts_n
 async def test_more_stale_certificates_than_the_cap_are_not_warned_again_every_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reporting, "MAX_STALE_CERTIFICATES", 20)
+    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", 20)
     room = Room()
     room.fence.start_leading()
     many = [cert(f"w{i}", "tls", 1.0) for i in range(25)]
     for _ in range(3):
-        room.reporter.stale_certificates(many)
+        room.reporter.audit.stale_certificates(many)
         await room.spawned.run()
     assert room.events.reasons().count("StaleCertificate") == 20, "the cap, once each"

@@ -1,18 +1,25 @@
 """Reporting's Event writes: bounded in flight and in number waiting, so a slow Events API or a
-tenant's storm of Warnings never takes the connections the Lease renewals and reloads need."""
+tenant's storm of Warnings never takes the connections the Lease renewals and reloads need; and
+shared among namespaces (`runtime.eventing`), so one namespace's storm never crowds out
+another's Events."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from kube_reloader.core import planning
-from kube_reloader.metrics import Recorder
-from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.reporting import MAX_EVENT_WRITES, MAX_EVENTS_PENDING, Reporter
+import pytest
 
-from .fakes import workload
+from kube_reloader.core import fairness, planning
+from kube_reloader.metrics import Recorder
+from kube_reloader.runtime import eventing
+from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.reporting import Reporter
+
+from .fakes import FakeClock, change, workload
 
 
 class HangingEvents:
@@ -21,7 +28,7 @@ class HangingEvents:
     def __init__(self) -> None:
         self.in_flight = 0
         self.most = 0
-        self.sent = 0
+        self.sent: list[tuple[str, str]] = []
         self.answer = asyncio.Event()
 
     async def send(self, workload: planning.Workload, event_type: str, reason: str,
@@ -30,18 +37,25 @@ class HangingEvents:
         self.most = max(self.most, self.in_flight)
         try:
             await self.answer.wait()
-            self.sent += 1
+            self.sent.append((workload.namespace, reason))
         finally:
             self.in_flight -= 1
 
 
-def reporter(sink: HangingEvents, fence: Fence | None = None) -> tuple[Reporter, list[Any]]:
+def reporter(
+    sink: HangingEvents, fence: Fence | None = None
+) -> tuple[Reporter, list[Any], Recorder]:
     tasks: list[Any] = []
 
     def spawn(_name: str, coro: Coroutine[Any, Any, None]) -> None:
         tasks.append(asyncio.get_running_loop().create_task(coro))
 
-    return Reporter(Recorder(by_namespace=False), sink, fence or Fence(), spawn), tasks
+    metrics = Recorder(by_namespace=False)
+    return Reporter(metrics, sink, fence or Fence(), spawn, FakeClock()), tasks, metrics
+
+
+def in_ns(name: str, namespace: str) -> planning.Workload:
+    return dataclasses.replace(workload(name), namespace=namespace)
 
 
 async def settle() -> None:
@@ -49,34 +63,96 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_events_for_many_objects_are_written_a_few_at_a_time_and_the_excess_dropped() -> None:
+def dropped(metrics: Recorder, namespace: str) -> float:
+    labels = {"namespace": namespace, "what": "event"}
+    return metrics.registry.get_sample_value("kube_reloader_dropped_total", labels) or 0.0
+
+
+async def test_events_are_written_a_few_at_a_time_and_a_lone_namespace_fills_its_share() -> None:
     sink = HangingEvents()
-    r, tasks = reporter(sink)
-    for i in range(MAX_EVENTS_PENDING + 50):
-        r.event(workload(f"w{i}"), "Warning", "ReloadError", "boom", "reloader")
+    r, tasks, metrics = reporter(sink)
+    for i in range(eventing.CAP):
+        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
     await settle()
-    assert sink.most == MAX_EVENT_WRITES
-    assert r.events_dropped == 50
-    assert len(tasks) == MAX_EVENTS_PENDING
+    assert sink.most == eventing.WRITERS
+    assert len(tasks) == eventing.WRITERS, "a fixed pool of writers, not a task per Event"
+    half = fairness.share(eventing.CAP, 0)  # three quarters of the queue
+    # its share, and one notice telling the namespace its Events are dropped
+    assert r.events.pending == half + 1
+    assert dropped(metrics, "storm") == eventing.CAP - half
     sink.answer.set()
     await asyncio.gather(*tasks)
-    assert sink.sent == MAX_EVENTS_PENDING
-    assert sink.most == MAX_EVENT_WRITES
-    assert r.events_pending == 0
-    r.event(workload("later"), "Normal", "Reloaded", "ok", "reloader")
-    await tasks[-1]
-    assert sink.sent == MAX_EVENTS_PENDING + 1, "room again once the backlog is written"
-    assert r.events_dropped == 50
+    assert len(sink.sent) == half + 1
+    assert sink.sent.count(("storm", "ReloadEventsDropped")) == 1
+    assert r.events.pending == 0
+    r.event(in_ns("later", "storm"), "Normal", "Reloaded", "ok", "reloader")
+    await asyncio.gather(*tasks)
+    assert len(sink.sent) == half + 2, "room again once the backlog is written"
+
+
+async def test_another_namespaces_event_is_queued_and_written_early_despite_a_storm() -> None:
+    sink = HangingEvents()
+    r, tasks, metrics = reporter(sink)
+    for i in range(eventing.CAP * 3):
+        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
+    assert r.event(in_ns("canary", "quiet"), "Normal", "Reloaded", "ok", "reloader")
+    assert dropped(metrics, "quiet") == 0
+    sink.answer.set()
+    await asyncio.gather(*tasks)
+    order = [ns for ns, _ in sink.sent]
+    assert order.index("quiet") <= eventing.WRITERS + 1, "lanes take turns: no waiting behind"
+
+
+async def test_a_warning_dropped_for_its_namespaces_share_is_warned_when_next_seen() -> None:
+    sink = HangingEvents()
+    r, tasks, _ = reporter(sink)
+    fence = r.fence
+    fence.start_leading()
+    for i in range(eventing.CAP):
+        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
+    late = in_ns("late", "storm")
+    r.warn_once(late, ("a bad annotation",))  # over the share: dropped, not marked as warned
+    sink.answer.set()
+    await asyncio.gather(*tasks)
+    assert ("storm", "ReloadAnnotationInvalid") not in sink.sent
+    r.warn_once(late, ("a bad annotation",))
+    r.warn_once(late, ("a bad annotation",))
+    await asyncio.gather(*tasks)
+    assert sink.sent.count(("storm", "ReloadAnnotationInvalid")) == 1, "once, when room came"
 
 
 async def test_an_event_waiting_for_a_slot_is_not_written_once_the_replica_stops_leading() -> None:
     sink = HangingEvents()
     fence = Fence()
-    r, tasks = reporter(sink, fence)
-    for i in range(MAX_EVENT_WRITES + 3):
+    r, tasks, _ = reporter(sink, fence)
+    for i in range(eventing.WRITERS + 3):
         r.event(workload(f"w{i}"), "Warning", "ReloadError", "boom", "reloader")
     await settle()
     fence.stop_leading()
     sink.answer.set()
     await asyncio.gather(*tasks)
-    assert sink.sent == MAX_EVENT_WRITES, "the three waiting were not written by a standby"
+    assert len(sink.sent) == eventing.WRITERS, "the three waiting were not written by a standby"
+
+
+async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
+    sink = HangingEvents()
+    r, _tasks, metrics = reporter(sink)
+    w = workload("follower")
+    for _ in range(10):
+        r.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
+    r.held(w, "order", "waiting for Deployment/a", first=True)
+    r.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert lines.count("reload deferred") == 2, "once, and again when the reason changed back"
+    assert lines.count("reload held") == 1
+    assert (
+        metrics.registry.get_sample_value("kube_reloader_deferred_total", {"reason": "rate_limit"})
+        == 11
+    ), "every deferral counted"
+    plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
+    r.reloaded(w, plan, None)
+    r.deferred(w, "rate_limit", "2026-12-03T00:00:02Z", 0)
+    assert [rec.getMessage() for rec in caplog.records].count("reload deferred") == 3

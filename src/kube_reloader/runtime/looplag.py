@@ -1,0 +1,44 @@
+"""The event loop's lag: how late a timer due now runs. Every step of every task runs on the
+one loop, so the lag is the longest any step held it (a walk over a tenant's objects that
+does not yield, a large decode); leases, probes and every other namespace's reloads wait
+that long. Sampled every `INTERVAL` seconds; the worst of the last `WINDOW` seconds is kept
+beside each sample (`kube_reloader_event_loop_lag_seconds`, `..._max_seconds`)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from kube_reloader.runtime.clock import Clock, sleep
+
+#: seconds between samples
+INTERVAL = 0.1
+#: seconds over which the worst lag is kept
+WINDOW = 60.0
+
+
+class LoopLag:
+    def __init__(self, clock: Clock, report: Callable[[float, float], None]) -> None:
+        self.clock = clock
+        self.report = report
+        #: (when, lag) of the samples of the last WINDOW seconds, the worst kept in front
+        self._recent: deque[tuple[float, float]] = deque()
+
+    def sample(self, lag: float) -> float:
+        """Take one sample; returns the worst of the last WINDOW seconds (a monotonic deque:
+        each sample is compared once on its way in and once on its way out)."""
+        now = self.clock.monotonic()
+        recent = self._recent
+        while recent and recent[-1][1] <= lag:
+            recent.pop()
+        recent.append((now, lag))
+        while recent[0][0] < now - WINDOW:
+            recent.popleft()
+        return recent[0][1]
+
+    async def run(self) -> None:
+        while True:
+            due = self.clock.monotonic() + INTERVAL
+            await sleep(self.clock, INTERVAL)
+            lag = max(0.0, self.clock.monotonic() - due)
+            self.report(lag, self.sample(lag))

@@ -1,0 +1,36 @@
+"""The event-loop lag sampler: each sample, and the worst of the last minute."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kube_reloader.runtime.looplag import WINDOW, LoopLag
+
+from .fakes import FakeClock
+
+
+def test_the_worst_lag_is_kept_for_a_minute_then_forgotten() -> None:
+    clock = FakeClock()
+    reported: list[tuple[float, float]] = []
+    lag = LoopLag(clock, lambda s, w: reported.append((s, w)))
+    assert lag.sample(0.3) == 0.3
+    clock.advance(1)
+    assert lag.sample(0.01) == 0.3, "the worst of the minute"
+    clock.advance(WINDOW - 2)
+    assert lag.sample(0.02) == 0.3
+    clock.advance(2)
+    assert lag.sample(0.005) == 0.02, "0.3 is older than a minute now"
+
+
+async def test_the_sampler_reports_how_late_its_timer_ran() -> None:
+    clock = FakeClock()
+    reported: list[tuple[float, float]] = []
+    lag = LoopLag(clock, lambda s, w: reported.append((s, w)))
+    task = asyncio.ensure_future(lag.run())
+    await asyncio.sleep(0)
+    clock.advance(0.35)  # the loop was held: the 0.1 s timer runs 0.25 s late
+    for _ in range(5):
+        await asyncio.sleep(0)
+    task.cancel()
+    assert reported
+    assert abs(reported[0][0] - 0.25) < 1e-9
