@@ -96,6 +96,31 @@ def carries_named_list(
     return key in workload_annotations or key in template_annotations
 
 
+def annotation_source(
+    keys: Keys,
+    rtype: ResourceType,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+) -> tuple[Mapping[str, str], Source]:
+    """The annotation set the trigger keys are read from: the workload's own metadata when it
+    carries any of them, else its pod template (v1's fallback by key presence)."""
+    if any(k in workload_annotations for k in keys.trigger_keys(rtype)):
+        return workload_annotations, Source.WORKLOAD
+    return template_annotations, Source.POD_TEMPLATE
+
+
+def named_list(
+    keys: Keys,
+    rtype: ResourceType,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+) -> str:
+    """The named list `decide` reads for this type ("" when none): the only way a resource
+    the workload does not reference can reload it."""
+    src, _ = annotation_source(keys, rtype, workload_annotations, template_annotations)
+    return src.get(keys.named(rtype), "")
+
+
 def decide(
     *,
     rtype: ResourceType,
@@ -127,11 +152,7 @@ def decide(
 
     # 3./4. pick the annotation set: workload metadata, or the pod template as a fallback
     wa = workload_annotations
-    triggers = keys.trigger_keys(rtype)
-    if any(k in wa for k in triggers):
-        src, source = wa, Source.WORKLOAD
-    else:
-        src, source = template_annotations, Source.POD_TEMPLATE
+    src, source = annotation_source(keys, rtype, wa, template_annotations)
     named = src.get(keys.named(rtype), "")
     search = src.get(keys.search, "")
     auto = src.get(keys.auto, "")

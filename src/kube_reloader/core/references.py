@@ -92,6 +92,11 @@ class PodTemplate:
     containers: tuple[Container, ...] = ()
     init_containers: tuple[Container, ...] = ()
     volumes: tuple[Volume, ...] = ()
+    #: `target_container`'s answers, built on first use (one pass over the template: a
+    #: template with thousands of references costs linear time, not quadratic)
+    _targets: dict[tuple[ResourceType, str], Target] | None = field(
+        default=None, init=False, compare=False, hash=False, repr=False
+    )
 
     def references(self) -> frozenset[tuple[ResourceType, str]]:
         """Every resource the template uses in any way (for the reverse index).
@@ -133,26 +138,73 @@ class Target:
 def target_container(
     template: PodTemplate, rtype: ResourceType, name: str, *, auto: bool
 ) -> Target:
-    """compat-spec §2.1, step by step."""
-    cs, inits = template.containers, template.init_containers
-    first = cs[0].name if cs else None
-    volume = next((v for v in template.volumes if v.sources(rtype, name)), None)
-    if volume is not None:
-        for c in cs:
-            if volume.name in c.mounts:
-                return Target(c.name, f"container {c.name!r} mounts volume {volume.name!r}")
-        if any(volume.name in c.mounts for c in inits):
-            return Target(
-                first, f"an init container mounts volume {volume.name!r}; first container"
-            )
-    for c in cs:
-        if c.env_refers(rtype, name):
-            return Target(c.name, f"container {c.name!r} references it in env/envFrom")
-    if any(c.env_refers(rtype, name) for c in inits):
-        return Target(first, "an init container references it in env/envFrom; first container")
+    """compat-spec §2.1, step by step (answered from the template's index)."""
+    targets = template._targets
+    if targets is None:
+        targets = _target_index(template)
+        object.__setattr__(template, "_targets", targets)  # a cache, not a field's value
+    found = targets.get((rtype, name))
+    if found is not None:
+        return found
     if not auto:
+        first = template.containers[0].name if template.containers else None
         return Target(first, "named in a reload annotation; first container")
     return Target(None, "no container mounts or references it")
+
+
+def _target_index(template: PodTemplate) -> dict[tuple[ResourceType, str], Target]:
+    """Every referenced resource's target container, by compat-spec §2.1: the first volume
+    that sources it, if a container (else an init container: the first container) mounts
+    it; else the first container referencing it in env/envFrom (else an init container:
+    the first container)."""
+    cs, inits = template.containers, template.init_containers
+    first = cs[0].name if cs else None
+    volume_of: dict[tuple[ResourceType, str], Volume] = {}
+    for v in template.volumes:
+        for n in v.configmaps:
+            volume_of.setdefault((ResourceType.CONFIGMAP, n), v)
+        for n in v.secrets:
+            volume_of.setdefault((ResourceType.SECRET, n), v)
+        if v.spc is not None:
+            volume_of.setdefault((ResourceType.SECRETPROVIDERCLASS, v.spc), v)
+    mounted_by: dict[str, str] = {}
+    for c in cs:
+        for m in c.mounts:
+            mounted_by.setdefault(m, c.name)
+    init_mounts = {m for c in inits for m in c.mounts}
+    env_of: dict[tuple[ResourceType, str], str] = {}
+    for c in cs:
+        for ref in _env_refs(c):
+            env_of.setdefault(ref, c.name)
+    init_env = {ref for c in inits for ref in _env_refs(c)}
+    out: dict[tuple[ResourceType, str], Target] = {}
+    for ref in {*volume_of, *env_of, *init_env}:
+        volume = volume_of.get(ref)
+        if volume is not None and volume.name in mounted_by:
+            c_name = mounted_by[volume.name]
+            out[ref] = Target(c_name, f"container {c_name!r} mounts volume {volume.name!r}")
+        elif volume is not None and volume.name in init_mounts:
+            out[ref] = Target(first, f"an init container mounts volume {volume.name!r}; "
+                                     "first container")  # fmt: skip
+        elif ref in env_of:
+            out[ref] = Target(env_of[ref], f"container {env_of[ref]!r} references it in "
+                                           "env/envFrom")  # fmt: skip
+        elif ref in init_env:
+            out[ref] = Target(first, "an init container references it in env/envFrom; "
+                                     "first container")  # fmt: skip
+    return out
+
+
+def _env_refs(c: Container) -> Iterable[tuple[ResourceType, str]]:
+    for var in c.env:
+        if var.configmap:
+            yield ResourceType.CONFIGMAP, var.configmap
+        if var.secret:
+            yield ResourceType.SECRET, var.secret
+    for n in c.env_from_configmaps:
+        yield ResourceType.CONFIGMAP, n
+    for n in c.env_from_secrets:
+        yield ResourceType.SECRET, n
 
 
 # ----------------------------------------------------------------------- from manifests

@@ -57,3 +57,28 @@ async def sleep(clock: Clock, seconds: float) -> None:
         await woken.wait()
     finally:
         timer.cancel()
+
+
+#: seconds a walk over a tenant's objects works before it lets other tasks run
+STEP_SECONDS = 0.01
+
+
+class Pacer:
+    """Paces a long walk: `await pacer.step()` between items lets the other tasks run once
+    `seconds` of work have passed since the last yield (leases, probes and every other
+    namespace's reloads wait at most that long), and costs one clock read otherwise."""
+
+    def __init__(self, clock: Clock, seconds: float = STEP_SECONDS) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.started = clock.monotonic()
+        self.yields = 0
+
+    async def step(self) -> bool:
+        """Yield if this slice is over; True when it did."""
+        if self.clock.monotonic() - self.started <= self.seconds:
+            return False
+        await asyncio.sleep(0)
+        self.yields += 1
+        self.started = self.clock.monotonic()
+        return True

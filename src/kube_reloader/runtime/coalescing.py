@@ -54,7 +54,7 @@ class Coalescer:
         self._waiting: dict[ObjectKey, WorkItem] = {}
         self._timers: dict[ObjectKey, Timer] = {}
         self._retries: dict[ObjectKey, Timer] = {}
-        self._queue: WorkQueue[ObjectKey] = WorkQueue()
+        self._queue: WorkQueue[ObjectKey] = WorkQueue(lane=_namespace)
 
     def __len__(self) -> int:
         """Workloads with changes waiting to be written."""
@@ -150,3 +150,8 @@ class Coalescer:
         self._timers.clear()
         self._retries.clear()
         self._queue.close()
+
+
+def _namespace(key: ObjectKey) -> str:
+    """The queue's lane: workloads are handed out namespace by namespace, in turn."""
+    return key.namespace

@@ -7,7 +7,6 @@ workloads."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from dataclasses import dataclass, field
 
@@ -16,7 +15,7 @@ from kube_reloader.core import alerting, matching, planning, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
-from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
@@ -68,11 +67,9 @@ class FanOut:
         its own fan-out, not the probes, watches and writes of everyone else."""
         now = int(self.clock.wall())
         matched: list[ObjectKey] = []
-        slice_started = self.clock.monotonic()
+        pacer = Pacer(self.clock, FAN_OUT_SLICE)
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
-            if self.clock.monotonic() - slice_started > FAN_OUT_SLICE:
-                await asyncio.sleep(0)
-                slice_started = self.clock.monotonic()
+            await pacer.step()
             try:
                 if self._decide(change, candidate, now):
                     matched.append(candidate.key)

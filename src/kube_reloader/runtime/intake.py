@@ -3,9 +3,14 @@
 A content change (hash differs), a creation (with `--reload-on-create`) or a deletion (with
 `--reload-on-delete`) of a ConfigMap, Secret or CSI pod status becomes a `core.Change`,
 handed to the fan-out — or, before the initial sync, stashed (the latest per resource) until
-it completes. Any other event is counted as Reloader v1 counts it: an update without a data
-change (`no_data_change`), an event v1 would handle in a namespace not watched, or a creation
-listed at start (`ignored_or_not_selected`). Workload events keep the index current and are
+it completes. The fan-out runs beside the watch consumers, never inside them: changes wait in
+a lane per namespace (the latest per resource) and are fanned out lane by lane, in turn, by
+one drain task, so a namespace whose changes each cost thousands of decisions (or that changes
+hundreds of ConfigMaps at once) delays another namespace's next change by at most one of its
+own, and the watch consumers keep up whatever the fan-out costs. Any other event is counted
+as Reloader v1 counts it: an update without a data change (`no_data_change`), an event v1
+would handle in a namespace not watched, or a creation listed at start
+(`ignored_or_not_selected`). Workload events keep the index current and are
 passed on to the rooms that follow workloads (rollout tracking, pauses)."""
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ class Intake:
     _stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False
     )
+    #: changes waiting for their fan-out: a lane per namespace, in turn order
+    _lanes: dict[str, dict[tuple[ResourceType, str], tuple[Change, float]]] = field(
+        default_factory=dict, init=False
+    )
+    _draining: bool = field(default=False, init=False)
 
     def watch(
         self, refl: Reflector[Any], consume: Callable[[Any], Coroutine[Any, Any, None]]
@@ -76,11 +86,49 @@ class Intake:
         self.reporter.synced()
         stashed, self._stashed = self._stashed, {}
         for change, observed in stashed.values():
-            await self._deliver(change, observed)
+            self._deliver(change, observed)
 
-    async def _deliver(self, change: Change, observed: float) -> None:
-        if self.fan_out is not None:
-            await self.fan_out(change, observed)
+    def _deliver(self, change: Change, observed: float) -> None:
+        """Put `change` in its namespace's lane (joining a change of the same resource still
+        waiting there, in its place), and make sure the lanes are being drained."""
+        if self.fan_out is None:
+            return
+        lane = self._lanes.setdefault(change.namespace, {})
+        key = (change.rtype, change.name)
+        earlier = lane.get(key)
+        if earlier is not None:  # seen from before the first, observed at the first
+            change, observed = change.since(earlier[0]), earlier[1]
+        lane[key] = (change, observed)
+        if not self._draining:
+            self._draining = True
+            self.supervisor.oneshot("fan-out", self._drain())
+
+    async def _drain(self) -> None:
+        """Fan the waiting changes out, one per namespace in turn, until none waits."""
+        try:
+            while self._lanes and self.fan_out is not None:
+                namespace = next(iter(self._lanes))
+                lane = self._lanes.pop(namespace)
+                key = next(iter(lane))
+                change, observed = lane.pop(key)
+                if lane:
+                    self._lanes[namespace] = lane  # to the back of the turn order
+                try:
+                    await self.fan_out(change, observed)
+                except Exception as exc:  # noqa: BLE001 - one change never stops the others
+                    self.reporter.object_failed("fan-out", change, exc)
+        finally:
+            self._draining = False
+
+    @property
+    def waiting(self) -> int:
+        """Changes waiting for their fan-out."""
+        return sum(len(lane) for lane in self._lanes.values())
+
+    async def drained(self) -> None:
+        """Wait until no change waits for its fan-out (tests, and an orderly stop)."""
+        while self._lanes or self._draining:  # noqa: ASYNC110 - tests and stops poll it
+            await asyncio.sleep(0)
 
     # -- workloads --------------------------------------------------------------------------
     async def consume_workloads(self, refl: Reflector[WorkloadEntry]) -> None:
@@ -167,7 +215,7 @@ class Intake:
         observed = self.clock.monotonic()
         self.reporter.change_detected(change, synthesized=ev.synthesized)
         if self.ready.is_set():
-            await self._deliver(change, observed)
+            self._deliver(change, observed)
         else:
             key = (change.namespace, change.rtype, change.name)
             earlier = self._stashed.get(key)

@@ -1,25 +1,43 @@
-"""A keyed work queue: each key is queued at most once, and handled by one worker at a time.
+"""A keyed work queue, fair across namespaces, and slots shared fairly among them.
 
-Adding a key that is already queued does nothing; adding a key that a worker is handling marks
-it dirty, and it is queued again when that worker is done (client-go's workqueue semantics).
-Delays are the coalescer's (`coalescing`): this queue only orders keys.
+`WorkQueue`: each key is queued at most once, and handled by one worker at a time. Adding a
+key that is already queued does nothing; adding a key that a worker is handling marks it
+dirty, and it is queued again when that worker is done (client-go's workqueue semantics).
+Keys are handed out lane by lane (a lane per namespace, round-robin), first come, first
+served within a lane: a namespace that queues thousands of workloads delays another
+namespace's next one by at most one item per lane ahead of it. Delays are the coalescer's
+(`coalescing`): this queue only orders keys.
+
+`FairSlots`: at most `cap` holders at once, shared among namespaces by `core.fairness`'s rule
+(a namespace over its share waits; turns go to the namespace holding the fewest).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Generic, TypeVar
+
+from kube_reloader.core import fairness
 
 K = TypeVar("K", bound=Hashable)
 
 
+def _one_lane(_key: object) -> str:
+    return ""
+
+
 class WorkQueue(Generic[K]):
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[K] = asyncio.Queue()
+    def __init__(self, lane: Callable[[K], str] = _one_lane) -> None:
+        self._lane = lane
+        #: queued keys per lane; the lanes in turn order (a lane served goes to the back)
+        self._lanes: dict[str, deque[K]] = {}
         self._queued: set[K] = set()
         self._active: set[K] = set()
         self._dirty: set[K] = set()
+        self._getters: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
     def __len__(self) -> int:
@@ -38,13 +56,42 @@ class WorkQueue(Generic[K]):
         if key in self._queued:
             return
         self._queued.add(key)
-        self._queue.put_nowait(key)
+        self._lanes.setdefault(self._lane(key), deque()).append(key)
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                break
 
     async def get(self) -> K:
-        key = await self._queue.get()
+        while not self._lanes:
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(getter)
+                if getter.done() and not getter.cancelled() and self._lanes:
+                    self._wake_one()  # it was woken for an item it will not take
+                raise
+        lane_name = next(iter(self._lanes))
+        lane = self._lanes.pop(lane_name)
+        key = lane.popleft()
+        if lane:
+            self._lanes[lane_name] = lane  # to the back of the turn order
         self._queued.discard(key)
         self._active.add(key)
+        if self._lanes:
+            self._wake_one()
         return key
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return
 
     def done(self, key: K) -> None:
         self._active.discard(key)
@@ -54,3 +101,52 @@ class WorkQueue(Generic[K]):
 
     def close(self) -> None:
         self._closed = True
+
+
+class FairSlots:
+    """`cap` slots (<= 0: no limit) shared among namespaces by `core.fairness`."""
+
+    def __init__(self, cap: int) -> None:
+        self.ledger: fairness.Ledger[asyncio.Future[None]] = fairness.Ledger(cap)
+
+    @property
+    def held(self) -> int:
+        return self.ledger.total
+
+    @property
+    def waiting(self) -> int:
+        return self.ledger.waiting
+
+    def room(self, tenant: str) -> bool:
+        """Would `tenant` get a slot at once?"""
+        return self.ledger.room(tenant)
+
+    async def acquire(self, tenant: str) -> None:
+        if self.ledger.take(tenant):
+            return
+        granted = asyncio.get_running_loop().create_future()
+        self.ledger.wait(tenant, granted)
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.release(tenant)  # given a slot while being cancelled: hand it on
+            else:
+                self.ledger.leave(tenant, granted)
+            raise
+
+    def release(self, tenant: str) -> None:
+        self.ledger.release(tenant)
+        for holder, granted in self.ledger.grants():
+            if granted.done():  # cancelled while waiting: its slot goes on
+                self.release(holder)
+                return
+            granted.set_result(None)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, tenant: str) -> AsyncIterator[None]:
+        await self.acquire(tenant)
+        try:
+            yield
+        finally:
+            self.release(tenant)

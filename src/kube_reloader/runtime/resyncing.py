@@ -1,5 +1,13 @@
 """The level-based catch-up: at start and each time this replica starts writing (a won
-election), reload what changed while no kube-reloader was writing."""
+election), reload what changed while no kube-reloader was writing.
+
+The walk is over every workload of the cluster, and tenants choose how many there are and
+what they name, so it never holds the event loop: it lets other tasks run every
+`clock.STEP_SECONDS` (leases, probes and every namespace's reloads go on meanwhile), visits the
+namespaces in turn (one workload of each, round-robin: a namespace with thousands is caught up
+beside the others, not before them), and costs each workload the configs that can concern it:
+its references, and for a named list the configs of its namespace the list matches, found once
+per (namespace, type, list) of the round — never a scan of the whole cache per workload."""
 
 from __future__ import annotations
 
@@ -7,17 +15,17 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning, scheduling
+from kube_reloader.core import evicting, fairness, planning, scheduling
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Change, Event
-from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness, Suspect
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
-from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.stores import Names, Stores
 
 
 @dataclass
@@ -44,19 +52,26 @@ class Resync:
         while True:
             await self.ready.wait()
             await self.fence.leading.wait()
-            self.reconcile_missed()
+            await self.reconcile_missed()
             while self.fence.leading.is_set():  # noqa: ASYNC110 - a state change, not a handoff
                 await asyncio.sleep(0.5)
 
-    def reconcile_missed(self) -> int:
+    async def reconcile_missed(self) -> int:
         """Queue a reload for every workload whose configs changed while nobody watched;
         returns how many workloads were queued (or have their pods looked at first, see
-        `freshness`). Kinds without catch-up (Jobs, CronJobs: their
-        next run reads the current content anyway) are left out."""
+        `freshness`). Kinds without catch-up (Jobs, CronJobs: their next run reads the
+        current content anyway) are left out. Stops early when this replica stops leading
+        (the next won election walks again)."""
         now = int(self.clock.wall())
         queued = 0
-        for candidate in list(self.stores.index.workloads.values()):
-            if not self.namespace_wanted(candidate.namespace):
+        names, pacer = Names(self.stores), Pacer(self.clock)
+        workloads = list(self.stores.index.workloads.values())
+        for key in fairness.fair_order((w.namespace, w.key) for w in workloads):
+            if await pacer.step() and not self.fence.leading.is_set():
+                log.info("startup reconciliation stopped: no longer leading")
+                return queued
+            candidate = self.stores.workload(key)  # as it is now: the walk yields
+            if candidate is None or not self.namespace_wanted(candidate.namespace):
                 continue
             spec = self.kinds.get(candidate.kind)
             if spec is None:
@@ -65,7 +80,7 @@ class Resync:
             if not spec.catch_up and not _held_job(candidate):
                 continue
             try:
-                queued += self._catch_up(candidate, now)
+                queued += await self._catch_up(candidate, now, names, pacer)
             except Exception as exc:  # noqa: BLE001 - one workload never stops the catch-up
                 self.reporter.object_failed("catch-up", candidate.key, exc)
                 self.reporter.warn_once(
@@ -77,8 +92,11 @@ class Resync:
         log.info("startup reconciliation done", extra={"workloads_queued": queued})
         return queued
 
-    def _catch_up(self, candidate: planning.Workload, now: int) -> int:
-        """Queue what one workload missed; 1 when it was queued, else 0."""
+    async def _catch_up(
+        self, candidate: planning.Workload, now: int, names: Names, pacer: Pacer
+    ) -> int:
+        """Queue what one workload missed; 1 when it was queued, else 0 (a workload with
+        thousands of references yields between them too)."""
         workload = self.stores.resolve(candidate)
         kind = self.kinds.get(workload.kind)
         policy, _ = evicting.policy_of(
@@ -88,7 +106,8 @@ class Resync:
         evicts = policy is not None and policy.strategy.pod_level
         queued = 0
         on_time: list[Suspect] = []
-        for rtype, name in sorted(self.stores.wanted(workload)):
+        for rtype, name in sorted(self.stores.wanted(workload, names)):
+            await pacer.step()
             entry = self.stores.config(rtype, workload.namespace, name)
             if entry is None:
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kube_reloader.core import matching, planning, scoping
+from kube_reloader.core import matching, planning, regexes, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.kube import projections
@@ -106,19 +106,55 @@ class Stores:
             workload, template=ref.template, template_changed_at=ref.template_changed_at
         )
 
-    def wanted(self, workload: planning.Workload) -> set[tuple[ResourceType, str]]:
-        """The ConfigMaps/Secrets a workload may reload for: its references, plus every one
-        of its namespace when it carries a named list for that type."""
+    def wanted(
+        self, workload: planning.Workload, names: Names | None = None
+    ) -> set[tuple[ResourceType, str]]:
+        """The ConfigMaps/Secrets a workload may reload for: its references, plus those of
+        its namespace its named list matches (`names`: one walk's memo of them)."""
         wanted = {
             r
             for r in workload.template.references()
             if r[0] is not ResourceType.SECRETPROVIDERCLASS
         }
+        names = names or Names(self)
+        tmpl = workload.template.annotations
         for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
-            named = matching.carries_named_list(
-                self.keys, rtype, workload.annotations, workload.template.annotations
-            )
+            named = matching.named_list(self.keys, rtype, workload.annotations, tmpl)
             if named:
-                for refl in self.of_type(rtype):
-                    wanted.update((rtype, n) for ns, n in refl.store if ns == workload.namespace)
+                wanted.update((rtype, n) for n in names.matched(rtype, workload.namespace, named))
         return wanted
+
+
+class Names:
+    """One walk's memo of the configs a named list can concern: the names of each namespace's
+    ConfigMaps or Secrets (one pass over the caches, made on first use), and per (type,
+    namespace, list) those the list matches, so thousands of workloads with the same list
+    cost one match per config, not one scan of the whole cache each."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+        self._by_namespace: dict[ResourceType, dict[str, list[str]]] = {}
+        self._matched: dict[tuple[ResourceType, str, str], tuple[str, ...]] = {}
+
+    def in_namespace(self, rtype: ResourceType, namespace: str) -> list[str]:
+        by_ns = self._by_namespace.get(rtype)
+        if by_ns is None:
+            by_ns = self._by_namespace[rtype] = {}
+            for refl in self.stores.of_type(rtype):
+                for ns, name in refl.store:
+                    by_ns.setdefault(ns, []).append(name)
+        return by_ns.get(namespace, [])
+
+    def matched(self, rtype: ResourceType, namespace: str, named: str) -> tuple[str, ...]:
+        key = (rtype, namespace, named)
+        found = self._matched.get(key)
+        if found is None:
+            compiled = regexes.compile_list(named)
+            candidates = self.in_namespace(rtype, namespace)
+            found = (
+                ()
+                if compiled.refused is not None
+                else tuple(n for n in candidates if compiled.first_match(n) is not None)
+            )
+            self._matched[key] = found
+        return found

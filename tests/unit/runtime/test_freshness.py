@@ -256,24 +256,24 @@ def resync_rig(template_at: float, carried: str | None) -> tuple[Resync, Coalesc
     return resync, co, looked
 
 
-def test_the_catch_up_asks_the_pods_only_when_time_is_the_only_evidence() -> None:
+async def test_the_catch_up_asks_the_pods_only_when_time_is_the_only_evidence() -> None:
     resync, co, looked = resync_rig(template_at=CHANGED_AT - 100, carried=None)
-    assert resync.reconcile_missed() == 1
+    assert await resync.reconcile_missed() == 1
     assert [c.name for c in looked] == ["cm"]  # type: ignore[attr-defined]
     assert KEY not in co, "not queued before its pods were looked at"
 
 
-def test_a_workload_carrying_an_older_hash_is_caught_up_without_looking_at_pods() -> None:
+async def test_a_workload_carrying_an_older_hash_is_caught_up_without_looking_at_pods() -> None:
     old = hashing.configmap_hash({"k": "1"})
     resync, co, looked = resync_rig(template_at=CHANGED_AT - 100, carried=old)
-    assert resync.reconcile_missed() == 1
+    assert await resync.reconcile_missed() == 1
     assert looked == []
     assert KEY in co, "queued at once: its own hash says it is behind"
 
 
-def test_a_workload_whose_template_is_newer_than_the_change_is_not_looked_at() -> None:
+async def test_a_workload_whose_template_is_newer_than_the_change_is_not_looked_at() -> None:
     resync, co, looked = resync_rig(template_at=CHANGED_AT + 100, carried=None)
-    assert resync.reconcile_missed() == 0
+    assert await resync.reconcile_missed() == 0
     assert looked == []
     assert KEY not in co
 

@@ -88,9 +88,11 @@ async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out
     await i.on_config(event(EventType.MODIFIED, "h3", "h2"), "configmaps", initial=False)
     assert delivered == []
     await i.synced()  # no required reflectors in this test: synced at once
+    await i.drained()
     assert [c.hash for c in delivered] == ["h3"]
     assert i.ready.is_set()
     await i.on_config(event(EventType.MODIFIED, "h4", "h3"), "configmaps", initial=False)
+    await i.drained()
     assert [c.hash for c in delivered] == ["h3", "h4"]
     assert room.reporter.stats.changes == 3
 
@@ -132,3 +134,52 @@ def test_a_write_that_left_the_content_alone_keeps_the_time_of_the_last_content_
     store = {("ns", "cm"): rewritten}
     keep_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), rewritten, old))
     assert store[("ns", "cm")].changed_at == 300.0
+
+
+def named_event(namespace: str, name: str, new: str, old: str) -> ReflectorEvent[ConfigEntry]:
+    def e(content: str) -> ConfigEntry:
+        return ConfigEntry(ObjectMeta(name=name, namespace=namespace), ResourceType.CONFIGMAP,
+                           content)  # fmt: skip
+
+    return ReflectorEvent(EventType.MODIFIED, (namespace, name), e(new), e(old), False)
+
+
+async def test_an_expensive_namespace_neither_blocks_the_watch_nor_delays_another_namespace(
+) -> None:  # fmt: skip
+    i = intake(Room())
+    i.ready.set()
+    order: list[str] = []
+    busy = asyncio.Event()
+
+    async def fan_out(change: Change, observed: float) -> None:
+        if change.namespace == "tenant":
+            await busy.wait()  # each of its changes costs a long fan-out
+        order.append(f"{change.namespace}/{change.name}")
+
+    i.fan_out = fan_out
+    for n in range(300):
+        await i.on_config(named_event("tenant", f"c{n}", "h2", "h1"), "configmaps", initial=False)
+    await i.on_config(named_event("canary", "cm", "h2", "h1"), "configmaps", initial=False)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert i.waiting == 300, "the consumer returned at once; one change is being fanned out"
+    busy.set()
+    await i.drained()
+    assert order.index("canary/cm") == 1, "its turn came after the one change in flight"
+    assert len(order) == 301
+
+
+async def test_changes_of_one_resource_waiting_for_their_fan_out_join_in_its_place() -> None:
+    i = intake(Room())
+    i.ready.set()
+    delivered: list[Change] = []
+
+    async def fan_out(change: Change, observed: float) -> None:
+        delivered.append(change)
+
+    i.fan_out = fan_out
+    await i.on_config(named_event("ns", "a", "h2", "h1"), "configmaps", initial=False)
+    await i.on_config(named_event("ns", "b", "h2", "h1"), "configmaps", initial=False)
+    await i.on_config(named_event("ns", "a", "h3", "h2"), "configmaps", initial=False)
+    await i.drained()
+    assert [(c.name, c.hash) for c in delivered] == [("a", "h3"), ("b", "h2")]

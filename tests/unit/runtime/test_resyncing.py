@@ -41,25 +41,25 @@ def rig(*workloads: object, changed_at: float | None) -> tuple[Room, Stores, Coa
     return room, stores, co, resync
 
 
-def test_a_workload_whose_config_changed_after_its_template_is_queued_once() -> None:
+async def test_a_workload_whose_config_changed_after_its_template_is_queued_once() -> None:
     w = dataclasses.replace(workload(configmap="cm"), template_changed_at=100.0)
     _room, _stores, co, resync = rig(w, changed_at=200.0)
-    assert resync.reconcile_missed() == 1
+    assert await resync.reconcile_missed() == 1
     assert w.key in co
-    assert resync.reconcile_missed() == 0, "already queued: not counted twice"
+    assert await resync.reconcile_missed() == 0, "already queued: not counted twice"
 
 
-def test_a_workload_changed_after_its_config_is_left_alone() -> None:
+async def test_a_workload_changed_after_its_config_is_left_alone() -> None:
     w = dataclasses.replace(workload(configmap="cm"), template_changed_at=300.0)
     _room, _stores, co, resync = rig(w, changed_at=200.0)
-    assert resync.reconcile_missed() == 0
+    assert await resync.reconcile_missed() == 0
     assert w.key not in co
 
 
-def test_jobs_and_cronjobs_are_never_re_run_by_the_catch_up() -> None:
+async def test_jobs_and_cronjobs_are_never_re_run_by_the_catch_up() -> None:
     job = dataclasses.replace(workload("j", kind="Job", configmap="cm"), template_changed_at=1.0)
     _room, _stores, co, resync = rig(job, changed_at=200.0)
-    assert resync.reconcile_missed() == 0
+    assert await resync.reconcile_missed() == 0
     assert len(co) == 0
 
 
@@ -76,7 +76,7 @@ async def test_a_workload_whose_check_raises_gets_a_warning_and_the_others_are_s
         return real(w)  # type: ignore[arg-type]
 
     stores.resolve = resolve  # type: ignore[method-assign]
-    assert resync.reconcile_missed() == 1
+    assert await resync.reconcile_missed() == 1
     assert good.key in co
     assert bad.key not in co
     assert room.sample("kube_reloader_object_errors_total", stage="catch-up") == 1
@@ -84,18 +84,90 @@ async def test_a_workload_whose_check_raises_gets_a_warning_and_the_others_are_s
     assert room.events.reasons() == ["ReloadError"]
 
 
-def test_a_workload_in_a_namespace_the_filter_leaves_out_is_never_caught_up() -> None:
+async def test_a_workload_in_a_namespace_the_filter_leaves_out_is_never_caught_up() -> None:
     w = dataclasses.replace(workload(configmap="cm"), template_changed_at=100.0)
     _room, _stores, co, resync = rig(w, changed_at=200.0)
     resync.namespace_wanted = lambda ns: ns != "ns"  # --namespaces-to-ignore=ns, say
-    assert resync.reconcile_missed() == 0
+    assert await resync.reconcile_missed() == 0
     assert w.key not in co
 
 
-def test_an_evict_workload_is_caught_up_whatever_its_templates_time() -> None:
+async def test_an_evict_workload_is_caught_up_whatever_its_templates_time() -> None:
     annotations = {**AUTO, "kube-reloader.io/strategy": "evict"}
     w = dataclasses.replace(workload(configmap="cm", annotations=annotations),
                             template_changed_at=300.0)  # fmt: skip
     _room, _stores, co, resync = rig(w, changed_at=200.0)
-    assert resync.reconcile_missed() == 1, "its pods, not its template, say what it runs"
+    assert await resync.reconcile_missed() == 1, "its pods, not its template, say what it runs"
     assert w.key in co
+
+
+class WorkClock:
+    """A monotonic clock that moves by `per_read` at every read: each step of work costs."""
+
+    def __init__(self, per_read: float) -> None:
+        self.now = 0.0
+        self.per_read = per_read
+
+    def wall(self) -> float:
+        return 1_000_000.0
+
+    def monotonic(self) -> float:
+        self.now += self.per_read
+        return self.now
+
+    def call_later(self, delay: float, callback: object) -> object:
+        raise AssertionError("no timer expected")
+
+
+async def test_a_tenant_sized_catch_up_lets_other_tasks_run_and_visits_namespaces_in_turn(
+) -> None:  # fmt: skip
+    room, stores = Room(), Stores(KEYS)
+    named = {"configmap.reloader.stakater.com/reload": "x"}
+    for i in range(1_500):  # a tenant's named lists, and a canary elsewhere
+        w = dataclasses.replace(workload(f"t{i}", annotations=named), namespace="tenant")
+        stores.index.put(w)
+    canary = dataclasses.replace(workload("canary", configmap="cm"), template_changed_at=100.0)
+    stores.index.put(canary)
+    entries = {("tenant", f"c{i}"): ConfigEntry(ObjectMeta(name=f"c{i}", namespace="tenant"),
+                                                ResourceType.CONFIGMAP, H2, changed_at=200.0)
+               for i in range(300)}  # fmt: skip
+    entries[("ns", "cm")] = ConfigEntry(ObjectMeta(name="cm", namespace="ns"),
+                                        ResourceType.CONFIGMAP, H2, changed_at=200.0)  # fmt: skip
+    stores.configs.append(Store(entries))  # type: ignore[arg-type]
+    co = Coalescer(room.clock)
+    clock = WorkClock(per_read=0.001)
+    room.fence.start_leading()
+    resync = Resync(Options(), BUILTIN, clock, stores, co, room.fence, room.reporter,  # type: ignore[arg-type]
+                    asyncio.Event())  # fmt: skip
+    yields = 0
+    canary_at: int | None = None
+
+    async def other() -> None:
+        nonlocal yields, canary_at
+        while True:
+            yields += 1
+            if canary_at is None and canary.key in co:
+                canary_at = yields
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(other())
+    await asyncio.sleep(0)
+    start = yields
+    assert await resync.reconcile_missed() == 1
+    task.cancel()
+    assert canary_at is not None
+    assert canary_at - start <= 2, "visited in its turn, early"
+    assert yields - start >= 1_500 // 10, "at least every ten reads of the clock"
+
+
+def test_a_named_list_concerns_only_the_configs_it_matches() -> None:
+    stores = Stores(KEYS)
+    entries = {("ns", n): ConfigEntry(ObjectMeta(name=n, namespace="ns"),
+                                      ResourceType.CONFIGMAP, H2) for n in ("app-a", "app-b", "db")}  # fmt: skip
+    entries[("other", "app-c")] = ConfigEntry(ObjectMeta(name="app-c", namespace="other"),
+                                              ResourceType.CONFIGMAP, H2)  # fmt: skip
+    stores.configs.append(Store(entries))  # type: ignore[arg-type]
+    w = workload(
+        "w", annotations={"configmap.reloader.stakater.com/reload": "app-.*"}, configmap="db"
+    )
+    assert stores.wanted(w) == {(ResourceType.CONFIGMAP, n) for n in ("app-a", "app-b", "db")}

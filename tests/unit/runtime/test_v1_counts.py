@@ -114,6 +114,7 @@ async def test_a_watch_event_is_skipped_or_processed_with_reloaders_reason(
     assert ev.object is not None
     resource_type = ev.object.rtype.plural
     await intake.on_config(ev, resource_type, initial=initial)
+    await intake.drained()
     reasons = label_values(room.metrics, "reloader_skipped", "reason")
     assert reasons == ({skipped} if skipped else set()), what
     if skipped:
