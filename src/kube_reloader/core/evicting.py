@@ -46,6 +46,15 @@ _MAX_DIGITS = 6
 MAX_SELECTOR_TEXT = 1024
 #: the kinds whose pods a rotation can replace (their controllers re-create evicted pods)
 EVICTABLE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+#: a rotation looks at its pods every POLL_SECONDS while it makes progress, every
+#: SLOW_POLL_SECONDS once nothing has moved for SLOW_AFTER seconds (a replacement that does
+#: not start, a budget that refuses): a stuck rotation costs a LIST every few seconds
+POLL_SECONDS, SLOW_POLL_SECONDS, SLOW_AFTER = 1.0, 5.0, 30.0
+
+
+def poll_seconds(idle: float) -> float:
+    """Seconds until a rotation's next look, `idle` seconds after its last progress."""
+    return POLL_SECONDS if idle < SLOW_AFTER else SLOW_POLL_SECONDS
 
 
 class EvictError(ValueError):

@@ -173,12 +173,13 @@ class _Run:
                 self.followers.setdefault(k, set()).add(w.key)
         line = self.line
         resource = (change.rtype, change.namespace, change.name)
-        others, mine, ahead = scheduling.slots(w.key, state.cap, self.in_flight, line)
+        sl = scheduling.slots(w.key, state.cap, self.in_flight, line)
         facts = scheduling.Facts(
             now=self.now, urgent=scheduling.urgent(change.annotations),
             halted=(str(change),) if state.halted.get(resource) == change.hash else (),
             job_active=w.active, waiting_on=tuple(waiting), cap=state.cap,
-            in_flight=others, namespace_in_flight=mine, ahead=ahead,
+            in_flight=sl.in_flight, namespace_in_flight=sl.namespace_in_flight,
+            ahead=sl.ahead, namespace_share=sl.share, other_namespaces=sl.others,
         )  # fmt: skip
         verdict = scheduling.decide(rules, facts)
         if verdict.write and (how == "evict" or w.kind in FOLLOWED_KINDS):

@@ -28,6 +28,13 @@ class TokenBucket:
 
     def take(self, now: float) -> float:
         """Take one token: 0.0 if granted, else the seconds until one is available (none taken)."""
+        wait = self.peek(now)
+        if wait == 0.0 and self.rate > 0:
+            self.tokens -= 1.0
+        return wait
+
+    def peek(self, now: float) -> float:
+        """The seconds until a token is available (0.0: now); nothing is taken."""
         if self.rate <= 0:
             return 0.0
         if self.tokens < 0:
@@ -35,9 +42,16 @@ class TokenBucket:
         self.tokens = min(max(1.0, self.burst), self.tokens + (now - self.updated) * self.rate)
         self.updated = now
         if self.tokens >= 1.0:
-            self.tokens -= 1.0
             return 0.0
         return (1.0 - self.tokens) / self.rate
+
+    def full(self, now: float) -> bool:
+        """Would the bucket be full now (as good as a new one)?"""
+        return (
+            self.rate <= 0
+            or self.tokens < 0
+            or (self.tokens + (now - self.updated) * self.rate >= max(1.0, self.burst))
+        )
 
 
 def min_interval_wait(last_reload: float | None, now: float, interval: float) -> float:

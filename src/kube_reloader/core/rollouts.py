@@ -65,6 +65,17 @@ def rolling(kind: str, s: Status | None) -> bool:
 GRACE_SECONDS = 30.0
 
 
+#: the longest anything shared may be held for one workload's rollout (a rollout slot, a
+#: rotation slot), whatever progressDeadlineSeconds its tenant writes: the default deadline
+#: and its grace
+MAX_HOLD_SECONDS = DEFAULT_DEADLINE_SECONDS + GRACE_SECONDS
+
+
+def held_deadline(s: Status | None) -> float:
+    """`deadline`, capped at `MAX_HOLD_SECONDS`: for what holds a shared slot meanwhile."""
+    return min(deadline(s), MAX_HOLD_SECONDS)
+
+
 def deadline(s: Status | None) -> float:
     """When to call a rollout stuck if the workload's controller has not said it failed
     (without a status to read: the default, with no grace)."""

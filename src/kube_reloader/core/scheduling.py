@@ -11,7 +11,8 @@ A reload that `planning` says must be written still waits when, in this order:
 5. a workload it must follow (`kube-reloader.io/reload-after: KIND/NAME,...`) has not finished
    its rollout for the same change;
 6. `--max-concurrent-rollouts` rollouts are in flight (it waits for a slot, in turn), or its
-   namespace holds all the slots but one (one is always left to the other namespaces).
+   namespace holds its share of the slots (`core.fairness`: alone, half of them; less while
+   other namespaces hold or wait for some), so another namespace always finds one at once.
 
 The controller, `kube-reloader impact` and the tests all call `decide`; every input is a
 value, so the same facts give the same verdict.
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kube_reloader.core import annotations as a
-from kube_reloader.core import windows
+from kube_reloader.core import fairness, windows
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 
 #: at most this many workloads in one `reload-after` list
@@ -196,6 +197,10 @@ class Facts:
     ahead: int = 0
     #: of `in_flight`, the rollouts of this workload's namespace
     namespace_in_flight: int = 0
+    #: the slots its namespace may hold now (`core.fairness.share`; 0: no share rule)
+    namespace_share: int = 0
+    #: other namespaces holding or waiting for a slot
+    other_namespaces: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,26 +214,65 @@ class Verdict:
     position: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Slots:
+    """The slot facts of one workload (see `slots`)."""
+
+    in_flight: int = 0
+    namespace_in_flight: int = 0
+    ahead: int = 0
+    share: int = 0
+    others: int = 0
+
+
 def slots(
     key: ObjectKey, cap: int, in_flight: Iterable[ObjectKey], line: Iterable[ObjectKey],
     called: Collection[ObjectKey] = (),
-) -> tuple[int, int, int]:  # fmt: skip
+) -> Slots:  # fmt: skip
     """The slot facts of `key`: rollouts in flight without it, how many of them are of its
-    namespace, and how many in `line` (first come, first served) are ahead of it: those of
-    its namespace, and those of others that may take a slot (a namespace holding all the
-    slots but one may not). `called`: released from the
-    line, about to take a slot (`key` among them is next)."""
+    namespace, its namespace's share (`core.fairness`), and how many in `line` (first
+    come, first served) are ahead of it: those of its namespace, and those of others that
+    may take a slot (a namespace at its share may not). `called`: released from the line,
+    about to take a slot (`key` among them is next)."""
     if cap <= 0:
-        return 0, 0, 0  # no cap: nothing to count (every rollout in flight would be walked)
+        return Slots()  # no cap: nothing to count (every rollout in flight would be walked)
+    line = list(line)
     holding = Counter(k.namespace for k in (*in_flight, *called) if k != key)
+    wanting = {ns for ns, n in holding.items() if n} | {k.namespace for k in line}
+    wanting.add(key.namespace)
+
+    def share_of(namespace: str) -> int:
+        return fairness.share(cap, len(wanting - {namespace}))
+
     ahead = 0
     if key not in called:
         for k in line:
             if k == key:
                 break
-            if cap < 2 or holding[k.namespace] < cap - 1 or k.namespace == key.namespace:
+            if k.namespace == key.namespace or holding[k.namespace] < share_of(k.namespace):
                 ahead += 1
-    return sum(holding.values()), holding[key.namespace], ahead
+    others = len(wanting - {key.namespace})
+    return Slots(sum(holding.values()), holding[key.namespace], ahead,
+                 share_of(key.namespace), others)  # fmt: skip
+
+
+def next_in_line(
+    cap: int, holding: Mapping[str, int], line: Iterable[ObjectKey]
+) -> ObjectKey | None:
+    """Whom a free slot goes to: of those in line whose namespace is under its share, the
+    first of the namespace holding the fewest (`core.fairness`'s turns); None: nobody may."""
+    line = list(line)
+    wanting = {ns for ns, n in holding.items() if n} | {k.namespace for k in line}
+    best: ObjectKey | None = None
+    for key in line:
+        n = holding.get(key.namespace, 0)
+        if cap > 0 and n >= fairness.share(cap, len(wanting - {key.namespace})):
+            continue
+        if best is None or n < holding.get(best.namespace, 0):
+            best = key
+        if n == 0:
+            break
+    return best
 
 
 def decide(rules: Rules, facts: Facts) -> Verdict:
@@ -258,13 +302,14 @@ def decide(rules: Rules, facts: Facts) -> Verdict:
         names = ", ".join(f"{k.kind}/{k.name}" for k in facts.waiting_on)
         return Verdict(False, f"waiting for {names} to finish rolling out this change",
                        Hold.ORDER)  # fmt: skip
-    share = facts.cap >= 2 and facts.namespace_in_flight >= facts.cap - 1
+    share = facts.namespace_share > 0 and facts.namespace_in_flight >= facts.namespace_share
     if facts.cap > 0 and (facts.ahead > 0 or facts.in_flight >= facts.cap or share):
         position = facts.ahead + 1
         if share and facts.in_flight < facts.cap:
             why = (
                 f"its namespace holds {facts.namespace_in_flight} of the {facts.cap} rollout "
-                "slots (--max-concurrent-rollouts: one is left to the other namespaces)"
+                f"slots, its share while {facts.other_namespaces} other namespace(s) hold or "
+                "wait for some (--max-concurrent-rollouts)"
             )
         else:
             why = f"{facts.in_flight} of {facts.cap} rollouts in flight (--max-concurrent-rollouts)"

@@ -138,14 +138,14 @@ async def rotate(
         if left is None or step.remaining < left:  # a pod became current: progress
             progress_at = now
         left = step.remaining
-        deadline = rollouts.deadline(w.status)
+        deadline = rollouts.held_deadline(w.status)  # a tenant's own: capped
         if now - progress_at > deadline:  # no pod became current for that long
             reason = step.reason or f"{step.remaining} pods not reloaded"
             rs.reporter.rotation_failed(w, f"{reason} for {deadline:g}s", len(asked),
                                         how=mode.value)  # fmt: skip
             return False
         if step.phase is inplace.Phase.WAIT:
-            await rs.pause(POLL_SECONDS)
+            await rs.pause(evicting.poll_seconds(now - progress_at))
             continue
         assert step.pod is not None
         if not await _annotate(rs, rotation, step.pod.name, step.pod.uid, annotation, step.value):

@@ -155,6 +155,7 @@ class Reconciler:
         if not verdict.write:
             self._hold(item, verdict)
             return
+        self.throttle.take(key)  # admitted: its tokens are spent (a held one spends none)
         written = rolling = False
         try:
             if policy.strategy.pod_level:

@@ -19,7 +19,6 @@ that loses the lease drops its rotations (the next leader's catch-up carries on)
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,18 +32,20 @@ from kube_reloader.kube.pods import PodObject, owned, view
 from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.queueing import FairSlots
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer
 
-#: seconds between looks at a rotation's pods
-POLL_SECONDS = 1.0
+#: seconds between looks at a rotation's pods (slower once it is stuck: `evicting.poll_seconds`)
+POLL_SECONDS = evicting.POLL_SECONDS
 #: seconds past the change's whole second before the first look: the targets are fixed
 #: then, and a replacement created after it cannot share the change's second even if this
 #: clock runs a little ahead of the API server's
 CLOCK_MARGIN = 1.0
-#: rotations looking at their pods at once (each lists its pods about once a second); the
-#: others wait their turn, their changes kept
+#: rotations looking at their pods at once (each lists its pods about once a second), shared
+#: among namespaces by `core.fairness` (alone a namespace may run half; a namespace over its
+#: share waits, its changes kept, while the others start at once)
 MAX_ACTIVE = 32
 #: a refused eviction (disruption budget) is asked again after this backoff
 REFUSED_BASE, REFUSED_CAP = 1.0, 30.0
@@ -91,7 +92,7 @@ class Rotations:
     #: when it failed, None when it was dropped (lost lease, workload gone)
     on_done: Callable[[ObjectKey, bool | None], None] = field(default=lambda _k, _ok: None)
     _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
-    _active: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_ACTIVE))
+    _active: FairSlots = field(default_factory=lambda: FairSlots(MAX_ACTIVE))
 
     def __contains__(self, key: object) -> bool:
         return key in self._running
@@ -127,7 +128,8 @@ class Rotations:
         key = rotation.workload.key
         ok: bool | None = None
         try:
-            async with self._active:  # at most MAX_ACTIVE rotations look at their pods at once
+            self._tell_waiting(rotation)
+            async with self._active.slot(key.namespace):  # MAX_ACTIVE, each namespace a share
                 ok = await self._rotate(rotation)
         except errors.NotFound:
             log.info("workload gone, rotation ended", extra={"workload": str(key)})
@@ -148,6 +150,18 @@ class Rotations:
             if self._running.get(key) is rotation:  # not a newer one started after `forget`
                 del self._running[key]
                 self.on_done(key, ok)
+
+    def _tell_waiting(self, rotation: Rotation) -> None:
+        """A rotation whose namespace is over its share of the slots waits: say so once, on
+        the workload (its namespace's own object), with what it waits for."""
+        ns = rotation.workload.namespace
+        if self._active.room(ns):
+            return
+        held = self._active.ledger.held[ns]
+        self.reporter.warn_once(rotation.workload, (
+            f"the pod-level reload waits for a rotation slot: namespace {ns} runs {held} "
+            f"rotations, its share of the {MAX_ACTIVE} the controller runs at once",
+        ), "ReloadDeferred")  # fmt: skip
 
     async def _rotate(self, rotation: Rotation) -> bool | None:
         """Replace the pods; True when every one was replaced, False when it failed, None
@@ -190,7 +204,7 @@ class Rotations:
                 replicas=replicas,
                 max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
                 min_ready_seconds=min_ready, ordered=w.kind == "StatefulSet",
-                deadline=rollouts.deadline(w.status),
+                deadline=rollouts.held_deadline(w.status),
             )  # fmt: skip
             now = self.clock.wall()
             step = evicting.next_step(
@@ -211,7 +225,7 @@ class Rotations:
                 return False
             refused = await self._evict(rotation, step.evict) if step.evict else False
             if not refused:
-                await self.pause(POLL_SECONDS)
+                await self.pause(evicting.poll_seconds(now - rotation.progress_at))
                 continue
             if now - rotation.progress_at > plan.deadline:  # refused for too long
                 self.reporter.rotation_failed(

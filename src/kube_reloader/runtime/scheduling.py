@@ -29,7 +29,7 @@ from kube_reloader.runtime.stores import Stores
 WINDOW_MARGIN = 1.0
 #: the longest a rollout holds a slot: the default progress deadline plus its grace (a
 #: workload's own progressDeadlineSeconds, which its tenant writes, never holds one longer)
-SLOT_SECONDS = rollouts.DEFAULT_DEADLINE_SECONDS + rollouts.GRACE_SECONDS
+SLOT_SECONDS = rollouts.MAX_HOLD_SECONDS
 
 
 @dataclass
@@ -99,7 +99,7 @@ class Scheduler:
     ) -> scheduling.Facts:
         key = workload.key
         cap = self.options.max_concurrent_rollouts
-        others, mine, ahead = scheduling.slots(key, cap, self.in_flight, self._line, self._called)
+        sl = scheduling.slots(key, cap, self.in_flight, self._line, self._called)
         return scheduling.Facts(
             now=self.clock.wall(),
             urgent=any(scheduling.urgent(p.change.annotations) for p in todo),
@@ -107,9 +107,11 @@ class Scheduler:
             job_active=workload.active,
             waiting_on=self._waiting_on(workload, rules.after, todo),
             cap=cap,
-            in_flight=others,
-            ahead=ahead,
-            namespace_in_flight=mine,
+            in_flight=sl.in_flight,
+            ahead=sl.ahead,
+            namespace_in_flight=sl.namespace_in_flight,
+            namespace_share=sl.share,
+            other_namespaces=sl.others,
         )
 
     def _waiting_on(
@@ -232,29 +234,18 @@ class Scheduler:
         return called
 
     def _call(self) -> None:
-        """Free slots go to those in line: first the namespaces holding the fewest slots (a
-        namespace holding all but one is skipped), in order of arrival within each."""
+        """Free slots go to those in line by `core.fairness`'s turns: the namespace holding
+        the fewest first (a namespace at its share is skipped), in order of arrival within
+        each (`core.scheduling.next_in_line`)."""
         cap = self.options.max_concurrent_rollouts
         while self._line and (cap <= 0 or len(self.in_flight) + len(self._called) < cap):
-            key = self._next(cap)
+            holding = Counter(k.namespace for k in (*self.in_flight, *self._called))
+            key = scheduling.next_in_line(cap, holding, self._line)
             if key is None:
                 return
             del self._line[key]
             self._called.add(key)
             self.coalescer.schedule(key, 0)
-
-    def _next(self, cap: int) -> ObjectKey | None:
-        holding = Counter(k.namespace for k in (*self.in_flight, *self._called))
-        best: ObjectKey | None = None
-        for key in self._line:
-            n = holding[key.namespace]
-            if cap >= 2 and n >= cap - 1:
-                continue
-            if best is None or n < holding[best.namespace]:
-                best = key
-            if n == 0:
-                break
-        return best
 
     def adopt(self, workload: planning.Workload) -> bool:
         """A rollout in flight found at start (or on winning the lease) holds a slot: a

@@ -1,28 +1,55 @@
 """The rate limits on writes: at most one reload per workload every `--reload-min-interval`,
-and a cluster-wide token bucket (`--reload-rate`, `--reload-burst`)."""
+and a cluster-wide token bucket (`--reload-rate`, `--reload-burst`) shared among namespaces
+(`core.fairness`): besides the cluster's bucket, each namespace has one of three quarters of
+its rate and burst, so one namespace's thousands of reloads leave a quarter of the rate to the
+others. A token is taken only for a write the scheduler admits (`take`): a workload woken and
+held again (a window, an order, a slot) spends nothing."""
 
 from __future__ import annotations
 
-from kube_reloader.core import limiting
+from kube_reloader.core import fairness, limiting
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.runtime.clock import Clock
+
+#: namespaces' buckets kept; past it, the full ones (as good as new) are dropped
+MAX_BUCKETS = 1024
 
 
 class Throttle:
     def __init__(self, clock: Clock, *, min_interval: float, rate: float, burst: float) -> None:
         self.clock = clock
         self.min_interval = min_interval
+        self.rate, self.burst = rate, burst
         self._bucket = limiting.TokenBucket(rate, burst)
+        self._namespaces: dict[str, limiting.TokenBucket] = {}
         self._last: dict[ObjectKey, float] = {}
 
     def wait(self, key: ObjectKey) -> tuple[float, str]:
-        """Seconds to wait before `key` may be written, and why (0 when it may go now; a
-        token is taken then)."""
+        """Seconds to wait before `key` may be written, and why (0 when it may go now: then
+        `take` its token once the write is admitted)."""
         now = self.clock.monotonic()
         wait = limiting.min_interval_wait(self._last.get(key), now, self.min_interval)
         if wait > 0:
             return wait, "min_interval"
-        return self._bucket.take(now), "rate_limit"
+        mine = self._of(key.namespace).peek(now)
+        return max(mine, self._bucket.peek(now)), "rate_limit"
+
+    def take(self, key: ObjectKey) -> None:
+        """The write `wait` allowed is admitted: spend its tokens."""
+        now = self.clock.monotonic()
+        self._of(key.namespace).take(now)
+        self._bucket.take(now)
+
+    def _of(self, namespace: str) -> limiting.TokenBucket:
+        bucket = self._namespaces.get(namespace)
+        if bucket is None:
+            if len(self._namespaces) >= MAX_BUCKETS:
+                now = self.clock.monotonic()
+                self._namespaces = {n: b for n, b in self._namespaces.items() if not b.full(now)}
+            share = 1.0 - fairness.RESERVE_FRACTION
+            bucket = limiting.TokenBucket(self.rate * share, self.burst * share)
+            self._namespaces[namespace] = bucket
+        return bucket
 
     def reloaded(self, key: ObjectKey) -> None:
         self._last[key] = self.clock.monotonic()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any, ClassVar
 
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.evicting import PodPolicy, PodStrategy
@@ -170,3 +171,51 @@ async def test_a_custom_kind_without_a_selector_has_the_pods_it_controls_replace
     for _ in range(8):
         await rig_.tick()
     assert sorted(writer.evictions) == ["pod-0", "pod-1"]
+
+
+class Stuck(Rotations):
+    """Rotations whose hostile tenant's never end (a budget that refuses for ever)."""
+
+    release = asyncio.Event()
+    ran: ClassVar[list[str]] = []
+
+    async def _rotate(self, rotation: Any) -> bool | None:
+        self.ran.append(rotation.workload.name)
+        if rotation.workload.namespace == "hog":
+            await self.release.wait()
+        return True
+
+
+async def test_one_namespaces_stuck_rotations_never_take_the_slots_another_namespace_needs() -> (
+    None
+):
+    room = Room()
+    room.fence.start_leading()
+    Stuck.ran = []
+    rs = Stuck(room.clock, PodWriter(), room.fence, room.reporter, Supervisor(), lambda _k: None)
+    for i in range(40):
+        rs.start(dataclasses.replace(workload(f"h{i}"), namespace="hog"), EVICT, [], EPOCH)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    running = list(Stuck.ran)
+    assert len(running) == 24, "three quarters of the 32 slots while it is alone"
+    rs.start(workload("canary"), EVICT, [], EPOCH)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert "canary" in Stuck.ran, "started at once"
+    assert ObjectKey("Deployment", "ns", "canary") not in rs, "and done"
+    await room.spawned.run()
+    deferred = [m for _k, reason, m in room.events.sent if reason == "ReloadDeferred"]
+    assert len(deferred) == 16, "each waiting hog rotation is told why, once, on itself"
+    assert "its share of the 32" in deferred[0]
+    Stuck.release.set()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(Stuck.ran) == 41, "the waiting ones ran once slots freed"
+
+
+def test_a_tenants_own_progress_deadline_never_holds_a_rotation_past_the_cap() -> None:
+    huge = rollouts.Status(generation=1, observed_generation=1, replicas=1, updated=1,
+                           available=1, progress_deadline_seconds=2_147_483_647)  # fmt: skip
+    assert rollouts.held_deadline(huge) == rollouts.MAX_HOLD_SECONDS == 630.0
+    assert rollouts.held_deadline(None) == rollouts.DEFAULT_DEADLINE_SECONDS

@@ -31,11 +31,36 @@ def test_a_workload_waits_out_its_minimum_interval_since_its_last_reload(
 
 def test_the_token_bucket_spaces_reloads_across_workloads_once_the_burst_is_spent() -> None:
     clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=2.0, burst=1.0)
-    assert throttle.wait(A) == (0.0, "rate_limit")
+    throttle = Throttle(clock, min_interval=0, rate=4.0, burst=4.0)
+    for k in (A, B, A):
+        assert throttle.wait(k) == (0.0, "rate_limit")
+        throttle.take(k)
     wait, why = throttle.wait(B)
     assert why == "rate_limit"
-    assert wait == pytest.approx(0.5)
+    assert wait == pytest.approx(1 / 3), "its namespace's bucket: three quarters of the rate"
+
+
+def test_asking_spends_nothing_only_an_admitted_write_takes_a_token() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=4.0)
+    for _ in range(100):  # woken and held again, over and over
+        assert throttle.wait(A) == (0.0, "rate_limit")
+    throttle.take(A)
+    assert throttle.wait(B) == (0.0, "rate_limit")
+
+
+def test_one_namespace_spending_its_whole_share_leaves_a_quarter_of_the_rate_to_others() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=4.0, burst=4.0)
+    hog = [ObjectKey("Deployment", "hog", f"w{i}") for i in range(100)]
+    written = 0
+    for k in hog:
+        if throttle.wait(k)[0] == 0:
+            throttle.take(k)
+            written += 1
+    assert written == 3, "three quarters of the burst"
+    canary = ObjectKey("Deployment", "canary", "c")
+    assert throttle.wait(canary) == (0.0, "rate_limit"), "the last quarter is there for it"
 
 
 def test_a_forgotten_workload_has_no_interval_to_wait() -> None:
