@@ -102,11 +102,16 @@ class EventQueue:
             f"kube-reloader is dropping Events about namespace {ns}: it has "
             f"{self._waiting[ns]} waiting, its share of the Event queue; reloads go on"
         )
-        self._queue(Pending(p.workload, "Warning", "ReloadEventsDropped", text, "reloader"))
+        notice = Pending(p.workload, "Warning", "ReloadEventsDropped", text, "reloader")
+        self._queue(notice, first=True)  # the next of its namespace's to be written
 
-    def _queue(self, p: Pending) -> None:
+    def _queue(self, p: Pending, *, first: bool = False) -> None:
         ns = p.workload.namespace
-        self._lanes.setdefault(ns, deque()).append(p)
+        lane = self._lanes.setdefault(ns, deque())
+        if first:
+            lane.appendleft(p)
+        else:
+            lane.append(p)
         self._waiting[ns] += 1
         if self._writers < WRITERS:
             self._writers += 1

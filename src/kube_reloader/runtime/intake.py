@@ -35,6 +35,9 @@ from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
 EVENT_NAMES = {EventType.ADDED: "add", EventType.MODIFIED: "update", EventType.DELETED: "delete"}
+#: a time read from managedFields (which a client may write) is taken at most this far ahead
+#: of this clock: an API server's clock may run a little ahead, a tenant's forged entry years
+MAX_AHEAD_SECONDS = 60.0
 FanOutFn = Callable[[Change, float], Awaitable[None]]
 
 
@@ -159,8 +162,12 @@ class Intake:
             self.stores.index.remove(ev.object.workload.key)
             self.workload_gone(ev.object.workload.key)
         elif ev.type in (EventType.ADDED, EventType.MODIFIED):
-            self.stores.index.put(ev.object.workload)
-            self.workload_seen(ev.object.workload)
+            workload = ev.object.workload
+            ahead = self.clock.wall() + MAX_AHEAD_SECONDS
+            if workload.template_changed_at is not None and workload.template_changed_at > ahead:
+                workload = dataclasses.replace(workload, template_changed_at=ahead)
+            self.stores.index.put(workload)
+            self.workload_seen(workload)
 
     # -- namespaces -------------------------------------------------------------------------
     async def consume_namespaces(self, refl: Reflector[projections.Object]) -> None:
@@ -196,6 +203,7 @@ class Intake:
                 continue
             try:
                 keep_content_time(refl.store, ev)
+                clamp_content_time(refl.store, ev, self.clock.wall() + MAX_AHEAD_SECONDS)
                 await self.on_config(ev, resource_type, initial=initial)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
                 self.reporter.object_failed("config", ev.key, exc)
@@ -269,3 +277,13 @@ def keep_content_time(store: dict[Any, ConfigEntry], ev: ReflectorEvent[ConfigEn
     moved = old.changed_at is not None and new.changed_at != old.changed_at
     if new.hash == old.hash and moved and store.get(ev.key) is new:
         store[ev.key] = dataclasses.replace(new, changed_at=old.changed_at)
+
+
+def clamp_content_time(
+    store: dict[Any, ConfigEntry], ev: ReflectorEvent[ConfigEntry], latest: float
+) -> None:
+    """A content time later than `latest` (a managedFields entry a client wrote, not the API
+    server) is taken as `latest`: nothing sleeps or orders on a tenant's year 9999."""
+    new = store.get(ev.key)
+    if new is not None and new.changed_at is not None and new.changed_at > latest:
+        store[ev.key] = dataclasses.replace(new, changed_at=latest)

@@ -12,13 +12,19 @@ from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.watching import EventType, ReflectorEvent
-from kube_reloader.runtime.cache import ConfigEntry
-from kube_reloader.runtime.intake import Intake, keep_content_time
+from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
+from kube_reloader.runtime.intake import (
+    MAX_AHEAD_SECONDS,
+    Intake,
+    clamp_content_time,
+    keep_content_time,
+)
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
 from .fakes import KEYS, Room
+from .fakes import workload as fake_workload
 
 
 def entry(content: str, namespace: str = "ns") -> ConfigEntry:
@@ -183,3 +189,20 @@ async def test_changes_of_one_resource_waiting_for_their_fan_out_join_in_its_pla
     await i.on_config(named_event("ns", "a", "h3", "h2"), "configmaps", initial=False)
     await i.drained()
     assert [(c.name, c.hash) for c in delivered] == [("a", "h3"), ("b", "h2")]
+
+
+async def test_a_content_or_template_time_a_tenant_wrote_in_the_future_is_clamped() -> None:
+    room = Room()
+    i = intake(room)
+    now = room.clock.wall()
+    forged = dataclasses.replace(entry("h2"), changed_at=253402300799.0)  # 9999-12-31
+    store = {("ns", "cm"): forged}
+    clamp_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), forged, None),
+                       now + MAX_AHEAD_SECONDS)  # fmt: skip
+    assert store[("ns", "cm")].changed_at == now + MAX_AHEAD_SECONDS
+    w = dataclasses.replace(fake_workload(), template_changed_at=253402300799.0)
+    i.on_workload(
+        ReflectorEvent(EventType.ADDED, ("ns", "web"), WorkloadEntry(ObjectMeta(), w), None)
+    )
+    indexed = i.stores.index.workloads[w.key]
+    assert indexed.template_changed_at == now + MAX_AHEAD_SECONDS
