@@ -225,3 +225,89 @@ class Canary:
 async def events_for(client: Client, namespace: str, name: str) -> list[dict[str, Any]]:
     items = (await client.list(resources.EVENTS, namespace=namespace)).items
     return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
+
+
+# -- what every tenant-proofing case checks beside its canary ----------------------------------
+
+
+@dataclass
+class Vitals:
+    """`/live` polled every half second while a case runs (each answer within 2 s or a
+    failure), and the event loop's lag from the controller's own metrics."""
+
+    proc: ControllerProcess
+    probes: int = 0
+    failures: int = 0
+    worst_live: float = 0.0
+
+    async def poll(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            answer = await self.proc.probe("/live", timeout=2.0)
+            self.probes += 1
+            self.worst_live = max(self.worst_live, answer.seconds)
+            if answer.status != 200:
+                self.failures += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)  # the polling period, not a wait
+
+    def check(self) -> None:
+        assert self.probes > 0
+        assert self.failures == 0, f"/live failed {self.failures} of {self.probes} times"
+        assert self.worst_live < 2.0, f"/live took {self.worst_live:.2f}s"
+
+
+@contextlib.asynccontextmanager
+async def vitals(proc: ControllerProcess) -> AsyncIterator[Vitals]:
+    v = Vitals(proc)
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(v.poll(stop))
+    try:
+        yield v
+    finally:
+        stop.set()
+        await task
+
+
+def metric_samples(text: str, name: str) -> dict[str, float]:
+    """`name`'s samples in a Prometheus exposition, by their label text ("" for none)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith((name + "{", name + " ")):
+            labels, _, value = line[len(name) :].rpartition(" ")
+            out[labels.strip()] = float(value)
+    return out
+
+
+@dataclass(frozen=True)
+class Lag:
+    """The controller's event-loop lag so far: samples over 250 ms, and the worst of the last
+    minute."""
+
+    over: int
+    samples: int
+    worst: float
+
+
+async def loop_lag(proc: ControllerProcess) -> Lag:
+    text = (await proc.probe("/metrics", timeout=5)).body
+    buckets = metric_samples(text, "kube_reloader_event_loop_lag_seconds_bucket")
+    within = buckets.get('{le="0.25"}', 0.0)
+    total = buckets.get('{le="+Inf"}', 0.0)
+    worst = metric_samples(text, "kube_reloader_event_loop_lag_max_seconds").get("", 0.0)
+    assert total > 0, "no event-loop lag samples: is kube_reloader_event_loop_lag exported?"
+    return Lag(int(total - within), int(total), worst)
+
+
+async def create_all(client: Client, objects: Sequence[dict[str, Any]], at_once: int = 32) -> None:
+    """Create `objects` (`resource` picked by kind), `at_once` requests at a time."""
+    by_kind = {
+        "ConfigMap": resources.CONFIGMAPS, "Secret": resources.SECRETS,
+        "Deployment": resources.DEPLOYMENTS,
+    }  # fmt: skip
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(obj: dict[str, Any]) -> None:
+        async with gate:
+            await client.create(by_kind[obj["kind"]], obj)
+
+    await asyncio.gather(*(one(o) for o in objects))
