@@ -9,6 +9,7 @@ bounded share of them (issue 13): each connection must finish its request header
 few seconds and keep them small, idle keep-alive is short, and the number of connections is
 capped. At the cap, the oldest connection still sending its headers (or idling after a
 response) makes way for the newcomer; if there is none, the newcomer is closed at once.
+A TLS listener (`tlsserving`) counts a connection the same way, from its first byte.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import ssl
 import tracemalloc
 from collections import OrderedDict
 from collections.abc import Callable
@@ -176,7 +176,8 @@ class Edge:
         #: open connections per client address, oldest first
         self.peers: dict[str, OrderedDict[_Guard, None]] = {}
         self.shed = 0  # closed to make way for a newer connection
-        self.timed_out = 0  # headers not finished in time, or too large
+        self.timed_out = 0  # headers (or a TLS handshake) not finished in time, or too large
+        self.refused = 0  # TLS handshakes that failed, or client certificates not accepted
         self._logged_at = -1e9
 
     def admit(self, guard: _Guard, peer: str, now: float) -> None:
@@ -208,6 +209,10 @@ class Edge:
         self.timed_out += 1
         self._report(now)
 
+    def refused_one(self, now: float) -> None:
+        self.refused += 1
+        self._report(now)
+
     def forget(self, guard: _Guard) -> None:
         self.open.discard(guard)
         self.sending.pop(guard, None)
@@ -223,7 +228,7 @@ class Edge:
             self._logged_at = now
             log.warning(
                 "http connections dropped",
-                extra={"shed": self.shed, "timed_out": self.timed_out,
+                extra={"shed": self.shed, "timed_out": self.timed_out, "refused": self.refused,
                        "open": len(self.open), "max_connections": self.limits.max_connections},
             )  # fmt: skip
 
@@ -237,6 +242,7 @@ class _Guard(asyncio.Protocol):
         self.edge = edge
         self.make_inner = make_inner
         self.inner: asyncio.Protocol | None = None
+        self.early: list[bytes] = []  # bytes that came before `inner` (see `tlsserving`)
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.count = 0  # bytes of the current request's headers so far
@@ -251,17 +257,23 @@ class _Guard(asyncio.Protocol):
         self.peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
         self.edge.admit(self, self.peer, self.loop.time())
         self._start_request()
+        self._begin(transport)
+
+    def _begin(self, transport: asyncio.Transport) -> None:
+        """Counted and timed from here on: hand the connection to aiohttp."""
         self.inner = self.make_inner()
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        if self.inner is None or self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing():
             return
         if not self._scan(data):
             self.edge.timed_out_one(self.loop.time())
             self.drop()
-            return
-        self.inner.data_received(data)
+        elif self.inner is None:
+            self.early.append(data)
+        else:
+            self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received() if self.inner is not None else None
@@ -338,10 +350,8 @@ class Server:
         *,
         default_host: str = "0.0.0.0",  # noqa: S104
         limits: Limits | None = None,
-        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
-        self.tls = tls
         self.host, self.port = split_addr(addr, default_host=default_host)
         self.edge = Edge(limits or Limits())
         self._runner: web.AppRunner | None = None
@@ -362,16 +372,14 @@ class Server:
         assert handlers is not None
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: _Guard(self.edge, handlers),
-            self.host,
-            self.port,
-            reuse_address=True,
-            ssl=self.tls,
-            ssl_handshake_timeout=None if self.tls is None else limits.header_timeout,
+            lambda: self._guard(handlers), self.host, self.port, reuse_address=True
         )
         if self.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]
         log.info("serving", extra={"address": f"{self.host}:{self.port}"})
+
+    def _guard(self, handlers: Callable[[], asyncio.Protocol]) -> _Guard:
+        return _Guard(self.edge, handlers)
 
     async def stop(self) -> None:
         if self._listener is not None:

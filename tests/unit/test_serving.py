@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import resource
+import ssl
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kube_reloader import limits
+from kube_reloader import admitserving, limits
+from kube_reloader.core.fairness import share
+from kube_reloader.kube import admissioncerts as pki
 from kube_reloader.metrics import CONTENT_TYPE, Recorder
 from kube_reloader.serving import (
     Health,
@@ -31,6 +42,7 @@ from kube_reloader.serving import (
     build_health_app,
     split_addr,
 )
+from kube_reloader.tlsserving import TlsServer, allow_names, names_of, require_client_certificates
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -422,3 +434,308 @@ async def test_the_diagnostics_listener_lists_tasks_and_top_allocations() -> Non
     finally:
         marker.cancel()
         await server.stop()
+
+
+# ------------------------------------------------------- TLS counted from the first byte
+
+
+def client_cert(ca: pki.Ca, name: str) -> tuple[bytes, bytes]:
+    """A client certificate (clientAuth) for `name`, signed by `ca`."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )  # fmt: skip
+    return cert.public_bytes(serialization.Encoding.PEM), pem
+
+
+@dataclass
+class Tls:
+    server: TlsServer
+    ca: pki.Ca  # the server's
+    clients: pki.Ca  # the client certificates'
+
+    def client(self, name: str | None = None, ca: pki.Ca | None = None) -> ssl.SSLContext:
+        """A client context trusting the server, presenting a certificate for `name`."""
+        ctx = ssl.create_default_context(cadata=self.ca.cert_pem.decode())
+        if name is not None:
+            cert, key = client_cert(ca or self.clients, name)
+            pki.load(ctx, cert, key)
+        return ctx
+
+
+def spawn(name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+@contextlib.asynccontextmanager
+async def tls_serving(
+    tmp_path: Path, limits: Limits | None = None, *, client_ca: bool = False,
+    names: tuple[str, ...] = (),
+) -> AsyncIterator[Tls]:  # fmt: skip
+    ca, clients = pki.new_ca(time.time(), 3600), pki.new_ca(time.time(), 3600)
+    context = pki.server_context()
+    pki.load(context, *pki.serving_cert(ca, ["127.0.0.1"], time.time(), 3600))
+    if client_ca:
+        bundle = tmp_path / "clients.crt"
+        bundle.write_bytes(clients.cert_pem)
+        require_client_certificates(context, str(bundle))
+    check = allow_names(names) if names else None
+    app = build_app(FixedRecorder(), Health())  # type: ignore[arg-type]
+    server = TlsServer(app, "127.0.0.1:0", context, spawn, limits=limits, check=check)
+    await server.start()
+    try:
+        yield Tls(server, ca, clients)
+    finally:
+        await server.stop()
+
+
+async def tls_get(port: int, ctx: ssl.SSLContext, path: str = "/live") -> bytes:
+    """The body of a one-shot GET over TLS; b"" when the server refused the connection."""
+    try:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1"
+        )
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        raw = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    except (ssl.SSLError, ConnectionError):
+        return b""
+    return raw.partition(b"\r\n\r\n")[2]
+
+
+async def until(condition: Callable[[], bool], what: str, limit: float = 5.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {limit}s"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_tls_listener_serves_a_client_through_the_guard(tmp_path: Path) -> None:
+    async with tls_serving(tmp_path) as tls:
+        assert await tls_get(tls.server.port, tls.client()) == b"alive"
+        assert tls.server.edge.refused == 0
+
+
+async def test_bare_tcp_connects_count_from_the_first_byte_and_the_newest_make_the_oldest_go(
+    tmp_path: Path,
+) -> None:
+    limits = Limits(max_connections=4, max_per_client=4, header_timeout=30)
+    async with tls_serving(tmp_path, limits) as tls:
+        edge, conns = tls.server.edge, []
+        for i in range(12):  # a TCP connect, never a byte: before, never counted nor timed
+            conns.append(await asyncio.open_connection("127.0.0.1", tls.server.port))
+            await until(lambda i=i: edge.shed + len(edge.open) == i + 1, "accepted connect")
+            assert len(edge.open) <= 4
+        for reader, _ in conns[:8]:
+            assert await seconds_until_closed(reader, limit=2) < 2, "closed at once, not at 30 s"
+        assert edge.shed == 8
+        assert await tls_get(tls.server.port, tls.client()) == b"alive"
+        for _, writer in conns:
+            writer.close()
+
+
+async def test_a_handshake_that_never_comes_is_closed_at_the_header_timeout(
+    tmp_path: Path,
+) -> None:
+    async with tls_serving(tmp_path, Limits(header_timeout=0.5)) as tls:
+        reader, writer = await asyncio.open_connection("127.0.0.1", tls.server.port)
+        writer.write(b"\x16\x03\x01")  # the first bytes of a ClientHello, then nothing
+        assert 0.4 < await seconds_until_closed(reader) < 2
+        assert tls.server.edge.timed_out == 1
+        assert not tls.server.edge.open
+        writer.close()
+
+
+async def test_with_a_client_ca_a_caller_without_a_certificate_is_refused_at_the_handshake(
+    tmp_path: Path,
+) -> None:
+    async with tls_serving(tmp_path, client_ca=True) as tls:
+        assert await tls_get(tls.server.port, tls.client()) == b""
+        await until(lambda: tls.server.edge.refused == 1, "refused handshake")
+        assert not tls.server.edge.open
+        assert await tls_get(tls.server.port, tls.client("apiserver")) == b"alive"
+
+
+async def test_with_a_client_ca_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
+    other = pki.new_ca(time.time(), 3600)
+    async with tls_serving(tmp_path, client_ca=True) as tls:
+        assert await tls_get(tls.server.port, tls.client("apiserver", other)) == b""
+        await until(lambda: tls.server.edge.refused == 1, "refused handshake")
+
+
+async def test_with_allowed_names_a_certificate_naming_another_client_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with tls_serving(tmp_path, client_ca=True, names=("kube-apiserver",)) as tls:
+        assert await tls_get(tls.server.port, tls.client("tenant")) == b""
+        await until(lambda: tls.server.edge.refused == 1, "refused certificate")
+        assert await tls_get(tls.server.port, tls.client("kube-apiserver")) == b"alive"
+
+
+def test_a_certificates_names_are_its_common_name_and_dns_names_and_nothing_else() -> None:
+    cert = {
+        "subject": ((("organizationName", "system:masters"),), (("commonName", "api"),)),
+        "subjectAltName": (("DNS", "api.example"), ("IP Address", "10.0.0.1")),
+    }
+    assert names_of(cert) == {"api", "api.example"}
+    assert names_of(None) == set()
+    assert names_of({"subject": "junk", "subjectAltName": ()}) == set()
+
+
+# --------------------------------------------- the admission edge: reading and answering
+
+BUSY = b'{"response":{"uid":"","allowed":true}}'
+
+
+class Answers:
+    """`parse` (the body's length) and `respond` of an admission app; `gate` holds answers."""
+
+    def __init__(self) -> None:
+        self.parsed: list[int] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    def parse(self, body: bytes) -> int:
+        self.parsed.append(len(body))
+        return len(body)
+
+    async def respond(self, n: int) -> bytes:
+        await self.gate.wait()
+        return f'{{"response":{{"uid":"u","allowed":true,"n":{n}}}}}'.encode()
+
+
+@contextlib.asynccontextmanager
+async def admitting_edge() -> AsyncIterator[tuple[Server, Answers, admitserving.Gates]]:
+    answers, gates = Answers(), admitserving.Gates()
+    app = admitserving.build_admission_app(answers.parse, answers.respond, 1024, BUSY, gates)
+    server = Server(app, "127.0.0.1:0", limits=Limits(max_request_bytes=2048))
+    await server.start()
+    try:
+        yield server, answers, gates
+    finally:
+        await server.stop()
+
+
+async def review_post(
+    port: int, body: bytes, *, source: str = "127.0.0.1", query: str = "", length: int = -1
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """POST a review; `length` announces more than `body` (a sender that stalls)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    announced = len(body) if length < 0 else length
+    writer.write(f"POST {admitserving.PATH}{query} HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                 f"application/json\r\nContent-Length: {announced}\r\n\r\n".encode() + body)  # fmt: skip
+    await writer.drain()
+    return reader, writer
+
+
+async def answer_of(reader: asyncio.StreamReader, limit: float = 10) -> tuple[int, bytes]:
+    raw = await asyncio.wait_for(reader.read(), limit)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+async def test_a_body_that_stops_arriving_is_dropped_after_the_body_timeout_and_frees_its_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(admitserving, "BODY_TIMEOUT", 0.5)
+    async with admitting_edge() as (server, answers, gates):
+        reader, writer = await review_post(server.port, b"ab", length=100)
+        assert 0.4 < await seconds_until_closed(reader) < 2, "dropped, not left to linger"
+        assert gates.dropped == 1
+        assert gates.reading.ledger.total == 0
+        assert answers.parsed == []
+        writer.close()
+
+
+async def test_slow_senders_from_one_address_cannot_hold_every_reading_slot_while_another_reads(
+) -> None:  # fmt: skip
+    async with admitting_edge() as (server, _, gates):
+        slow = [
+            await review_post(server.port, b"ab", source="127.0.0.2", length=100)
+            for _ in range(admitserving.MAX_BODIES)
+        ]
+        ledger = gates.reading.ledger
+        await until(lambda: ledger.total + ledger.waiting == len(slow), "slow senders in line")
+        assert ledger.held["127.0.0.2"] == share(admitserving.MAX_BODIES, 0) < len(slow)
+        started = time.monotonic()
+        reader, writer = await review_post(server.port, b"x" * 10)  # the API server
+        assert await answer_of(reader) == (200, b'{"response":{"uid":"u","allowed":true,"n":10}}')
+        assert time.monotonic() - started < 1, "read at once, not after the slow ones"
+        assert gates.unread == 0
+        for _, w in [*slow, (reader, writer)]:
+            w.close()
+
+
+async def test_two_slow_senders_cannot_hold_both_of_two_reading_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(admitserving, "MAX_BODIES", 2)  # the cap that was held before
+    async with admitting_edge() as (server, _, gates):
+        slow = [await review_post(server.port, b"ab", source="127.0.0.2", length=100)
+                for _ in range(2)]  # fmt: skip
+        ledger = gates.reading.ledger
+        await until(lambda: ledger.total == 1 and ledger.waiting == 1, "one read, one waiting")
+        reader, writer = await review_post(server.port, b"x" * 10)
+        assert (await answer_of(reader, limit=2))[0] == 200
+        assert gates.unread == 0
+        for _, w in [*slow, (reader, writer)]:
+            w.close()
+
+
+async def test_reviews_beyond_the_ones_being_answered_wait_for_their_turn_and_are_answered(
+) -> None:  # fmt: skip
+    async with admitting_edge() as (server, answers, gates):
+        answers.gate.clear()  # lookups that have not come back
+        alone = share(admitserving.MAX_ANSWERING, 0)  # one address's part
+        held = [await review_post(server.port, b"z" * 5, query="?timeout=10s")
+                for _ in range(alone)]  # fmt: skip
+        await until(lambda: len(answers.parsed) == alone, "answering")
+        other, other_writer = await review_post(server.port, b"o" * 3, source="127.0.0.2")
+        await until(lambda: len(answers.parsed) == alone + 1, "another address answered at once")
+        waiting, waiting_writer = await review_post(server.port, b"w" * 7, query="?timeout=10s")
+        await until(lambda: gates.answering.ledger.waiting == 1, "the next review in line")
+        answers.gate.set()
+        assert (await answer_of(waiting))[1].endswith(b'"n":7}}'), "waited, then answered"
+        for reader, _ in held:
+            assert (await answer_of(reader))[1].endswith(b'"n":5}}')
+        assert (await answer_of(other))[1].endswith(b'"n":3}}')
+        assert gates.unread == 0
+        for _, w in [*held, (other, other_writer), (waiting, waiting_writer)]:
+            w.close()
+
+
+@pytest.mark.parametrize(("timeout", "waits"), [("1s", 0.5), ("2s", 1.5), ("junk", 4.0)])
+async def test_a_review_waits_for_its_turn_no_longer_than_the_api_servers_timeout_allows(
+    timeout: str, waits: float
+) -> None:
+    async with admitting_edge() as (server, answers, gates):
+        answers.gate.clear()
+        held = [await review_post(server.port, b"z" * 5)
+                for _ in range(share(admitserving.MAX_ANSWERING, 0))]  # fmt: skip
+        await until(lambda: len(answers.parsed) == len(held), "answering")
+        started = time.monotonic()
+        reader, writer = await review_post(server.port, b"w" * 7, query=f"?timeout={timeout}")
+        assert await answer_of(reader) == (200, BUSY)
+        assert waits - 0.1 < time.monotonic() - started < waits + 1
+        assert gates.unread == 1
+        assert gates.answering.ledger.waiting == 0, "it left the line"
+        answers.gate.set()
+        for r, w in [*held, (reader, writer)]:
+            w.close()
+            del r

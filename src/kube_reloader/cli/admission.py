@@ -1,10 +1,12 @@
 """The admission webhook flags (ours): `--admission-addr` and the `--admission-*` settings of
-its certificates; parsed into `runtime.admission.AdmissionSettings`."""
+its certificates and of its callers' (`--admission-client-ca`, `--admission-client-names`);
+parsed into `runtime.admission.AdmissionSettings`."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import ssl
 from collections.abc import Mapping
 
 from kube_reloader.core.pausing import DurationError, parse_duration
@@ -32,6 +34,11 @@ def add(parser: argparse.ArgumentParser) -> None:
          "the webhook's Service: its DNS names go in the serving certificate"),
         ("--admission-cert-validity", "24h", "DURATION",
          "validity of a serving certificate (renewed at two thirds of it)"),
+        ("--admission-client-ca", "", "FILE",
+         "require callers to present a TLS client certificate chaining to this CA bundle (the "
+         "API server's, from its AdmissionConfiguration); also enables key-level hashes"),
+        ("--admission-client-names", "", "NAME[,NAME]",
+         "with --admission-client-ca: the names (CN or DNS SAN) a client certificate may carry"),
     )  # fmt: skip
     for flag, default, metavar, text in flags:
         parser.add_argument(flag, default=default, metavar=metavar, help=text)
@@ -69,6 +76,7 @@ def settings(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSetting
             raise AdmissionFlagError(f"--admission-service: {service!r} is not a valid name")
         hosts = [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local",
                  f"{service}.{namespace}", service, *hosts]  # fmt: skip
+    client_ca, client_names = _clients(ns)
     return AdmissionSettings(
         addr=addr,
         namespace=namespace,
@@ -77,4 +85,23 @@ def settings(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSetting
         hosts=tuple(hosts),
         cert_validity=validity,
         ca_validity=max(365 * 24 * 3600.0, validity * 30),
+        client_ca=client_ca,
+        client_names=client_names,
     )
+
+
+def _clients(ns: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
+    """`--admission-client-ca` (checked: a readable bundle of certificates) and the names."""
+    client_ca = str(getattr(ns, "admission_client_ca", "") or "")
+    raw = str(getattr(ns, "admission_client_names", "") or "")
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    if names and not client_ca:
+        raise AdmissionFlagError("--admission-client-names: needs --admission-client-ca")
+    if client_ca:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=client_ca)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise AdmissionFlagError(
+                f"--admission-client-ca: {client_ca!r} is not a readable CA bundle ({exc})"
+            ) from None
+    return client_ca, names

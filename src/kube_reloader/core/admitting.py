@@ -12,17 +12,30 @@ controller, whose pauses, windows and rate limits then decide as they always do.
 
 Everything is total: a review that cannot be read, or an object of the wrong shape, is
 admitted unchanged with a one-line reason; nothing here raises on input.
+
+What an answer may reveal is decided by the runtime (`runtime.admission`): key-level hashes
+(`key_scoped`) only to an authenticated API server; `answer_budget` is how long a review may
+wait and be looked at before the API server gives up on it.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube_reloader.core import evicting, parsing, planning, podtemplates, strategies
+from kube_reloader.core import (
+    evicting,
+    parsing,
+    pausing,
+    planning,
+    podtemplates,
+    scoping,
+    strategies,
+)
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 #: bytes of AdmissionReview read (an object is at most ~1.5 MiB in etcd; a review holds the
@@ -33,8 +46,21 @@ MAX_REVIEW_DEPTH = 100
 #: the references of one workload looked at (more: admitted unchanged, left to the controller)
 MAX_REFERENCES = 64
 REVIEW_API_VERSION = "admission.k8s.io/v1"
+#: seconds the API server waits for a webhook that names no timeout (its default)
+DEFAULT_TIMEOUT = 10.0
+#: seconds of the API server's timeout kept for the answer's way back
+TIMEOUT_MARGIN = 0.5
+#: seconds a review may take here at most, whatever its timeout: the webhook listener's
+#: header timeout (5 s, `serving.Limits`) runs from a body's first byte to the answer
+MAX_BUDGET = 4.0
+MIN_BUDGET = 0.1
 
 Reference = tuple[ResourceType, str]
+
+#: a namespace's name (an RFC 1123 label) and a ConfigMap's (an RFC 1123 subdomain), as the
+#: API server accepts them: nothing else is ever put into a lookup's path or field selector
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +130,8 @@ def review_of(value: Any) -> ParsedReview:
     namespace = request.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         return ParsedReview(uid=uid, error="the request names no namespace")
+    if not _LABEL.fullmatch(namespace):
+        return ParsedReview(uid=uid, error="the request's namespace is not a namespace name")
     if own not in (None, "", namespace):
         return ParsedReview(uid=uid, error="the object's namespace is not the request's")
     return ParsedReview(
@@ -117,6 +145,29 @@ def review_of(value: Any) -> ParsedReview:
         ),
         uid=uid,
     )
+
+
+def answer_budget(timeout: str | None) -> float:
+    """Seconds a review may wait and be answered in, from its URL's `?timeout=` (the API
+    server's deadline for the call: the webhook's `timeoutSeconds` rounded up to whole
+    seconds, as a Go duration, e.g. `2s`) minus `TIMEOUT_MARGIN`, at most `MAX_BUDGET`.
+    Absent or unreadable: `DEFAULT_TIMEOUT`, the API server's default. Total."""
+    seconds = DEFAULT_TIMEOUT
+    try:
+        given = pausing.parse_duration(timeout) if timeout else 0.0
+    except pausing.DurationError:
+        given = 0.0
+    if given > 0:
+        seconds = given
+    return max(MIN_BUDGET, min(seconds - TIMEOUT_MARGIN, MAX_BUDGET))
+
+
+def key_scoped(workload: planning.Workload, config: planning.Config) -> bool:
+    """Whether the controller writes key-level hashes for `workload` (`reload-scope: keys`
+    on it or its template, else `--reload-scope`): the value written is then a hash of only
+    the keys it consumes, one key's value when it consumes one."""
+    scope, _ = scoping.scope_of(workload.annotations, workload.template.annotations, config.scope)
+    return scope is scoping.Scope.KEYS and not workload.workload_ref
 
 
 def workload_of(review: Review) -> planning.Workload | str:
@@ -157,10 +208,14 @@ def rolls_anyway(review: Review) -> tuple[bool, str]:
 
 
 def references(workload: planning.Workload) -> list[Reference]:
-    """The ConfigMaps whose current hashes the webhook needs, sorted. Never Secrets: an answer
-    carries the hashes it writes to whoever sent the review, so Secrets are left to the
-    controller."""
-    return sorted(r for r in workload.template.references() if r[0] is ResourceType.CONFIGMAP)
+    """The ConfigMaps whose current hashes the webhook needs: those the pod template names
+    (valid names only), sorted. Never Secrets: an answer carries the hashes it writes to
+    whoever sent the review, so Secrets are left to the controller."""
+    return sorted(
+        r
+        for r in workload.template.references()
+        if r[0] is ResourceType.CONFIGMAP and _SUBDOMAIN.fullmatch(r[1])
+    )
 
 
 def admit(

@@ -80,6 +80,12 @@ def apiserver_argv(
         "--max-requests-inflight=1000",
         "--max-mutating-requests-inflight=500",
         f"--cert-dir={state_dir / 'apiserver-certs'}",
+        # a client certificate for admission webhooks (a cluster made before it has none)
+        *(
+            [f"--admission-control-config-file={k.admission_config}"]
+            if k.admission_config.exists()
+            else []
+        ),
         *extra,
     ]
 

@@ -1,5 +1,7 @@
 """Credentials for a dev cluster: a CA, the API server's serving certificate, an admin client
-certificate, an admin bearer token and the service-account signing key.
+certificate, an admin bearer token and the service-account signing key; and the client
+certificate the API server presents to admission webhooks (`WEBHOOK_CLIENT`, through the
+AdmissionConfiguration `admission_config`: a webhook may require it, `--admission-client-ca`).
 
 Everything is generated fresh for each cluster and lives only in its state directory (mode
 0600), so the kubeconfig verifies the server for real instead of skipping TLS verification.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import secrets
 from dataclasses import dataclass
@@ -20,6 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = dt.timedelta(days=365)
+#: the common name of the API server's client certificate for admission webhooks
+WEBHOOK_CLIENT = "kube-apiserver-webhook-client"
 _CA_KEY_USAGE = x509.KeyUsage(
     digital_signature=True,
     key_cert_sign=True,
@@ -70,6 +75,19 @@ class Pki:
     @property
     def sa_pub(self) -> Path:
         return self.root / "sa.pub"
+
+    @property
+    def webhook_client_crt(self) -> Path:
+        return self.root / "webhook-client.crt"
+
+    @property
+    def webhook_client_key(self) -> Path:
+        return self.root / "webhook-client.key"
+
+    @property
+    def admission_config(self) -> Path:
+        """The API server's `--admission-control-config-file` (absent in older clusters)."""
+        return self.root / "admission-config.json"
 
     @property
     def tokens_csv(self) -> Path:
@@ -129,6 +147,12 @@ def generate(root: Path) -> Pki:
         usage=ExtendedKeyUsageOID.CLIENT_AUTH,
     )  # fmt: skip
 
+    _leaf(
+        pki.webhook_client_crt, pki.webhook_client_key, ca_cert, ca_key, now,
+        cn=WEBHOOK_CLIENT, orgs=(), sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )  # fmt: skip
+    _write_admission_config(pki)
+
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_key(pki.sa_key, sa_key)
     _write(
@@ -142,6 +166,30 @@ def generate(root: Path) -> Pki:
     _write(pki.token_file, token.encode() + b"\n")
     _write(pki.tokens_csv, f'{token},kube-reloader-admin,admin-uid,"system:masters"\n'.encode())
     return pki
+
+
+def _write_admission_config(pki: Pki) -> None:
+    """An AdmissionConfiguration whose MutatingAdmissionWebhook plugin reads a kubeconfig
+    with one user, `*` (every webhook, whatever its host:port): the webhook client
+    certificate, presented to any webhook that asks for one."""
+    kubeconfig = pki.root / "webhook-client.kubeconfig"
+    user = {
+        "client-certificate": str(pki.webhook_client_crt),
+        "client-key": str(pki.webhook_client_key),
+    }
+    users = {"apiVersion": "v1", "kind": "Config", "users": [{"name": "*", "user": user}]}
+    _write(kubeconfig, json.dumps(users).encode())
+    plugin = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": str(kubeconfig),
+    }
+    doc = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "MutatingAdmissionWebhook", "configuration": plugin}],
+    }
+    _write(pki.admission_config, json.dumps(doc, indent=2).encode())
 
 
 def _leaf(

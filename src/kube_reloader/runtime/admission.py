@@ -8,30 +8,47 @@ would (`core.admitting`). When the controller's watch event then arrives, the wo
 carries the hash: one apply, one rollout.
 
 Admission never refuses a write: every answer is `allowed`; a review that cannot be read, a
-lookup that fails or runs past its deadline, anything unexpected, is admitted unchanged with
-the reason logged (the controller then reloads as it would without a webhook).
+lookup that fails or runs past the review's budget (the API server's deadline for the call,
+`admitserving.remaining`), anything unexpected, is admitted unchanged with the reason logged
+(the controller then reloads as it would without a webhook). At most `MAX_IN_FLIGHT` reviews
+look anything up at once; the next ones wait for their turn within their budget.
 
-The listener cannot tell the API server from anyone else who reaches its port (API servers do
-not authenticate to webhooks by default), and its answer carries the hashes it writes. So it
-never looks at Secrets (left to the controller), answers only for a namespace the controller
-watches and for an object in the namespace the request names, and at most `MAX_IN_FLIGHT`
-reviews look anything up at once (a flood of forged reviews costs the API server a bounded
-number of LISTs; the rest are admitted unchanged). Under `--reload-strategy=annotations` and
-`--compat=v2` the value written carries the time of the reload, which the controller's own
-later write would not repeat: the webhook then admits everything unchanged.
+Who may ask (issue 29). API servers do not authenticate to webhooks by default, so without
+`--admission-client-ca` anyone who reaches the port may send a review, naming any namespace
+and any object, and read the answer. So the webhook answers only what the controller would
+write into a pod template anyway, and only where it would write it: never for Secrets (left
+to the controller); only for a namespace the controller watches and that exists (the
+`--namespaces` list, else one LIST by name, remembered for a minute); only for an object of
+the namespace the request names; only for ConfigMaps the object's pod template references by
+a valid name; and never key-level hashes (`reload-scope: keys`: the hash of the keys a
+workload consumes can be one key's value, an offline oracle for it): such a workload is
+admitted unchanged, left to the controller. What a forged review can still learn is the
+object-level hash of a ConfigMap it names in a namespace the controller watches, the value
+the controller writes into that namespace's pod templates (a SHA-1 of all its data, or with
+`--hash-algorithm=hmac-sha256` a keyed one), and whether that ConfigMap exists (docs/limits.md,
+"Admission webhook"). With `--admission-client-ca` the TLS handshake requires the API
+server's client certificate (the API server presents one when its AdmissionConfiguration
+names a kubeconfig for the webhook), a caller without one never gets to send a review, and
+key-level hashes are written too.
+
+Under `--reload-strategy=annotations` and `--compat=v2` the value written carries the time
+of the reload, which the controller's own later write would not repeat: the webhook then
+admits everything unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from kube_reloader.core import admitting, podtemplates, strategies
+from kube_reloader import admitserving
+from kube_reloader.core import admitting, planning, podtemplates, strategies
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.kube import errors, projections, resources
 from kube_reloader.kube.client import Client
@@ -40,8 +57,13 @@ from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
 
-#: reviews whose lookups run at once; more are admitted unchanged at once
+#: reviews whose lookups run at once; more wait for their turn within their budget
 MAX_IN_FLIGHT = 8
+#: a review's workload, the ConfigMaps it references, whether it is reloaded key by key
+_Planned = tuple[planning.Workload, list[admitting.Reference], bool]
+#: the flag that makes the webhook require the API server's client certificate
+CLIENT_CA_FLAG = "--admission-client-ca"
+NO_KEYS = f"key-level hashes are written only for an authenticated API server ({CLIENT_CA_FLAG})"
 
 
 class _Request(msgspec.Struct):
@@ -99,8 +121,48 @@ class AdmissionSettings:
     cert_validity: float = 24 * 3600.0
     #: seconds the CA is valid; renewed (with an overlapping bundle) with a third left
     ca_validity: float = 365 * 24 * 3600.0
-    #: seconds for the lookups of one review (the webhook's timeoutSeconds is at most 2)
+    #: seconds for the lookups of a review whose budget is unknown (called outside the edge)
     lookup_deadline: float = 1.0
+    #: `--admission-client-ca`: a CA bundle file the caller's client certificate must chain
+    #: to (the API server's, for webhooks); empty: callers are not authenticated
+    client_ca: str = ""
+    #: `--admission-client-names`: the names (CN or DNS SAN) a client certificate may carry;
+    #: empty: any certificate from `client_ca`
+    client_names: tuple[str, ...] = ()
+
+    @property
+    def authenticated(self) -> bool:
+        return bool(self.client_ca)
+
+
+class KnownNamespaces:
+    """Whether a namespace exists, from one LIST by name, remembered (`TTL` seconds when
+    found, `MISS_TTL` when not) for at most `SIZE` names: a flood of forged reviews costs
+    the API server at most one LIST per name and per `MISS_TTL`."""
+
+    TTL = 60.0
+    MISS_TTL = 5.0
+    SIZE = 4096
+
+    def __init__(self, client: Client, clock: Clock) -> None:
+        self.client, self.clock = client, clock
+        self.seen: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+
+    async def exists(self, namespace: str) -> bool:
+        now = self.clock.monotonic()
+        hit = self.seen.get(namespace)
+        if hit is not None and now < hit[1]:
+            return hit[0]
+        listed = await self.client.list(
+            resources.NAMESPACES, field_selector=f"metadata.name={namespace}",
+            type=projections.Object,
+        )  # fmt: skip
+        found = bool(listed.items)
+        self.seen[namespace] = (found, now + (self.TTL if found else self.MISS_TTL))
+        self.seen.move_to_end(namespace)
+        while len(self.seen) > self.SIZE:
+            self.seen.popitem(last=False)
+        return found
 
 
 class Admitter:
@@ -108,15 +170,20 @@ class Admitter:
 
     def __init__(
         self, client: Client, options: Options, clock: Clock, deadline: float,
-        namespace_wanted: Callable[[str], bool] | None = None,
+        namespace_wanted: Callable[[str], bool] | None = None, *, authenticated: bool = False,
     ) -> None:  # fmt: skip
         self.client = client
         self.options = options
         self.clock = clock
+        #: seconds for the lookups of a review answered outside the edge (no known budget)
         self.deadline = deadline
         #: the controller's own namespace filter (`Intake.namespace_wanted`: --namespaces,
         #: --namespaces-to-ignore, --namespace-selector); None: the flags alone decide
         self.namespace_wanted = namespace_wanted
+        #: the caller proved to be the API server (`--admission-client-ca`)
+        self.authenticated = authenticated
+        self.namespaces = KnownNamespaces(client, clock)
+        self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.reviews = 0
         self.mutated = 0
         self.in_flight = 0
@@ -147,62 +214,98 @@ class Admitter:
             log.info("admitted unchanged", extra={**where, "reason": what})
         return _encode(admitting.response(review.uid, ops))
 
-    async def _decide(self, review: admitting.Review) -> tuple[list[dict[str, Any]], str]:
+    def _screen(self, review: admitting.Review) -> str | None:
+        """Why the review is left alone before anything is looked up, if it is."""
         opts = self.options
         if opts.namespaces and review.namespace not in opts.namespaces:
-            return [], "namespace not watched"
+            return "namespace not watched"
         if review.namespace in opts.namespaces_to_ignore:
-            return [], "namespace ignored (--namespaces-to-ignore)"
+            return "namespace ignored (--namespaces-to-ignore)"
         if self.namespace_wanted is not None and not self.namespace_wanted(review.namespace):
-            return [], "namespace not watched (--namespace-selector)"
+            return "namespace not watched (--namespace-selector)"
         if opts.plan.strategy is not strategies.Strategy.ENV_VARS:
-            return [], "the annotations strategy writes the reload's time; left to the controller"
+            return "the annotations strategy writes the reload's time; left to the controller"
         if opts.plan.compat is strategies.Compat.V2:
-            return [], "--compat=v2 writes the reload's time; left to the controller"
+            return "--compat=v2 writes the reload's time; left to the controller"
+        return None
+
+    def _plan(self, review: admitting.Review) -> tuple[_Planned | None, str]:
+        """(the workload, its ConfigMap references, whether key-level) or None, and why."""
         rolls, why = admitting.rolls_anyway(review)
         if not rolls:
-            return [], why
+            return None, why
         workload = admitting.workload_of(review)
         if isinstance(workload, str):
-            return [], workload
+            return None, workload
+        opts = self.options
         if workload.kind not in opts.workload_kinds:
-            return [], f"kind {workload.kind} is not reloaded"
+            return None, f"kind {workload.kind} is not reloaded"
         refs = [r for r in admitting.references(workload) if r[0] in opts.resources]
         if not refs:
-            return [], "references no ConfigMap (Secrets are left to the controller)"
+            return None, "references no ConfigMap (Secrets are left to the controller)"
         if len(refs) > admitting.MAX_REFERENCES:
-            return [], f"{len(refs)} references, over {admitting.MAX_REFERENCES}; left alone"
-        if self.in_flight >= MAX_IN_FLIGHT:
-            return [], f"{MAX_IN_FLIGHT} reviews already looking up; left to the controller"
-        self.in_flight += 1
+            return None, f"{len(refs)} references, over {admitting.MAX_REFERENCES}; left alone"
+        keys = admitting.key_scoped(workload, opts.plan)
+        if keys and not self.authenticated:
+            return None, NO_KEYS
+        return (workload, refs, keys), why
+
+    async def _decide(self, review: admitting.Review) -> tuple[list[dict[str, Any]], str]:
+        why = self._screen(review)
+        if why is not None:
+            return [], why
+        planned, why = self._plan(review)
+        if planned is None:
+            return [], why
+        workload, refs, keys = planned
+        budget = admitserving.remaining()
+        budget = self.deadline if budget is None else budget
         try:
-            async with asyncio.timeout(self.deadline):
-                found = await asyncio.gather(*(self._content(review.namespace, r) for r in refs))
+            async with asyncio.timeout(budget):
+                found = await self._look_up(review.namespace, refs, keys=keys)
         except TimeoutError:
-            return [], f"lookups took over {self.deadline}s; left to the controller"
+            return [], f"lookups did not finish within {budget:.2g}s; left to the controller"
+        except errors.Forbidden as exc:
+            return [], f"lookup forbidden ({exc}); left to the controller"
         except errors.KubeError as exc:
             return [], f"lookup failed ({exc}); left to the controller"
-        finally:
-            self.in_flight -= 1
-        changes = {r: c for r, c in zip(refs, found, strict=True) if c is not None}
+        if isinstance(found, str):
+            return [], found
+        opts = self.options
         kind = opts.kinds.get(workload.kind)
         result = admitting.admit(
-            workload=workload, obj=review.obj, changes=changes, config=opts.plan,
+            workload=workload, obj=review.obj, changes=found, config=opts.plan,
             now=int(self.clock.wall()), default_strategy=opts.default_strategy,
             evictable=None if kind is None else kind.evictable,
         )  # fmt: skip
         log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
-        names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(changes))
+        names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(found))
         if result.ops:
             return result.ops, f"{len(result.ops)} operation(s) for {names}"
         return [], f"already current or not reloaded for {names or 'no found reference'}"
 
-    async def _content(self, namespace: str, ref: admitting.Reference) -> Change | None:
+    async def _look_up(
+        self, namespace: str, refs: list[admitting.Reference], *, keys: bool
+    ) -> dict[admitting.Reference, Change] | str:
+        """The referenced ConfigMaps' current content (those that exist), or why none is
+        looked up: waits for one of `MAX_IN_FLIGHT` turns; unauthenticated, the namespace
+        must exist (outside an explicit `--namespaces` list)."""
+        async with self.slots:
+            self.in_flight += 1
+            try:
+                proven = self.authenticated or bool(self.options.namespaces)
+                if not proven and not await self.namespaces.exists(namespace):
+                    return f"namespace {namespace} does not exist"
+                found = await asyncio.gather(*(self._content(namespace, r, keys) for r in refs))
+            finally:
+                self.in_flight -= 1
+        return {r: c for r, c in zip(refs, found, strict=True) if c is not None}
+
+    async def _content(self, namespace: str, ref: admitting.Reference, keys: bool) -> Change | None:
         """The ConfigMap's current content as the controller's cache describes it (a quorum
-        LIST by name, with the controller's label selector), or None when it does not exist
-        or is not watched."""
+        LIST by name, with the controller's label selector; per-key digests only for a
+        key-level workload), or None when it does not exist or is not watched."""
         _, name = ref
-        keys, key = self.options.plan.match.keys, self.options.hash_key
         by_name, labels = f"metadata.name={name}", self.options.resource_label_selector or None
         configmaps = await self.client.list(
             resources.CONFIGMAPS,
@@ -213,7 +316,10 @@ class Admitter:
         )
         if not configmaps.items:
             return None
-        return configmap_entry(configmaps.items[0], keys, key, per_key=True).change(Event.UPDATED)
+        opts = self.options
+        entry = configmap_entry(configmaps.items[0], opts.plan.match.keys, opts.hash_key,
+                                per_key=keys)  # fmt: skip
+        return entry.change(Event.UPDATED)
 
 
 def _encode(doc: dict[str, Any]) -> bytes:

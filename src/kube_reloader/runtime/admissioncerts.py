@@ -8,6 +8,9 @@ re-reads the webhook configuration and patches its bundle if it is not the CA's 
 replaced the object), and renews the serving certificate once two thirds of its validity have
 passed, or at once when the CA changed under it.
 
+With `--admission-client-ca` the serving context also requires a client certificate chaining
+to that bundle (read once at start) and, with `--admission-client-names`, naming one of them.
+
 Admission never stops the controller: until a first certificate is installed and the port is
 listening, nothing is served, and the attempt is retried with backoff (one log line each:
 "admission is not serving"); a failed refresh later leaves the certificate in use serving
@@ -24,7 +27,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kube_reloader.admitserving import Reading, build_admission_app
+from kube_reloader.admitserving import Gates, build_admission_app
 from kube_reloader.core import admitting, limiting
 from kube_reloader.kube import admissioncerts, errors
 from kube_reloader.kube.client import Client
@@ -33,10 +36,19 @@ from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
 from kube_reloader.runtime.supervisor import Supervisor
-from kube_reloader.serving import Limits, Server
+from kube_reloader.serving import Limits
+from kube_reloader.tlsserving import TlsServer, allow_names, require_client_certificates
 
-#: the webhook's listener: a review (with its old object) is far larger than a probe
-LIMITS = Limits(max_connections=32, max_request_bytes=admitting.MAX_REVIEW_BYTES + 64 * 1024)
+#: the webhook's listener: a review (with its old object) is far larger than a probe; a
+#: review waiting for its turn (`admitserving`) is not idle, so only the heaviest client's
+#: oldest connection makes way for it at the cap; each connection in its TLS handshake holds
+#: a ~256 KiB buffer, so 64 connections cost at most ~16 MiB of them
+LIMITS = Limits(
+    max_connections=64,
+    max_per_client=32,
+    max_request_bytes=admitting.MAX_REVIEW_BYTES + 64 * 1024,
+    idle_grace=30.0,
+)
 
 
 class CertKeeper:
@@ -52,6 +64,8 @@ class CertKeeper:
         self.issued = 0
         #: the bundle last found in (or written to) the webhook configuration
         self.bundle_patched = b""
+        #: `--admission-client-ca` loaded into the context (before anything is served)
+        self.client_ca_loaded = False
 
     @property
     def check_interval(self) -> float:
@@ -61,6 +75,9 @@ class CertKeeper:
         """Read (or make) the CA, keep the bundle patched, renew the certificate if due.
         The first call installs a certificate or raises."""
         s = self.settings
+        if s.client_ca and not self.client_ca_loaded:  # fails closed: nothing served without
+            require_client_certificates(self.context, s.client_ca)
+            self.client_ca_loaded = True
         now = self.clock.wall()
         ca = await admissioncerts.ensure_ca(
             self.client, s.namespace, s.ca_secret, now=now, validity=s.ca_validity
@@ -114,14 +131,14 @@ class CertKeeper:
 
 @dataclass
 class Running:
-    server: Server
+    server: TlsServer
     keeper: CertKeeper
     admitter: Admitter
     #: True once the port listens with a certificate installed
     serving: bool = False
     #: failed attempts to start serving
     failures: int = 0
-    reading: Reading = field(default_factory=Reading)
+    gates: Gates = field(default_factory=Gates)
 
     async def serve(self) -> None:
         """Install a first certificate and listen, retrying with backoff until both work;
@@ -160,13 +177,19 @@ def start(
     """Serve `POST /mutate` over TLS on `settings.addr` once a first certificate is
     installed, and keep it fresh, under the supervisor (`Running.serve`). Never raises."""
     keeper = CertKeeper(client, settings, clock)
-    admitter = Admitter(client, options, clock, settings.lookup_deadline, namespace_wanted)
-    reading = Reading()
+    admitter = Admitter(
+        client, options, clock, settings.lookup_deadline, namespace_wanted,
+        authenticated=settings.authenticated,
+    )  # fmt: skip
+    gates = Gates()
     busy = json.dumps(admitting.response(""), separators=(",", ":")).encode()
     app = build_admission_app(
-        admitter.parse, admitter.respond, admitting.MAX_REVIEW_BYTES, busy, reading
+        admitter.parse, admitter.respond, admitting.MAX_REVIEW_BYTES, busy, gates
     )
-    server = Server(app, settings.addr, tls=keeper.context, limits=LIMITS)
-    running = Running(server, keeper, admitter, reading=reading)
+    check = allow_names(settings.client_names) if settings.client_names else None
+    server = TlsServer(
+        app, settings.addr, keeper.context, supervisor.oneshot, limits=LIMITS, check=check
+    )
+    running = Running(server, keeper, admitter, gates=gates)
     supervisor.spawn("admission", running.serve)
     return running

@@ -1,5 +1,5 @@
 """core.admitting: the webhook writes exactly what the controller would, and reads hostile
-reviews without raising."""
+reviews without raising; how long a review may take, and which workloads are key-level."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kube_reloader.core import admitting, hashing, planning, strategies
+from kube_reloader.core import admitting, hashing, planning, scoping, strategies
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Outcome
 from tests import builders
@@ -299,3 +299,71 @@ def test_a_forged_review_is_refused_with_a_reason_when(what: str, meta: Any, ns:
     assert p.review is None, what
     assert p.uid == "u-1"
     assert p.error
+
+
+@pytest.mark.parametrize(
+    ("timeout", "budget"),
+    [
+        ("2s", 1.5),  # the chart's timeoutSeconds
+        ("1s", 0.5),
+        ("10s", admitting.MAX_BUDGET),  # the API server's default: the edge's own bound
+        ("1m0s", admitting.MAX_BUDGET),
+        ("1.2s", 0.7),
+        (None, admitting.MAX_BUDGET),  # named no timeout: the API server's default
+        ("", admitting.MAX_BUDGET),
+        ("0s", admitting.MAX_BUDGET),
+        ("-5s", admitting.MAX_BUDGET),
+        ("soon", admitting.MAX_BUDGET),
+        ("9" * 5000 + "s", admitting.MAX_BUDGET),
+        ("100ms", admitting.MIN_BUDGET),
+    ],
+)
+def test_a_reviews_budget_is_the_api_servers_timeout_less_a_margin_within_bounds(
+    timeout: str | None, budget: float
+) -> None:
+    assert admitting.answer_budget(timeout) == pytest.approx(budget)
+
+
+@given(st.text(max_size=40))
+def test_the_budget_of_any_timeout_text_is_within_its_bounds(text: str) -> None:
+    assert admitting.MIN_BUDGET <= admitting.answer_budget(text) <= admitting.MAX_BUDGET
+
+
+def keyed(where: str, value: str = "keys") -> planning.Workload:
+    obj = builders.auto_deployment("w", "ns", configmaps=("cfg",))
+    meta = obj["metadata"] if where == "workload" else obj["spec"]["template"]["metadata"]
+    meta.setdefault("annotations", {})["kube-reloader.io/reload-scope"] = value
+    parsed = admitting.parse_review(review(obj))
+    assert parsed.review is not None
+    workload = admitting.workload_of(parsed.review)
+    assert isinstance(workload, planning.Workload)
+    return workload
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "default", "expected"),
+    [
+        ("workload", "keys", "object", True),
+        ("template", "keys", "object", True),
+        ("workload", "object", "keys", False),
+        ("workload", "nonsense", "keys", True),  # the default applies
+        ("workload", "nonsense", "object", False),
+    ],
+)
+def test_a_workload_is_key_scoped_as_the_controller_reads_its_scope(
+    where: str, value: str, default: str, expected: bool
+) -> None:
+    config = planning.Config(scope=scoping.Scope(default))
+    assert admitting.key_scoped(keyed(where, value), config) is expected
+
+
+@pytest.mark.parametrize("namespace", ["Bad", "ns,metadata.name!=x", "a" * 64, "-ns", "ns/x"])
+def test_a_request_whose_namespace_is_not_a_namespace_name_is_not_a_review(
+    namespace: str,
+) -> None:
+    obj = builders.auto_deployment("w", None, configmaps=("cfg",))
+    doc = json.loads(review(obj))
+    doc["request"]["namespace"] = namespace
+    parsed = admitting.parse_review(json.dumps(doc).encode())
+    assert parsed.review is None
+    assert parsed.error == "the request's namespace is not a namespace name"

@@ -1,7 +1,7 @@
 """runtime.admissioncerts and the webhook's edge: admission never stops the controller (a
 failing start is retried, nothing serves meanwhile, no supervised task crashes), the CA bundle
-is checked against the live webhook configuration every time, and bodies are refused before
-they are read whole when too large or when two are being read already."""
+is checked against the live webhook configuration every time, and a body announced over the
+cap is refused before it is read (the edge's stages and their waiting: tests/unit/test_serving.py)."""
 
 from __future__ import annotations
 
@@ -171,44 +171,3 @@ async def test_a_review_announced_over_the_cap_is_admitted_unchanged_and_never_p
         ok = await http.post(admitserving.PATH, data=b"x" * 10)
         assert json.loads(await ok.read())["response"]["n"] == 10
     assert rec.parsed == [10]
-
-
-async def test_a_third_review_while_two_bodies_are_read_is_admitted_unchanged_at_once() -> None:
-    rec, reading = Recorder(), admitserving.Reading()
-    app = admitserving.build_admission_app(rec.parse, rec.respond, 1024, BUSY, reading)
-    server = TestServer(app, host="127.0.0.1")
-    async with TestClient(server) as http:
-        stuck = []
-        for _ in range(admitserving.MAX_READING):  # headers sent, the body never comes
-            _, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            writer.write(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
-            await writer.drain()
-            stuck.append(writer)
-        await spin(lambda: reading.now == admitserving.MAX_READING)
-        assert reading.now == admitserving.MAX_READING
-        resp = await http.post(admitserving.PATH, data=b"y" * 10)
-        assert await resp.read() == BUSY
-        assert rec.parsed == []
-        for writer in stuck:
-            writer.close()
-        await spin(lambda: reading.now == 0)
-        ok = await http.post(admitserving.PATH, data=b"y" * 10)
-        assert json.loads(await ok.read())["response"]["n"] == 10
-
-
-async def test_reviews_being_answered_hold_their_slot_so_parsed_reviews_stay_at_two() -> None:
-    rec, reading = Recorder(), admitserving.Reading()
-    rec.gate = asyncio.Event()  # lookups that have not come back
-    app = admitserving.build_admission_app(rec.parse, rec.respond, 1024, BUSY, reading)
-    async with TestClient(TestServer(app, host="127.0.0.1")) as http:
-        pending = [
-            asyncio.ensure_future(http.post(admitserving.PATH, data=b"z" * 5))
-            for _ in range(admitserving.MAX_READING)
-        ]
-        await spin(lambda: len(rec.parsed) == admitserving.MAX_READING)
-        busy = await http.post(admitserving.PATH, data=b"z" * 5)
-        assert await busy.read() == BUSY
-        rec.gate.set()
-        for resp in await asyncio.gather(*pending):
-            assert json.loads(await resp.read())["response"]["n"] == 5
-    assert rec.parsed == [5] * admitserving.MAX_READING
