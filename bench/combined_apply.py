@@ -13,12 +13,13 @@ own, with its default flags:
 * Stakater Reloader v1.4.21 and v2 (`--peers`), built from ../shared/peers.
 
 An apply is what `kubectl apply -f` of a List (ConfigMap, Deployment) sends: the ConfigMap's
-patch, then at once the Deployment's new image; 16 applies run at a time. "Converged" is from
+patch, then at once the Deployment's new image; `--parallel` applies (16) run at a time. "Converged" is from
 the first apply until every Deployment carries the new image and hash and has finished its
 rollout (polled every second, at most `--limit` seconds); the counts are taken 5 s later.
 Timing is a benchmark, never a test: report it with the machine and the date.
 
-    .venv/bin/python -m bench.combined_apply [--deployments 200] [--peers reloader-v1,reloader-v2]
+    .venv/bin/python -m bench.combined_apply [--deployments 200] [--parallel 16]
+        [--peers reloader-v1,reloader-v2]
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ async def scenario(client: Client, name: str, command: tuple[list[str], dict[str
             await client.patch(resources.DEPLOYMENTS, f"w{i:04}", patch, namespace=ns)
 
         started = time.monotonic()
-        await gather_limited(16, [apply(i) for i in range(n)])
+        await gather_limited(args.parallel, [apply(i) for i in range(n)])
         converged: float | None = None
         while time.monotonic() - started < args.limit:
             items = await listing(client, ns)
@@ -226,8 +227,10 @@ def table(doc: dict[str, Any]) -> list[str]:
     """The Markdown table of one run (bench.readme puts it into bench/README.md)."""
     p = doc["params"]
     peers = ", ".join(f"{k} {v}" for k, v in doc["peers"].items())
+    parallel = p.get("parallel", 16)  # runs before --parallel: 16
     lines = [f"{doc['date']} — {doc['machine']} — one run: {p['deployments']:,} Deployments, each "
-             f"applied once with its ConfigMap (new data) and a new image; {peers}.", "",
+             f"applied once with its ConfigMap (new data) and a new image, {parallel} applies at "
+             f"a time; {peers}.", "",
              "| controller | template revisions | new ReplicaSets | Deployments rolled twice | converged (s) |",
              "|---|---|---|---|---|"]  # fmt: skip
     for name, r in doc["results"].items():
@@ -244,6 +247,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.combined_apply",
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--deployments", type=int, default=200)
+    parser.add_argument("--parallel", type=int, default=16, help="applies at a time")
     parser.add_argument("--limit", type=float, default=600.0)
     oneshot.add_options(parser)
     return oneshot.run_tool(oneshot.parse(parser), "combined-apply", run)
