@@ -9,9 +9,12 @@ so dashboards and alerts built for Reloader keep working; ours use the `kube_rel
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -46,6 +49,9 @@ class Recorder:
         self._by_ns: dict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
         r = self.registry = CollectorRegistry(auto_describe=True)
+        #: collectors that read the controller's state at scrape time: rendered on the event
+        #: loop (the rest may be rendered in a worker thread: prometheus_client locks them)
+        self.loop_registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=r)
 
         # ---- Reloader v1 (compat-spec §8.2)
@@ -236,27 +242,51 @@ class Recorder:
         self.loop_lag_max.set(worst)
 
     def set_stale_workloads(self, series: set[tuple[str, str, str, str]]) -> dict[str, int]:
-        """The audit's stale (namespace, kind, name, resource) pairs: each a series of 1;
-        the pairs no longer stale are removed (the cardinality is what is stale now). At
-        most `MAX_STALE_SERIES` are exported, shared fairly among namespaces (each keeps the
-        first of its pairs in label order, up to its part); returns how many of each
-        namespace's were left out (only namespaces with some left out), each counted in
-        `kube_reloader_dropped_total{what="stale_series"}`."""
+        """The audit's stale (namespace, kind, name, resource) pairs, set at once (see
+        `stale_update`); returns how many of each namespace's were left out."""
+        update = self.stale_update(series)
+        self.apply_stale(update.remove, update.add)
+        return update.left_out
+
+    def stale_update(self, series: set[tuple[str, str, str, str]]) -> StaleUpdate:
+        """What makes the stale gauge say `series`: each pair a series of 1, the pairs no
+        longer stale removed (the cardinality is what is stale now). At most
+        `MAX_STALE_SERIES` are exported, shared fairly among namespaces (each keeps the first
+        of its pairs in label order, up to its part); the left out are counted in
+        `kube_reloader_dropped_total{what="stale_series"}` now. Apply it with `apply_stale`,
+        in parts if it is large."""
         kept, left_out = fair_subset(series, MAX_STALE_SERIES)
-        for labels in self._stale - kept:
-            self.stale_workloads.remove(*labels)
-        for labels in kept - self._stale:
-            self.stale_workloads.labels(*labels).set(1)
-        self._stale = set(kept)
         for ns, n in left_out.items():
             self.dropped.labels(namespace=ns, what="stale_series").inc(n)
-        return left_out
+        return StaleUpdate(sorted(self._stale - kept), sorted(kept - self._stale), left_out)
+
+    def apply_stale(
+        self, remove: Sequence[tuple[str, str, str, str]], add: Sequence[tuple[str, str, str, str]]
+    ) -> None:
+        for labels in remove:
+            if labels in self._stale:
+                self.stale_workloads.remove(*labels)
+                self._stale.discard(labels)
+        for labels in add:
+            if labels not in self._stale:
+                self.stale_workloads.labels(*labels).set(1)
+                self._stale.add(labels)
 
     def dropped_event(self, namespace: str) -> None:
         self.dropped.labels(namespace=namespace, what="event").inc()
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""
+        return self._exposition() + generate_latest(self.loop_registry)
+
+    async def exposition_off_loop(self) -> bytes:
+        """`exposition`, its costly part (every labelled series: up to 10,000 stale ones,
+        ~0.1 s of formatting) in a worker thread so the event loop runs meanwhile; the
+        collectors that read the controller's own state (`loop_registry`) on the loop."""
+        on_loop = generate_latest(self.loop_registry)
+        return await asyncio.to_thread(self._exposition) + on_loop
+
+    def _exposition(self) -> bytes:
         text = generate_latest(self.registry)
         if not self.by_namespace:
             return text
@@ -268,6 +298,15 @@ class Recorder:
             for (success, ns), value in sorted(self._by_ns.items()):
                 lines.append(f'{BY_NAMESPACE}{{namespace="{ns}",success="{success}"}} {value}')
         return text + ("\n".join(lines) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class StaleUpdate:
+    """The stale gauge's series to remove and to add, and what was left out per namespace."""
+
+    remove: list[tuple[str, str, str, str]]
+    add: list[tuple[str, str, str, str]]
+    left_out: dict[str, int]
 
 
 def fair_subset(

@@ -55,7 +55,8 @@ def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]: 
 
 def build_app(recorder: Recorder, health: Health) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=recorder.exposition(), headers={"Content-Type": CONTENT_TYPE})
+        body = await recorder.exposition_off_loop()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def live(_: web.Request) -> web.Response:
         if health.lost_lease:
@@ -133,7 +134,8 @@ def build_debug_app(recorder: Recorder) -> web.Application:
         return web.Response(text="\n".join(lines) + "\n")
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=recorder.exposition(), headers={"Content-Type": CONTENT_TYPE})
+        body = await recorder.exposition_off_loop()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     app = web.Application()
     app.router.add_get("/debug/tasks", tasks)

@@ -152,3 +152,25 @@ def test_the_stale_series_cap_is_cut_fairly_and_what_is_left_out_counted_per_nam
         == 1
     )
     assert get("kube_reloader_dropped_total", {"namespace": "hog", "what": "stale_series"}) == 10
+
+
+async def test_the_exposition_off_the_loop_is_the_same_text_and_lets_the_loop_run() -> None:
+    import asyncio
+
+    recorder = metrics.Recorder(by_namespace=False)
+    recorder.set_stale_workloads(
+        {("ns", "Deployment", f"w{i}", "ConfigMap/c") for i in range(metrics.MAX_STALE_SERIES)}
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    task = asyncio.ensure_future(tick())
+    text = await recorder.exposition_off_loop()
+    task.cancel()
+    assert ticks > 1, "the loop ran while the 10,000 series were formatted"
+    assert text.count(b"kube_reloader_stale_workloads{") == metrics.MAX_STALE_SERIES

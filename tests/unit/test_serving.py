@@ -55,6 +55,9 @@ class FixedRecorder:
     def exposition(self) -> bytes:
         return b"# HELP up fixed\nup 1.0\n"
 
+    async def exposition_off_loop(self) -> bytes:
+        return self.exposition()
+
 
 @pytest.fixture
 async def serve(request: pytest.FixtureRequest) -> AsyncIterator[Server]:

@@ -195,7 +195,7 @@ class Auditing:
         while True:
             await sleep(self.clock, self.options.audit_interval)
             if not self.fence.may_write():
-                self._drop()
+                await self._drop()
                 continue
             await self.once()
 
@@ -215,11 +215,11 @@ class Auditing:
         ]
         self._read = {}
         if not self.fence.may_write():
-            self._drop()
+            await self._drop()
             return report
         kept = {s for s in self.series if s[0] in report.unread}  # a failed read: as before
         self.series = {series(f) for f in report.findings} | kept
-        self.reporter.audit.stale(self.series)
+        await self.reporter.audit.stale(self.series, Pacer(self.clock))
         certs = []
         for f in report.findings:
             workload = stores.workload(f.workload) if f.tls else None
@@ -236,10 +236,10 @@ class Auditing:
         self.last = report
         return report
 
-    def _drop(self) -> None:
+    async def _drop(self) -> None:
         """Not leading: no series."""
         self.series = set()
-        self.reporter.audit.stale(set())
+        await self.reporter.audit.stale(set(), Pacer(self.clock))
 
     def _version(self, namespace: str, name: str) -> str:
         entry = self.stores.config(ResourceType.SECRET, namespace, name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kube_reloader.core import fairness, planning
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.metrics import Recorder
+from kube_reloader.runtime.clock import Pacer
 from kube_reloader.runtime.fencing import Fence
 
 log = logging.getLogger("kube_reloader.runtime.controller")
@@ -20,6 +21,9 @@ log = logging.getLogger("kube_reloader.runtime.controller")
 #: StaleCertificate Events remembered (one per stale TLS pair of the current audit round),
 #: shared among namespaces
 MAX_STALE_CERTIFICATES = 10_000
+
+#: stale series added or removed between two chances for other tasks to run
+CHUNK = 500
 
 #: queue one Event (workload, type, reason, message, component); False when it was dropped
 EventFn = Callable[[planning.Workload, str, str, str, str], bool]
@@ -48,10 +52,16 @@ class AuditReports:
         self._stale_certs: set[tuple[ObjectKey, str, float]] = set()
         self._stale_left_out: dict[str, int] = {}
 
-    def stale(self, series: set[tuple[str, str, str, str]]) -> None:
+    async def stale(self, series: set[tuple[str, str, str, str]], pacer: Pacer) -> None:
         """The staleness audit's finding: (namespace, kind, name, resource) pairs (at most
-        `metrics.MAX_STALE_SERIES` exported; one warning when the count left out changes)."""
-        left_out = self.metrics.set_stale_workloads(series)
+        `metrics.MAX_STALE_SERIES` exported, cut fairly; one warning when the count left out
+        changes). Up to 10,000 series are added or removed `CHUNK` at a time, letting other
+        tasks run in between."""
+        update = self.metrics.stale_update(series)
+        for i in range(0, max(len(update.remove), len(update.add)), CHUNK):
+            self.metrics.apply_stale(update.remove[i : i + CHUNK], update.add[i : i + CHUNK])
+            await pacer.step()
+        left_out = update.left_out
         if left_out and left_out != self._stale_left_out:
             total = sum(left_out.values())
             log.warning("staleness audit: too many stale pairs to export them all", extra={

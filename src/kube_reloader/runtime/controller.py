@@ -111,7 +111,7 @@ class Controller:
         self.intake.optional_synced = self._optional_synced
         self.intake.namespace_changed = self.scheduler.namespace_changed
         self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
-        self.metrics.registry.register(ControllerCollector(self))
+        self.metrics.loop_registry.register(ControllerCollector(self))
 
     # -- leadership (called by the manager's elector, synchronously) ------------------------
     def start_leading(self) -> None:

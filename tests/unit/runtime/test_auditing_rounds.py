@@ -11,6 +11,7 @@ import pytest
 from kube_reloader.metrics import MAX_STALE_SERIES
 from kube_reloader.runtime import auditreports, reporting
 from kube_reloader.runtime.auditreports import StaleCertificate
+from kube_reloader.runtime.clock import Pacer
 from kube_reloader.runtime.reporting import MAX_WARNED
 from tests.unit.runtime.fakes import Room, workload
 from tests.unit.runtime.test_auditing import _close_rooms, rig, series
@@ -37,13 +38,13 @@ def stale_series(n: int) -> set[tuple[str, str, str, str]]:
     return {(f"ns{i % 7}", "Deployment", f"w{i}", "ConfigMap/cfg") for i in range(n)}
 
 
-def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_count(
+async def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_count(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     room = Room()
     caplog.set_level(logging.WARNING)
     for _ in range(2):
-        room.reporter.audit.stale(stale_series(MAX_STALE_SERIES + 25))
+        await room.reporter.audit.stale(stale_series(MAX_STALE_SERIES + 25), Pacer(room.clock))
     exported = sum(
         len(m.samples) for m in room.metrics.registry.collect()
         if m.name == "kube_reloader_stale_workloads"
@@ -59,7 +60,7 @@ def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_count(
         )
         == 2 * 25
     ), "counted per namespace, in each round"
-    room.reporter.audit.stale(stale_series(3))
+    await room.reporter.audit.stale(stale_series(3), Pacer(room.clock))
     assert sum(len(m.samples) for m in room.metrics.registry.collect()
                if m.name == "kube_reloader_stale_workloads") == 3  # fmt: skip
 
@@ -110,3 +111,20 @@ async def test_more_stale_certificates_than_the_cap_are_not_warned_again_every_r
         room.reporter.audit.stale_certificates(many)
         await room.spawned.run()
     assert room.events.reasons().count("StaleCertificate") == 20, "the cap, once each"
+
+
+async def test_ten_thousand_new_stale_series_are_set_in_parts_letting_other_tasks_run() -> None:
+    room = Room()
+    steps: list[int] = []
+
+    class Every:
+        """A pacer that yields at every step (as a slow machine would)."""
+
+        async def step(self) -> bool:
+            steps.append(len(room.metrics._stale))
+            return True
+
+    await room.reporter.audit.stale(stale_series(MAX_STALE_SERIES), Every())  # type: ignore[arg-type]
+    assert len(steps) == MAX_STALE_SERIES // auditreports.CHUNK
+    assert steps[0] == auditreports.CHUNK, "a part at a time"
+    assert steps[-1] == MAX_STALE_SERIES

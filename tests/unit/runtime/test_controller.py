@@ -67,4 +67,4 @@ def test_pending_work_is_what_the_coalescer_holds() -> None:
     w = workload()
     c.coalescer.add(w.key, change(), observed=None, delay=0.3)
     assert c.pending == 1
-    assert c.metrics.registry.get_sample_value("kube_reloader_pending_reloads") == 1
+    assert c.metrics.loop_registry.get_sample_value("kube_reloader_pending_reloads") == 1
