@@ -28,7 +28,6 @@ from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.looplag import LoopLag
-from kube_reloader.runtime.memory import release_free_memory
 from kube_reloader.runtime.observing import ControllerCollector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
@@ -123,7 +122,6 @@ class Controller:
     def may_write(self) -> bool:
         return self.fence.may_write()
 
-    # -- what the collector and the tests read ----------------------------------------------
     @property
     def alerts(self) -> AlertSender | None:
         return self.reporter.alerts
@@ -214,9 +212,7 @@ class Controller:
         await self._stop()
 
     async def _synced(self, started: float) -> None:
-        await self.intake.synced()
-        # The initial LISTs' pages are garbage now; hand their memory back to the OS.
-        release_free_memory()
+        await self.intake.synced()  # the initial LISTs' garbage goes back to the OS there
         log.info("caches synced", extra={
             "seconds": round(self.clock.monotonic() - started, 3), "workloads": len(self.index),
             "configs": sum(len(r.store) for r in self.stores.configs),

@@ -26,8 +26,9 @@ from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.kube import projections
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
+from kube_reloader.runtime import memory
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
-from kube_reloader.runtime.clock import Clock
+from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.counting import NO_DATA_CHANGE, NOT_SELECTED
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
@@ -73,7 +74,22 @@ class Intake:
         self.supervisor.spawn(f"watch/{refl.resource.plural}{scope}", lambda: consume(refl))
 
     async def synced(self) -> None:
-        """Wait for every required initial list; then the stashed changes fan out."""
+        """Wait for every required initial list; then the stashed changes fan out. Automatic
+        garbage collections wait meanwhile, then what the lists made is frozen out of them
+        and the pages they freed go back to the OS (`runtime.memory`)."""
+        memory.defer_collections()
+        try:
+            await self._initial_lists()
+        finally:
+            memory.release_free_memory()
+        self.stores.settle()
+        self.ready.set()
+        self.reporter.synced()
+        stashed, self._stashed = self._stashed, {}
+        for change, observed in stashed.values():
+            self._deliver(change, observed)
+
+    async def _initial_lists(self) -> None:
         await asyncio.gather(*(r.synced.wait() for r in self.stores.required()))
         policies = self.stores.namespaces
         listed = policies is None or policies.synced.is_set() or policies.forbidden
@@ -84,12 +100,6 @@ class Intake:
             log.warning("namespaces cannot be listed: freeze and reload-window annotations "
                         "on namespaces are not read (grant list/watch on namespaces, or set "
                         "--namespace-policies=false)")  # fmt: skip
-        self.stores.settle()
-        self.ready.set()
-        self.reporter.synced()
-        stashed, self._stashed = self._stashed, {}
-        for change, observed in stashed.values():
-            self._deliver(change, observed)
 
     def _deliver(self, change: Change, observed: float) -> None:
         """Put `change` in its namespace's lane (joining a change of the same resource still
@@ -136,7 +146,9 @@ class Intake:
     # -- workloads --------------------------------------------------------------------------
     async def consume_workloads(self, refl: Reflector[WorkloadEntry]) -> None:
         optional = refl in self.stores.optional
+        pacer = Pacer(self.clock)  # events already buffered are handled without a yield
         async for ev in refl.events():
+            await pacer.step()
             try:
                 if ev.type is EventType.SYNCED and optional:
                     self.stores.workloads_listed()
@@ -197,7 +209,9 @@ class Intake:
         # a restarted consumer of a synced reflector is past its initial list
         initial = not refl.synced.is_set()
         resource_type = refl.resource.plural
+        pacer = Pacer(self.clock)
         async for ev in refl.events():
+            await pacer.step()
             if ev.type is EventType.SYNCED:
                 initial = False
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import platform
 
 import pytest
@@ -16,6 +17,14 @@ def test_free_heap_pages_are_returned_on_glibc() -> None:
     assert memory.release_free_memory() is True
 
 
-def test_without_malloc_trim_it_only_collects_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_malloc_trim_it_only_freezes_the_heap_and_resumes_collections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(memory, "_TRIM", None)
+    memory.defer_collections()
+    assert not gc.isenabled()
+    before = gc.get_freeze_count()
+    kept = [object() for _ in range(100)]
     assert memory.release_free_memory() is False
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= before + len(kept), "what was alive is out of collections"
