@@ -5,15 +5,18 @@ queue, the stale-series and StaleCertificate caps) — or by the clients of a li
 admission webhook's reading slots) — gives each of them, its *tenants*, a share:
 
 * **Share.** Alone, a tenant may hold three quarters of a limit: the last quarter (at least
-  one, once the limit is two or more) stays free, so the next tenant starts at once. While
+  one, once the limit is two or more) is a reserve, so the next tenant starts at once. While
   `others` other tenants hold or wait for some, each may hold an equal part of the whole
-  limit, rounded up: `share(cap, others)`. A tenant over its share (it took more while it was
-  alone) keeps what it holds but takes no more, and room that frees goes to those under
-  theirs. (A limit of one cannot be shared: its one slot goes round in turn.)
+  limit, rounded up: `share(cap, others)`. Beyond its share a tenant may still take what
+  nobody else wants, as long as the reserve stays free (`may_take`: room is never left idle
+  while work waits, but for the reserve). A tenant over its share keeps what it holds, and
+  room that frees goes first to those under theirs. (A limit of one cannot be shared: its one
+  slot goes round in turn.)
 * **Rates.** A rate shared by tenants (the cluster-wide reload rate) works the same way: a
-  tenant alone may spend three quarters of it, so the last quarter is always there for others.
-* **Turns.** Room that frees goes to the waiting tenant holding the fewest (among equals, the
-  one that has waited longest); within a tenant, first come, first served.
+  tenant spends its own three quarters, and beyond them only what would leave the shared
+  reserve (a quarter of the burst) untouched, so the last quarter is always there for others.
+* **Turns.** Room that frees goes to the waiting tenant holding the fewest (among equals,
+  round-robin: a tenant served goes to the back); within a tenant, first come, first served.
 * **Sets.** A set sized at once (the stale series of one audit round) is cut max-min fairly
   (`water_fill`): each tenant keeps all of its part up to a level that fills the cap.
 
@@ -49,6 +52,17 @@ def share(cap: int, others: int) -> int:
     if others <= 0:
         return max(1, cap - reserve(cap))
     return max(1, -(-cap // (others + 1)))
+
+
+def may_take(cap: int, held: int, total: int, others: int) -> bool:
+    """May a tenant holding `held` of a limit of `cap` (`total` held by all) take one more
+    while `others` other tenants hold or wait for some? Under its share, while room is
+    left; over it, only while the reserve would stay free (`cap` <= 0: always)."""
+    if cap <= 0:
+        return True
+    if total >= cap:
+        return False
+    return held < share(cap, others) or cap - total - 1 >= reserve(cap)
 
 
 def water_fill(demands: Mapping[str, int], cap: int) -> dict[str, int]:
@@ -110,10 +124,8 @@ class Ledger(Generic[K]):
         return share(self.cap, self.others(tenant))
 
     def room(self, tenant: str) -> bool:
-        """May `tenant` take a slot now (room left, and it is under its share)?"""
-        if self.cap <= 0:
-            return True
-        return self.total < self.cap and self.held[tenant] < self.limit(tenant)
+        """May `tenant` take a slot now (`may_take`)?"""
+        return may_take(self.cap, self.held[tenant], self.total, self.others(tenant))
 
     def take(self, tenant: str) -> bool:
         """Take a slot now if the rule allows and none of `tenant`'s waiters is ahead."""
@@ -150,17 +162,17 @@ class Ledger(Generic[K]):
             best = self._next()
             if best is None:
                 break
-            line = self._line[best]
+            line = self._line.pop(best)
             waiter = line.popleft()
-            if not line:
-                del self._line[best]
+            if line:
+                self._line[best] = line  # to the back: among equals, turns go round
             self.held[best] += 1
             out.append((best, waiter))
         return out
 
     def _next(self) -> str | None:
         best: str | None = None
-        for tenant in self._line:  # in the order they began to wait
+        for tenant in self._line:  # in turn order
             if not self.room(tenant):
                 continue
             if best is None or self.held[tenant] < self.held[best]:

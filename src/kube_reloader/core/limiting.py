@@ -45,6 +45,15 @@ class TokenBucket:
             return 0.0
         return (1.0 - self.tokens) / self.rate
 
+    def give_back(self) -> None:
+        """A token taken for nothing (the write did not happen) is returned."""
+        if self.rate > 0 and self.tokens >= 0:
+            self.tokens = min(max(1.0, self.burst), self.tokens + 1.0)
+
+    def spare(self, now: float, keep: float) -> bool:
+        """Would taking a token now leave at least `keep` tokens?"""
+        return self.rate <= 0 or (self.peek(now) == 0.0 and self.tokens - 1.0 >= keep)
+
     def full(self, now: float) -> bool:
         """Would the bucket be full now (as good as a new one)?"""
         return (

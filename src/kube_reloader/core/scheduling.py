@@ -11,8 +11,9 @@ A reload that `planning` says must be written still waits when, in this order:
 5. a workload it must follow (`kube-reloader.io/reload-after: KIND/NAME,...`) has not finished
    its rollout for the same change;
 6. `--max-concurrent-rollouts` rollouts are in flight (it waits for a slot, in turn), or its
-   namespace holds its share of the slots (`core.fairness`: alone, half of them; less while
-   other namespaces hold or wait for some), so another namespace always finds one at once.
+   namespace holds its share of the slots and only the reserve is left (`core.fairness`:
+   alone, three quarters of them; an equal part while other namespaces hold or wait for
+   some), so another namespace always finds one at once.
 
 The controller, `kube-reloader impact` and the tests all call `decide`; every input is a
 value, so the same facts give the same verdict.
@@ -240,33 +241,37 @@ def slots(
     holding = Counter(k.namespace for k in (*in_flight, *called) if k != key)
     wanting = {ns for ns, n in holding.items() if n} | {k.namespace for k in line}
     wanting.add(key.namespace)
+    total = sum(holding.values())
 
-    def share_of(namespace: str) -> int:
-        return fairness.share(cap, len(wanting - {namespace}))
+    def may(namespace: str) -> bool:
+        others = len(wanting) - (namespace in wanting)
+        return fairness.may_take(cap, holding[namespace], total, others)
 
     ahead = 0
     if key not in called:
         for k in line:
             if k == key:
                 break
-            if k.namespace == key.namespace or holding[k.namespace] < share_of(k.namespace):
+            if k.namespace == key.namespace or may(k.namespace):
                 ahead += 1
-    others = len(wanting - {key.namespace})
-    return Slots(sum(holding.values()), holding[key.namespace], ahead,
-                 share_of(key.namespace), others)  # fmt: skip
+    others = len(wanting) - 1
+    return Slots(total, holding[key.namespace], ahead, fairness.share(cap, others), others)
 
 
 def next_in_line(
     cap: int, holding: Mapping[str, int], line: Iterable[ObjectKey]
 ) -> ObjectKey | None:
-    """Whom a free slot goes to: of those in line whose namespace is under its share, the
-    first of the namespace holding the fewest (`core.fairness`'s turns); None: nobody may."""
+    """Whom a free slot goes to: of those in line whose namespace may take one
+    (`core.fairness.may_take`), the first of the namespace holding the fewest; None: nobody
+    may."""
     line = list(line)
     wanting = {ns for ns, n in holding.items() if n} | {k.namespace for k in line}
+    total = sum(holding.values())
     best: ObjectKey | None = None
     for key in line:
         n = holding.get(key.namespace, 0)
-        if cap > 0 and n >= fairness.share(cap, len(wanting - {key.namespace})):
+        others = len(wanting) - (key.namespace in wanting)
+        if not fairness.may_take(cap, n, total, others):
             continue
         if best is None or n < holding.get(best.namespace, 0):
             best = key
@@ -302,7 +307,9 @@ def decide(rules: Rules, facts: Facts) -> Verdict:
         names = ", ".join(f"{k.kind}/{k.name}" for k in facts.waiting_on)
         return Verdict(False, f"waiting for {names} to finish rolling out this change",
                        Hold.ORDER)  # fmt: skip
-    share = facts.namespace_share > 0 and facts.namespace_in_flight >= facts.namespace_share
+    share = facts.namespace_share > 0 and not fairness.may_take(
+        facts.cap, facts.namespace_in_flight, facts.in_flight, facts.other_namespaces
+    )
     if facts.cap > 0 and (facts.ahead > 0 or facts.in_flight >= facts.cap or share):
         position = facts.ahead + 1
         if share and facts.in_flight < facts.cap:

@@ -187,6 +187,17 @@ def start(
         admitter.parse, admitter.respond, admitting.MAX_REVIEW_BYTES, busy, gates
     )
     check = allow_names(settings.client_names) if settings.client_names else None
+    if not settings.authenticated:
+        log.warning(
+            "admission webhook: callers are not authenticated (no --admission-client-ca): "
+            "anyone who reaches the port can learn the object-level hash of a ConfigMap in "
+            "a watched namespace; see docs/limits.md, Admission webhook"
+        )
+    elif not settings.client_names:
+        log.warning(
+            "admission webhook: any client certificate from --admission-client-ca is taken "
+            "for the API server's; name it with --admission-client-names"
+        )
     server = TlsServer(
         app, settings.addr, keeper.context, supervisor.oneshot, limits=LIMITS, check=check
     )

@@ -81,13 +81,10 @@ class AuditReports:
             return
         current = {c.marker for c in found}
         self._stale_certs &= current  # rotated again or no longer stale: forgotten
-        by_ns = Counter(k.namespace for k, _, _ in self._stale_certs)
         new = [c for c in found if c.marker not in self._stale_certs]
-        wanted = Counter(c.workload.namespace for c in new)
-        room = MAX_STALE_CERTIFICATES - len(self._stale_certs)
-        parts = fairness.water_fill(
-            {ns: n + by_ns[ns] for ns, n in wanted.items()}, room + sum(by_ns.values())
-        )
+        room = max(0, MAX_STALE_CERTIFICATES - len(self._stale_certs))
+        parts = fairness.water_fill(Counter(c.workload.namespace for c in new), room)
+        by_ns: Counter[str] = Counter()
         for c in sorted(new, key=lambda c: c.marker):
             ns = c.workload.namespace
             if by_ns[ns] >= parts.get(ns, 0):

@@ -2,7 +2,7 @@
 
 Events share the API client with the Lease renewals and the reload writes, so at most
 `WRITERS` are written at once, and at most `CAP` wait. The cap is shared by `core.fairness`'s
-rule: a namespace may have at most its share waiting (alone, half; less as more namespaces
+rule: a namespace may have at most its share waiting (alone, three quarters; less as more namespaces
 have Events waiting), so one namespace's thousands of Warnings never crowd out another's.
 Lanes are written in turn (round-robin), so a long lane delays another namespace's next Event
 by at most one write per lane. An Event beyond its namespace's share is dropped and counted
@@ -71,14 +71,14 @@ class EventQueue:
     def waiting(self, namespace: str) -> int:
         return self._waiting[namespace]
 
-    def share(self, namespace: str) -> int:
+    def room(self, namespace: str) -> bool:
         others = sum(1 for ns, n in self._waiting.items() if n and ns != namespace)
-        return fairness.share(CAP, others)
+        return fairness.may_take(CAP, self._waiting[namespace], self.pending, others)
 
     def offer(self, p: Pending) -> bool:
         """Queue `p` if its namespace is within its share; False when it was dropped."""
         ns = p.workload.namespace
-        if self.pending < CAP and self._waiting[ns] < self.share(ns):
+        if self.room(ns):
             self._queue(p)
             return True
         self.dropped += 1
@@ -137,6 +137,8 @@ class EventQueue:
                 except errors.KubeError as exc:
                     log.warning("could not record event",
                                 extra={"reason": p.reason, "error": str(exc)})  # fmt: skip
+                except Exception:
+                    log.exception("could not record event", extra={"reason": p.reason})
                 finally:
                     self._done(p.workload.namespace)
         finally:

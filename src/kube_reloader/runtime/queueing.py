@@ -138,10 +138,10 @@ class FairSlots:
     def release(self, tenant: str) -> None:
         self.ledger.release(tenant)
         for holder, granted in self.ledger.grants():
-            if granted.done():  # cancelled while waiting: its slot goes on
+            if granted.done():  # cancelled while waiting: its slot goes on, the others keep theirs
                 self.release(holder)
-                return
-            granted.set_result(None)
+            else:
+                granted.set_result(None)
 
     @contextlib.asynccontextmanager
     async def slot(self, tenant: str) -> AsyncIterator[None]:

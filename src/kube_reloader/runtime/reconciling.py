@@ -164,6 +164,8 @@ class Reconciler:
                 self.rotations.forget(key)  # switched back to patch: a rotation running ends
                 written, rolling = await self._write(item, workload, todo)
         finally:
+            if not written:
+                self.throttle.give_back(key)  # nothing was written: its token was not spent
             self.scheduler.wrote(key, todo, written=written, rolling=rolling)
 
     def _hold(self, item: WorkItem, verdict: Verdict) -> None:

@@ -315,9 +315,10 @@ class Reporter(Counting):
     # -- fleet-safe rotations (runtime/scheduling.py, runtime/breaker.py) --------------------
     def held(self, workload: planning.Workload, hold: str, text: str, *, first: bool) -> None:
         """A reload waits (ReloadHalted when the circuit breaker holds it); one log line and
-        one Event when the reason changes, however often the workload is woken and held."""
+        one Event per hold (`first`), however often the workload is woken and held again."""
         self.metrics.deferred.labels(reason=hold).inc()
-        if self._new_hold(workload.key, hold) and first:
+        self._holds[workload.key] = hold  # a deferral that follows is news again
+        if first:  # the scheduler's own memory: it forgets a hold as soon as it ends
             log.info("reload held", extra={"workload": str(workload.key), "reason": hold})
             warn = hold == "halted"
             self.event(workload, "Warning" if warn else "Normal",

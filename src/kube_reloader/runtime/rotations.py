@@ -44,8 +44,8 @@ POLL_SECONDS = evicting.POLL_SECONDS
 #: clock runs a little ahead of the API server's
 CLOCK_MARGIN = 1.0
 #: rotations looking at their pods at once (each lists its pods about once a second), shared
-#: among namespaces by `core.fairness` (alone a namespace may run half; a namespace over its
-#: share waits, its changes kept, while the others start at once)
+#: among namespaces by `core.fairness` (alone a namespace may run three quarters; a namespace
+#: over its share waits, its changes kept, while the others start at once)
 MAX_ACTIVE = 32
 #: a refused eviction (disruption budget) is asked again after this backoff
 REFUSED_BASE, REFUSED_CAP = 1.0, 30.0
@@ -157,10 +157,9 @@ class Rotations:
         ns = rotation.workload.namespace
         if self._active.room(ns):
             return
-        held = self._active.ledger.held[ns]
         self.reporter.warn_once(rotation.workload, (
-            f"the pod-level reload waits for a rotation slot: namespace {ns} runs {held} "
-            f"rotations, its share of the {MAX_ACTIVE} the controller runs at once",
+            f"the pod-level reload waits for a rotation slot: namespace {ns} runs its share "
+            f"of the {MAX_ACTIVE} rotations the controller runs at once",
         ), "ReloadDeferred")  # fmt: skip
 
     async def _rotate(self, rotation: Rotation) -> bool | None:

@@ -211,6 +211,7 @@ class Scheduler:
 
     def _unhold(self, key: ObjectKey) -> None:
         self.held.pop(key, None)
+        self.reporter.released(key)  # its next hold or deferral is news
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()

@@ -1,9 +1,11 @@
 """The rate limits on writes: at most one reload per workload every `--reload-min-interval`,
 and a cluster-wide token bucket (`--reload-rate`, `--reload-burst`) shared among namespaces
 (`core.fairness`): besides the cluster's bucket, each namespace has one of three quarters of
-its rate and burst, so one namespace's thousands of reloads leave a quarter of the rate to the
-others. A token is taken only for a write the scheduler admits (`take`): a workload woken and
-held again (a window, an order, a slot) spends nothing."""
+its rate and burst; past its own, a namespace may spend the cluster's only while a quarter of
+its burst stays there for the others, so one namespace's thousands of reloads never take the
+whole rate. A token is taken only for a write the scheduler admits (`take`), and given back
+when the write did not happen (`give_back`): a workload woken and held again (a window, an
+order, a slot) spends nothing."""
 
 from __future__ import annotations
 
@@ -31,14 +33,22 @@ class Throttle:
         wait = limiting.min_interval_wait(self._last.get(key), now, self.min_interval)
         if wait > 0:
             return wait, "min_interval"
+        cluster = self._bucket.peek(now)
         mine = self._of(key.namespace).peek(now)
-        return max(mine, self._bucket.peek(now)), "rate_limit"
+        if mine > 0 and self._bucket.spare(now, self.burst * fairness.RESERVE_FRACTION):
+            mine = 0.0  # past its own, what nobody else would miss
+        return max(mine, cluster), "rate_limit"
 
     def take(self, key: ObjectKey) -> None:
         """The write `wait` allowed is admitted: spend its tokens."""
         now = self.clock.monotonic()
         self._of(key.namespace).take(now)
         self._bucket.take(now)
+
+    def give_back(self, key: ObjectKey) -> None:
+        """The admitted write did not happen (a conflict, an error, a lost lease)."""
+        self._of(key.namespace).give_back()
+        self._bucket.give_back()
 
     def _of(self, namespace: str) -> limiting.TokenBucket:
         bucket = self._namespaces.get(namespace)

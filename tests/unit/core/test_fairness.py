@@ -138,3 +138,38 @@ def test_a_walk_in_fair_order_reaches_every_tenant_early() -> None:
     assert order[:3] == ["b0", "s", "b1"], "one of each tenant in turn"
     assert sorted(order) == sorted(v for _, v in items), "each item once"
     assert fairness.fair_order([]) == []
+
+
+def test_a_tenant_over_its_share_takes_what_nobody_else_wants_but_the_reserve() -> None:
+    ledger: Ledger[str] = Ledger(10)
+    for tenant in "BCDEF":  # five namespaces each running one long rollout
+        assert ledger.take(tenant)
+    taken = 0
+    while ledger.take("A"):
+        taken += 1
+    assert taken == 10 - 5 - fairness.reserve(10), "work waits only for the reserve"
+    assert ledger.take("G"), "the reserve: a newcomer starts at once"
+
+
+def test_tenants_that_always_keep_a_waiter_never_starve_a_later_one() -> None:
+    ledger: Ledger[str] = Ledger(8)
+    attackers = [f"pod{i}" for i in range(8)]
+    for a in attackers:
+        assert ledger.take(a)
+        ledger.wait(a, f"{a}-1")
+        ledger.wait(a, f"{a}-2")
+    ledger.wait("apiserver", "review")
+    served = 0
+    for turn in range(1000):
+        holder = attackers[turn % 8] if ledger.held.get(attackers[turn % 8]) else None
+        if holder is None:
+            holder = next(t for t, n in ledger.held.items() if n)
+        ledger.release(holder)
+        for tenant, waiter in ledger.grants():
+            if tenant == "apiserver":
+                served += 1
+                ledger.release(tenant)
+                ledger.wait("apiserver", "review")
+            else:
+                ledger.wait(tenant, waiter)  # the attacker queues again at once
+    assert served >= 1000 // 9 - 1, "its turn comes round with the others'"

@@ -4,6 +4,7 @@ memory of their own (other warnings never evict it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -128,3 +129,19 @@ async def test_ten_thousand_new_stale_series_are_set_in_parts_letting_other_task
     assert len(steps) == MAX_STALE_SERIES // auditreports.CHUNK
     assert steps[0] == auditreports.CHUNK, "a part at a time"
     assert steps[-1] == MAX_STALE_SERIES
+
+
+async def test_the_stale_certificate_memory_never_exceeds_its_cap_however_many_namespaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", 100)
+    room = Room()
+    room.fence.start_leading()
+    full = [cert(f"a{i}", "tls", 1.0) for i in range(100)]
+    room.reporter.audit.stale_certificates(full)
+    others = [dataclasses.replace(cert(f"n{i}", "tls", 1.0),
+                                  workload=dataclasses.replace(workload(f"n{i}"), namespace=f"ns{i}"))
+              for i in range(100)]  # fmt: skip
+    room.reporter.audit.stale_certificates(full + others)
+    assert len(room.reporter.audit._stale_certs) <= 100
+    await room.spawned.run()

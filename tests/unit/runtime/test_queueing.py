@@ -87,3 +87,19 @@ async def test_a_waiter_cancelled_after_its_grant_hands_the_slot_on() -> None:
     b.cancel()  # ...but cancelled before it runs
     await asyncio.wait_for(c, 1)
     assert slots.held == 1
+
+
+async def test_a_cancelled_waiter_first_among_several_grants_leaves_the_others_theirs() -> None:
+    slots = FairSlots(8)
+    for tenant, n in (("a", 3), ("b", 3), ("c", 1)):
+        for _ in range(n):
+            await slots.acquire(tenant)
+    wait_a = asyncio.ensure_future(slots.acquire("a"))
+    wait_b = asyncio.ensure_future(slots.acquire("b"))
+    await asyncio.sleep(0)
+    wait_a.cancel()
+    await asyncio.sleep(0)
+    slots.release("c")  # c leaves: shares grow, several waiters may be granted at once
+    await asyncio.wait_for(wait_b, 1)
+    assert slots.held == 7, "b's slot granted and nothing counted for the cancelled a"
+    assert slots.waiting == 0

@@ -156,3 +156,24 @@ async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until
     r.reloaded(w, plan, None)
     r.deferred(w, "rate_limit", "2026-12-03T00:00:02Z", 0)
     assert [rec.getMessage() for rec in caplog.records].count("reload deferred") == 3
+
+
+async def test_a_hold_that_ended_and_began_again_is_logged_and_evented_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
+    sink = HangingEvents()
+    r, _tasks, _ = reporter(sink)
+    r.fence.start_leading()
+    w = workload("frozen")
+    r.held(w, "frozen", "frozen (namespace ns)", first=True)
+    r.held(w, "frozen", "frozen (namespace ns)", first=False)  # woken and held again
+    r.released(w.key)  # the change was reverted: the workload has nothing to wait for
+    r.held(w, "frozen", "frozen (namespace ns)", first=True)  # a new change, held again
+    r.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
+    r.released(w.key)
+    r.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert lines.count("reload held") == 2
+    assert lines.count("reload deferred") == 2
+    assert r.events.pending == 2, "a ReloadDeferred Event per hold"

@@ -69,3 +69,24 @@ def test_a_forgotten_workload_has_no_interval_to_wait() -> None:
     throttle.reloaded(A)
     throttle.forget(A)
     assert throttle.wait(A)[0] == 0
+
+
+def test_a_token_taken_for_a_write_that_did_not_happen_is_given_back() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    assert throttle.wait(B)[0] > 0
+    throttle.give_back(A)  # a conflict: re-planned at once, not deferred
+    assert throttle.wait(B) == (0.0, "rate_limit")
+
+
+def test_one_busy_namespace_alone_spends_the_rate_but_the_reserve() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=8.0, burst=8.0)
+    busy = [ObjectKey("Deployment", "busy", f"w{i}") for i in range(100)]
+    written = 0
+    for k in busy:
+        if throttle.wait(k)[0] == 0:
+            throttle.take(k)
+            written += 1
+    assert written == 8 - 2, "its own six, and none of the reserved quarter"
