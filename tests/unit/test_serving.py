@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import resource
 import ssl
+import threading
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -742,3 +743,29 @@ async def test_a_review_waits_for_its_turn_no_longer_than_the_api_servers_timeou
         for r, w in [*held, (reader, writer)]:
             w.close()
             del r
+
+
+async def test_a_large_review_is_parsed_in_a_worker_thread_a_small_one_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(admitserving, "PARSE_ON_LOOP", 100)
+    threads: list[bool] = []
+
+    class Where(Answers):
+        def parse(self, body: bytes) -> int:
+            threads.append(threading.current_thread() is threading.main_thread())
+            return super().parse(body)
+
+    answers, gates = Where(), admitserving.Gates()
+    app = admitserving.build_admission_app(answers.parse, answers.respond, 1024, BUSY, gates)
+    server = Server(app, "127.0.0.1:0", limits=Limits(max_request_bytes=2048))
+    await server.start()
+    try:
+        for size in (50, 500):
+            reader, writer = await review_post(server.port, b"x" * size)
+            status, _ = await answer_of(reader)
+            writer.close()
+            assert status == 200
+    finally:
+        await server.stop()
+    assert threads == [True, False], "50 bytes on the loop, 500 in a thread"
