@@ -46,10 +46,17 @@ def resume_collections() -> None:
     gc.enable()
 
 
+#: a process freezes its heap once, at its (first) controller's initial sync: a process that
+#: runs controllers one after another (the test suite) freezes no later garbage
+_FROZEN = [False]
+
+
 def release_free_memory() -> bool:
-    """Freeze what is alive out of later collections and let them run again, then return
-    free heap pages to the OS; True if the heap was trimmed."""
-    gc.freeze()
+    """Freeze what is alive out of later collections (once a process) and let them run
+    again, then return free heap pages to the OS; True if the heap was trimmed."""
+    if not _FROZEN[0]:
+        _FROZEN[0] = True
+        gc.freeze()
     gc.enable()
     if _TRIM is None:
         return False

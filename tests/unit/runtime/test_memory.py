@@ -21,6 +21,7 @@ def test_without_malloc_trim_it_only_freezes_the_heap_and_resumes_collections(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(memory, "_TRIM", None)
+    monkeypatch.setattr(memory, "_FROZEN", [False])
     memory.defer_collections()
     assert not gc.isenabled()
     before = gc.get_freeze_count()
@@ -28,3 +29,11 @@ def test_without_malloc_trim_it_only_freezes_the_heap_and_resumes_collections(
     assert memory.release_free_memory() is False
     assert gc.isenabled()
     assert gc.get_freeze_count() >= before + len(kept), "what was alive is out of collections"
+
+
+def test_a_process_freezes_its_heap_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_FROZEN", [True])  # an earlier controller of this process did
+    before = gc.get_freeze_count()
+    kept = [object() for _ in range(100)]
+    memory.release_free_memory()
+    assert gc.get_freeze_count() == before, f"{len(kept)} new objects left to the collector"
