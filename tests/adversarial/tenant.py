@@ -247,13 +247,19 @@ class Vitals:
             self.worst_live = max(self.worst_live, answer.seconds)
             if answer.status != 200:
                 self.failures += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)  # the polling period, not a wait
+            await until_stopped(stop, 0.5)
 
     def check(self) -> None:
         assert self.probes > 0
         assert self.failures == 0, f"/live failed {self.failures} of {self.probes} times"
         assert self.worst_live < 2.0, f"/live took {self.worst_live:.2f}s"
+
+
+async def until_stopped(stop: asyncio.Event, period: float) -> None:
+    """A sampler's period: return when `stop` is set, or after `period` seconds (the next
+    sample is due); never a wait for something to happen."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), period)
 
 
 @contextlib.asynccontextmanager

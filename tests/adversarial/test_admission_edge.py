@@ -41,7 +41,14 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import admissioncerts, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
-from tests.adversarial.tenant import Canary, ControllerProcess, controller, free_port
+from tests.adversarial.tenant import (
+    Canary,
+    ControllerProcess,
+    controller,
+    free_port,
+    metric_samples,
+    until_stopped,
+)
 from tests.integration.test_admission import registered, replicasets
 from tests.waiting import eventually
 
@@ -54,16 +61,6 @@ LAG_MAX = "kube_reloader_event_loop_lag_max_seconds"
 
 
 # ------------------------------------------------------------------ watching the process
-
-
-def metric_lines(text: str, name: str) -> dict[str, float]:
-    """`{labels: value}` of metric `name` in a Prometheus exposition."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key.removeprefix(name)] = float(value)
-    return out
 
 
 @dataclass
@@ -86,9 +83,9 @@ class Watch:
     async def lag_over(self) -> float | None:
         """Lag samples over 0.25 s so far (None: the controller exports no lag histogram)."""
         text = (await self.proc.probe("/metrics", timeout=5)).body
-        buckets = metric_lines(text, f"{LAG}_bucket")
-        count = metric_lines(text, f"{LAG}_count")
-        gauge = metric_lines(text, LAG_MAX)
+        buckets = metric_samples(text, f"{LAG}_bucket")
+        count = metric_samples(text, f"{LAG}_count")
+        gauge = metric_samples(text, LAG_MAX)
         if gauge:
             worst = max(gauge.values())
             self.lag_gauge_worst = max(self.lag_gauge_worst or 0.0, worst)
@@ -101,18 +98,18 @@ class Watch:
             self.live_worst = max(self.live_worst, probe.seconds)
             if probe.status != 200 or probe.seconds >= 2:
                 self.live_failures += 1
-            await asyncio.sleep(0.25)
+            await until_stopped(self._stop, 0.25)
 
     async def _metrics(self) -> None:
         while not self._stop.is_set():
             await self.lag_over()
-            await asyncio.sleep(1)
+            await until_stopped(self._stop, 1.0)
 
     async def _rss(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError, AssertionError):
                 self.rss_peak_kib = max(self.rss_peak_kib, self.proc.rss_kib())
-            await asyncio.sleep(0.1)
+            await until_stopped(self._stop, 0.1)
 
     async def __aenter__(self) -> Watch:
         self._over = await self.lag_over()
@@ -386,7 +383,7 @@ async def slow_bodies(port: int, count: int, stop: asyncio.Event, seen: SlowBodi
                 closed.cancel()
                 writer.close()
             except (OSError, ssl.SSLError):
-                await asyncio.sleep(0.1)
+                await until_stopped(stop, 0.1)  # refused: reconnect at the next period
 
     await asyncio.gather(*(one() for _ in range(count)))
 
@@ -422,17 +419,32 @@ async def test_two_connections_that_never_send_their_body_leave_real_reviews_rea
 # ----------------------------------------------------------------------- d. parallel applies
 
 
-async def quiet(probe: Any, seconds: float, timeout: float = 60) -> Any:
-    """`probe()`'s value once it has not changed for `seconds` (no write came meanwhile)."""
-    deadline = time.monotonic() + timeout
-    last, since = await probe(), time.monotonic()
-    while time.monotonic() - since < seconds:
-        assert time.monotonic() < deadline, f"still changing after {timeout}s"
-        await asyncio.sleep(0.5)
-        now = await probe()
-        if now != last:
-            last, since = now, time.monotonic()
-    return last
+async def settled(proc: ControllerProcess, before: dict[str, float], changes: int) -> bool:
+    """Has the controller processed `changes` more ConfigMap changes than in `before`, with
+    nothing waiting and every queued reload reconciled? Then no later write can come from
+    them (a reload the webhook made unneeded is dropped when it is re-planned)."""
+    now = await queue_counts(proc)
+    return (
+        now["processed"] - before["processed"] >= changes
+        and now["pending"] == 0
+        and now["depth"] == 0
+        and now["reconciled"] >= now["queued"]
+    )
+
+
+async def queue_counts(proc: ControllerProcess) -> dict[str, float]:
+    text = (await proc.probe("/metrics", timeout=5)).body
+
+    def total(name: str) -> float:
+        return sum(metric_samples(text, name).values())
+
+    return {
+        "processed": total("reloader_events_processed_total"),
+        "pending": total("kube_reloader_pending_reloads"),
+        "depth": total("reloader_workqueue_depth"),
+        "queued": total("reloader_workqueue_adds_total"),
+        "reconciled": total("reloader_reconcile_total"),
+    }
 
 
 async def test_sixteen_parallel_applies_roll_each_deployment_once(
@@ -450,6 +462,7 @@ async def test_sixteen_parallel_applies_roll_each_deployment_once(
         return {d["metadata"]["name"]: d["metadata"]["generation"] for d in items}
 
     async with webhook(client, kubeconfig_path, tenant, canary) as hook, Watch(hook.proc) as w:
+        counted = await queue_counts(hook.proc)
         before = await generations()
         rs_before = {f"d{i}": len(await replicasets(client, tenant, f"d{i}")) for i in range(n)}
         patch = {"spec": {"template": {"spec": {"containers": [{"name": "app",
@@ -476,8 +489,10 @@ async def test_sixteen_parallel_applies_roll_each_deployment_once(
             return all(env[f"d{i}"].get(f"STAKATER_C{i}_CONFIGMAP") == want for i in range(n))
 
         await eventually(converged, what="every Deployment carrying the new hash", timeout=120)
-        after = await quiet(generations, seconds=5)  # the controller's second write, if any
         seconds = await canary_task
+        await eventually(lambda: settled(hook.proc, counted, n + 1), what="every change "
+                         "processed and every queued reload reconciled", timeout=60)  # fmt: skip
+        after = await generations()  # the controller's second write, if any, is in
         rs_after = {f"d{i}": len(await replicasets(client, tenant, f"d{i}")) for i in range(n)}
     rolls = {name: after[name] - before[name] for name in rs_before}
     twice = sorted(k for k, v in rolls.items() if v != 1)

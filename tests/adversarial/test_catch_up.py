@@ -22,7 +22,14 @@ import pytest
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
-from tests.adversarial.tenant import Canary, controller, create_all, loop_lag, vitals
+from tests.adversarial.tenant import (
+    Canary,
+    controller,
+    create_all,
+    loop_lag,
+    until_stopped,
+    vitals,
+)
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -32,10 +39,12 @@ TIMING = ("--leader-election-lease-duration=4s", "--leader-election-renew-deadli
           "--leader-election-retry-period=1s")  # fmt: skip
 
 
-async def renew_gaps(client: Client, namespace: str, worst: list[float]) -> None:
+async def renew_gaps(
+    client: Client, namespace: str, worst: list[float], stop: asyncio.Event
+) -> None:
     """Follow the Lease's renewTime (MicroTime) every 0.1 s; keep the longest gap in `worst`."""
     last: tuple[str, float] | None = None
-    while True:
+    while not stop.is_set():
         try:
             lease = await client.get(resources.LEASES, LEASE, namespace=namespace)
         except errors.NotFound:  # not taken yet
@@ -46,7 +55,7 @@ async def renew_gaps(client: Client, namespace: str, worst: list[float]) -> None
             if last is not None:
                 worst[0] = max(worst[0], now - last[1])
             last = (stamp, now)
-        await asyncio.sleep(0.1)  # the polling period, not a wait
+        await until_stopped(stop, 0.1)
 
 
 async def test_a_tenants_named_lists_neither_block_the_loop_nor_cost_the_leader_its_lease(
@@ -66,8 +75,8 @@ async def test_a_tenants_named_lists_neither_block_the_loop_nor_cost_the_leader_
         controller(kubeconfig_path, scope, "--enable-ha", *TIMING,
                    env={**lease, "POD_NAME": "replica-b"}) as b,
     ):  # fmt: skip
-        worst = [0.0]  # from before the catch-up to the end of the tenant's rewrite
-        renewals = asyncio.ensure_future(renew_gaps(client, canary.namespace, worst))
+        worst, stop = [0.0], asyncio.Event()  # from the catch-up to the end of the rewrite
+        renewals = asyncio.ensure_future(renew_gaps(client, canary.namespace, worst, stop))
 
         async def caught_up() -> bool:
             return any("startup reconciliation done" in p.log() for p in (a, b))
@@ -83,8 +92,8 @@ async def test_a_tenants_named_lists_neither_block_the_loop_nor_cost_the_leader_
             rewrite = asyncio.gather(*writes)
             seconds = await canary.reloads(within=20)
             await rewrite
-        renewals.cancel()
-        await asyncio.gather(renewals, return_exceptions=True)
+        stop.set()
+        await renewals
         v.check()
         lags = [await loop_lag(p) for p in (a, b)]
         stepped = [p.log().count('"msg": "lost leadership"') for p in (a, b)]
