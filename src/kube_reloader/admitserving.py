@@ -36,7 +36,7 @@ from typing import Generic, TypeVar
 from aiohttp import web
 
 from kube_reloader.core import admitting
-from kube_reloader.core.fairness import Ledger
+from kube_reloader.turns import FairSlots
 
 log = logging.getLogger(__name__)
 
@@ -66,53 +66,12 @@ def remaining() -> float | None:
     return max(0.0, deadline - asyncio.get_running_loop().time())
 
 
-class FairGate:
-    """Slots of one stage: `cap` at once, taken in `core.fairness`'s turns, waited for until
-    a deadline (event-loop time)."""
-
-    def __init__(self, cap: int) -> None:
-        self.ledger: Ledger[asyncio.Future[None]] = Ledger(cap)
-        #: the most slots held at once so far (for tests and logs)
-        self.peak = 0
-
-    async def acquire(self, tenant: str, deadline: float) -> bool:
-        """Take a slot for `tenant`, waiting for its turn until `deadline`; False when the
-        deadline came first (then nothing is held)."""
-        if not self.ledger.take(tenant):
-            turn = asyncio.get_running_loop().create_future()
-            self.ledger.wait(tenant, turn)
-            got = False
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await turn
-                got = True
-            except TimeoutError:
-                pass
-            finally:
-                if not got:
-                    self.ledger.leave(tenant, turn)
-                    if turn.done() and not turn.cancelled():
-                        self.release(tenant)  # granted as the deadline came: pass it on
-            if not got:
-                return False
-        self.peak = max(self.peak, self.ledger.total)
-        return True
-
-    def release(self, tenant: str) -> None:
-        self.ledger.release(tenant)
-        for granted, turn in self.ledger.grants():
-            if turn.done():  # cancelled, not yet out of the line: pass the slot on
-                self.release(granted)
-            else:
-                turn.set_result(None)
-
-
 @dataclass
 class Gates:
     """The two stages' slots, and what became of the reviews that could not have one."""
 
-    reading: FairGate = field(default_factory=lambda: FairGate(MAX_BODIES))
-    answering: FairGate = field(default_factory=lambda: FairGate(MAX_ANSWERING))
+    reading: FairSlots = field(default_factory=lambda: FairSlots(MAX_BODIES))
+    answering: FairSlots = field(default_factory=lambda: FairSlots(MAX_ANSWERING))
     #: answered `busy` unread: announced too large, or no slot within the budget
     unread: int = 0
     #: bodies that did not arrive within `BODY_TIMEOUT`

@@ -130,10 +130,7 @@ async def test_one_namespaces_stuck_evictions_never_hold_another_namespaces_pod_
 
             await eventually(replaced, what="the canary's pod replaced", timeout=20)
             seconds = time.monotonic() - started
-            deferred = await eventually(
-                lambda: events_for_reason(client, tenant, "ReloadDeferred"),
-                what="the waiting rotations told why, on their own workloads", timeout=20,
-            )  # fmt: skip
+            deferred = await told(client, tenant, "ReloadDeferred", "the waiting rotations")
         v.check()
         await lag_within_bound(proc, "case 1")
     print(f"case 1: the evict canary's pod was replaced {seconds:.1f}s after its change; "
@@ -148,6 +145,12 @@ async def settled(client: Client, namespace: str) -> list[pods.PodObject]:
                                type=pods.PodObject)  # fmt: skip
     live = await ready_pods(client, namespace, "app=canary")
     return live if len(live) == len(listed.items) == 1 else []
+
+
+async def told(client: Client, namespace: str, reason: str, who: str) -> list[dict[str, Any]]:
+    """The Events of `reason` in `namespace`, once there is one (within 20 s)."""
+    return await eventually(lambda: events_for_reason(client, namespace, reason),
+                            what=f"{who} told why ({reason})", timeout=20)  # fmt: skip
 
 
 async def events_for_reason(client: Client, namespace: str, reason: str) -> list[dict[str, Any]]:
@@ -298,10 +301,7 @@ async def test_a_storm_of_warnings_in_one_namespace_never_makes_anothers_warning
 
             await eventually(warned, what="the other namespace's Warning", timeout=20)
             dropped = await metric(proc, "kube_reloader_dropped_total")
-            notices = await eventually(
-                lambda: events_for_reason(client, tenant, "ReloadEventsDropped"),
-                what="the tenant told its Events are dropped", timeout=20,
-            )  # fmt: skip
+            notices = await told(client, tenant, "ReloadEventsDropped", "the tenant")
         v.check()
         await lag_within_bound(proc, "case 6")
     tenant_dropped = dropped.get(f'{{namespace="{tenant}",what="event"}}', 0.0)

@@ -22,7 +22,7 @@ admission webhook's reading slots) — gives each of them, its *tenants*, a shar
 
 A tenant over its share waits: nothing is dropped but Events and metric series, and then only
 a tenant's part beyond its share. This module is the rule and its bookkeeping only (no clock,
-no waiting): `runtime.queueing.FairSlots` waits on it, the admission edge and the reporter
+no waiting): `turns.FairSlots` waits on it (rotations, the admission edge), the Event queue and the reporter
 keep their own counts with it.
 """
 

@@ -132,10 +132,59 @@ def decide(
     config: MatchConfig,
     resource_tls: bool = False,
 ) -> Decision:
+    """The steps in v1's order (the module docstring); the first that decides wins."""
     keys = config.keys
     what = f"{rtype.kind} {name!r}"
+    ignored = _ignored(keys, what, kind, resource_annotations, config)
+    if ignored is not None:
+        return ignored
+    r = _read(keys, rtype, name, workload_annotations, template_annotations)
+    return (
+        _excluded(r, workload_annotations)
+        or _named(r)
+        or _searched_or_auto(r, resource_annotations, config)
+        or _tls(r, config, resource_tls, workload_annotations, template_annotations)
+        or Decision(
+            False,
+            Reason.NO_MATCH,
+            _no_match(r, config),
+            source=r.source,
+            warnings=tuple(r.warnings),
+        )
+    )
 
-    # 1. workload-type ignore
+
+@dataclass(slots=True)
+class _Read:
+    """What `decide` reads from the annotation set it chose (steps 3 and 4)."""
+
+    keys: Keys
+    rtype: ResourceType
+    name: str
+    what: str
+    src: Mapping[str, str]
+    source: Source
+    named: str
+    search: str
+    auto: str
+    typed_auto: str
+    #: problems found on the way, in order; each Decision carries those found before it
+    warnings: list[str]
+
+    def decision(self, reload: bool, reason: Reason, message: str, *, auto: bool) -> Decision:
+        return Decision(
+            reload, reason, message, auto=auto, source=self.source, warnings=tuple(self.warnings)
+        )
+
+
+def _ignored(
+    keys: Keys,
+    what: str,
+    kind: str,
+    resource_annotations: Mapping[str, str],
+    config: MatchConfig,
+) -> Decision | None:
+    """1. workload-type ignore; 2. resource ignore."""
     types = config.ignored_workload_types
     if types and ignored_workload_types_valid(types):
         token = ignored_workload_type_token(kind)
@@ -145,19 +194,21 @@ def decide(
                 Reason.WORKLOAD_TYPE_IGNORED,
                 f"{kind}s are ignored (--ignored-workload-types)",
             )
-
-    # 2. resource ignore
     if resource_annotations.get(keys.ignore) == "true":
         return Decision(False, Reason.RESOURCE_IGNORED, f'{what} carries {keys.ignore}="true"')
+    return None
 
-    # 3./4. pick the annotation set: workload metadata, or the pod template as a fallback
-    wa = workload_annotations
-    src, source = annotation_source(keys, rtype, wa, template_annotations)
-    named = src.get(keys.named(rtype), "")
-    search = src.get(keys.search, "")
-    auto = src.get(keys.auto, "")
-    typed_auto = src.get(keys.typed_auto(rtype), "")
 
+def _read(
+    keys: Keys,
+    rtype: ResourceType,
+    name: str,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+) -> _Read:
+    """3./4. the annotation set (workload metadata, or the pod template as a fallback)."""
+    src, source = annotation_source(keys, rtype, workload_annotations, template_annotations)
+    auto, typed_auto = src.get(keys.auto, ""), src.get(keys.typed_auto(rtype), "")
     warnings: list[str] = []
     for key, value in ((keys.auto, auto), (keys.typed_auto(rtype), typed_auto)):
         if value and parse_bool(value) is None:
@@ -165,108 +216,128 @@ def decide(
                 f"{key}={quote(value)} on the {source} is not a boolean (true/false); "
                 "treated as false"
             )
+    return _Read(
+        keys,
+        rtype,
+        name,
+        f"{rtype.kind} {name!r}",
+        src,
+        source,
+        src.get(keys.named(rtype), ""),
+        src.get(keys.search, ""),
+        auto,
+        typed_auto,
+        warnings,
+    )
 
-    # 5. exclude: always and only from the workload's metadata
-    exclude_key = keys.exclude(rtype)
-    if exclude_key in wa and name in list_members(wa[exclude_key]):
+
+def _excluded(r: _Read, workload_annotations: Mapping[str, str]) -> Decision | None:
+    """5. exclude: always and only from the workload's metadata."""
+    exclude_key = r.keys.exclude(r.rtype)
+    if exclude_key in workload_annotations and r.name in list_members(
+        workload_annotations[exclude_key]
+    ):
         return Decision(
             False,
             Reason.EXCLUDED,
-            f"{what} is listed in {exclude_key} on the workload",
-            warnings=tuple(warnings),
+            f"{r.what} is listed in {exclude_key} on the workload",
+            warnings=tuple(r.warnings),
         )
+    return None
 
-    # 6. named list
-    if named:
-        compiled = regexes.compile_list(named)
-        warnings.extend(
-            f"{keys.named(rtype)} on the {source}: {problem}; entry skipped"
-            for problem in compiled.problems
+
+def _named(r: _Read) -> Decision | None:
+    """6. the named list (its entries' problems become warnings)."""
+    if not r.named:
+        return None
+    key = r.keys.named(r.rtype)
+    compiled = regexes.compile_list(r.named)
+    r.warnings.extend(
+        f"{key} on the {r.source}: {problem}; entry skipped" for problem in compiled.problems
+    )
+    if compiled.refused is not None:
+        r.warnings.append(f"{key} on the {r.source}: {compiled.refused}")
+        return r.decision(
+            False,
+            Reason.NO_MATCH,
+            f"{key} on the {r.source} is refused: {compiled.refused}",
+            auto=False,
         )
-        if compiled.refused is not None:
-            warnings.append(f"{keys.named(rtype)} on the {source}: {compiled.refused}")
-            return Decision(
-                False,
-                Reason.NO_MATCH,
-                f"{keys.named(rtype)} on the {source} is refused: {compiled.refused}",
-                source=source,
-                warnings=tuple(warnings),
-            )
-        entry = compiled.first_match(name)
-        if entry is not None:
-            return Decision(
-                True,
-                Reason.NAMED,
-                f"{what} matches {quote(entry)} in {keys.named(rtype)} on the {source}",
-                auto=False,
-                source=source,
-                warnings=tuple(warnings),
-            )
+    entry = compiled.first_match(r.name)
+    if entry is None:
+        return None
+    return r.decision(
+        True,
+        Reason.NAMED,
+        f"{r.what} matches {quote(entry)} in {key} on the {r.source}",
+        auto=False,
+    )
 
-    # 7. search + match
-    if search == "true" and resource_annotations.get(keys.match) == "true":
-        return Decision(
+
+def _searched_or_auto(
+    r: _Read, resource_annotations: Mapping[str, str], config: MatchConfig
+) -> Decision | None:
+    """7. search + match; 8. auto, typed auto, --auto-reload-all."""
+    keys = r.keys
+    if r.search == "true" and resource_annotations.get(keys.match) == "true":
+        return r.decision(
             True,
             Reason.SEARCH,
-            f'{keys.search}="true" on the {source} and {what} carries {keys.match}="true"',
+            f'{keys.search}="true" on the {r.source} and {r.what} carries {keys.match}="true"',
             auto=True,
-            source=source,
-            warnings=tuple(warnings),
         )
-
-    # 8. auto, typed auto, --auto-reload-all
-    if parse_bool(auto) or parse_bool(typed_auto):
-        key = keys.auto if parse_bool(auto) else keys.typed_auto(rtype)
-        return Decision(
-            True,
-            Reason.AUTO,
-            f"{key}={src[key]!r} on the {source}",
-            auto=True,
-            source=source,
-            warnings=tuple(warnings),
-        )
-    if auto == "" and typed_auto == "" and config.auto_reload_all:
-        return Decision(
+    if parse_bool(r.auto) or parse_bool(r.typed_auto):
+        key = keys.auto if parse_bool(r.auto) else keys.typed_auto(r.rtype)
+        return r.decision(True, Reason.AUTO, f"{key}={r.src[key]!r} on the {r.source}", auto=True)
+    if r.auto == "" and r.typed_auto == "" and config.auto_reload_all:
+        return r.decision(
             True,
             Reason.AUTO_RELOAD_ALL,
             "--auto-reload-all and no auto annotation opts out",
             auto=True,
-            source=source,
-            warnings=tuple(warnings),
         )
+    return None
 
-    # 9. ours: --reload-tls-secrets, unless the workload opts out
-    if config.reload_tls_secrets and resource_tls and rtype is ResourceType.SECRET:
-        opted_out = _tls_opt_out(auto, typed_auto, wa, template_annotations)
-        if opted_out is None:
-            return Decision(
-                True,
-                Reason.TLS_SECRET,
-                f"{what} is a TLS Secret and --reload-tls-secrets is on",
-                auto=True,
-                source=source,
-                warnings=tuple(warnings),
-            )
-        return Decision(
-            False,
-            Reason.NO_MATCH,
-            f"{what} is a TLS Secret, but {opted_out} opts out of --reload-tls-secrets",
-            source=source,
-            warnings=tuple(warnings),
+
+def _tls(
+    r: _Read,
+    config: MatchConfig,
+    resource_tls: bool,
+    workload_annotations: Mapping[str, str],
+    template_annotations: Mapping[str, str],
+) -> Decision | None:
+    """9. ours: --reload-tls-secrets, unless the workload opts out."""
+    if not (config.reload_tls_secrets and resource_tls and r.rtype is ResourceType.SECRET):
+        return None
+    opted_out = _tls_opt_out(r.auto, r.typed_auto, workload_annotations, template_annotations)
+    if opted_out is None:
+        return r.decision(
+            True,
+            Reason.TLS_SECRET,
+            f"{r.what} is a TLS Secret and --reload-tls-secrets is on",
+            auto=True,
         )
+    return r.decision(
+        False,
+        Reason.NO_MATCH,
+        f"{r.what} is a TLS Secret, but {opted_out} opts out of --reload-tls-secrets",
+        auto=False,
+    )
 
-    # 10. nothing matched
-    if auto or typed_auto:
-        msg = f"auto annotation value {quote(auto or typed_auto)} is not true"
+
+def _no_match(r: _Read, config: MatchConfig) -> str:
+    """10. why nothing matched."""
+    keys = r.keys
+    if r.auto or r.typed_auto:
+        msg = f"auto annotation value {quote(r.auto or r.typed_auto)} is not true"
         if config.auto_reload_all:
             msg += " (a non-empty value also opts out of --auto-reload-all)"
-    elif named:
-        msg = f"{what} matches no entry of {keys.named(rtype)} on the {source}"
-    elif search == "true":
-        msg = f'{keys.search} is set but {what} does not carry {keys.match}="true"'
-    else:
-        msg = f"no reload annotation for {rtype.kind}s on the workload or its pod template"
-    return Decision(False, Reason.NO_MATCH, msg, source=source, warnings=tuple(warnings))
+        return msg
+    if r.named:
+        return f"{r.what} matches no entry of {keys.named(r.rtype)} on the {r.source}"
+    if r.search == "true":
+        return f'{keys.search} is set but {r.what} does not carry {keys.match}="true"'
+    return f"no reload annotation for {r.rtype.kind}s on the workload or its pod template"
 
 
 def _tls_opt_out(

@@ -107,7 +107,36 @@ def generate(root: Path) -> Pki:
     root.chmod(0o700)
     pki = Pki(root)
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    ca_key, ca_cert = _ca(pki, now)
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.DNSName("kubernetes.default.svc.cluster.local"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+    ]
+    _leaf(
+        pki.serving_crt, pki.serving_key, ca_cert, ca_key, now,
+        cn="kube-apiserver", orgs=(), sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH,
+    )  # fmt: skip
+    _leaf(
+        pki.admin_crt, pki.admin_key, ca_cert, ca_key, now,
+        cn="kube-reloader-admin", orgs=("system:masters",), sans=[],
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )  # fmt: skip
+    _leaf(
+        pki.webhook_client_crt, pki.webhook_client_key, ca_cert, ca_key, now,
+        cn=WEBHOOK_CLIENT, orgs=(), sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+    )  # fmt: skip
+    _write_admission_config(pki)
+    _service_accounts_and_token(pki)
+    return pki
 
+
+def _ca(pki: Pki, now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """The dev CA's key and self-signed certificate, written into `pki`."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-reloader-dev-ca")])
     ca_cert = (
@@ -127,32 +156,11 @@ def generate(root: Path) -> Pki:
     )
     _write_key(pki.ca_key, ca_key)
     _write(pki.ca_crt, ca_cert.public_bytes(serialization.Encoding.PEM))
+    return ca_key, ca_cert
 
-    sans: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.DNSName("kubernetes"),
-        x509.DNSName("kubernetes.default"),
-        x509.DNSName("kubernetes.default.svc"),
-        x509.DNSName("kubernetes.default.svc.cluster.local"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
-    ]
-    _leaf(
-        pki.serving_crt, pki.serving_key, ca_cert, ca_key, now,
-        cn="kube-apiserver", orgs=(), sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH,
-    )  # fmt: skip
-    _leaf(
-        pki.admin_crt, pki.admin_key, ca_cert, ca_key, now,
-        cn="kube-reloader-admin", orgs=("system:masters",), sans=[],
-        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-    )  # fmt: skip
 
-    _leaf(
-        pki.webhook_client_crt, pki.webhook_client_key, ca_cert, ca_key, now,
-        cn=WEBHOOK_CLIENT, orgs=(), sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-    )  # fmt: skip
-    _write_admission_config(pki)
-
+def _service_accounts_and_token(pki: Pki) -> None:
+    """The service-account signing key and the admin's static token."""
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_key(pki.sa_key, sa_key)
     _write(
@@ -161,11 +169,9 @@ def generate(root: Path) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ),
     )
-
     token = secrets.token_hex(24)
     _write(pki.token_file, token.encode() + b"\n")
     _write(pki.tokens_csv, f'{token},kube-reloader-admin,admin-uid,"system:masters"\n'.encode())
-    return pki
 
 
 def _write_admission_config(pki: Pki) -> None:

@@ -93,9 +93,6 @@ class Controller:
                                           self.supervisor, self.resync.queue)  # fmt: skip
         self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
         self.scheduler = Scheduler(options, self.clock, self.stores, self.coalescer, self.reporter)
-        self.tracker.on_finished = self.scheduler.finished
-        self.rotations.on_done = self.scheduler.rotation_done
-        self.resync.adopt = self.scheduler.adopt
         self.reconciler = Reconciler(
             options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
             self.tracker, self.writer, self.fence, self.reporter, self.supervisor, self.rotations,
@@ -103,14 +100,21 @@ class Controller:
         )  # fmt: skip
         self.intake = Intake(options, self.clock, self.stores, self.reporter, self.supervisor,
                              self.ready)  # fmt: skip
+        self._connect()
+        self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
+        self.metrics.loop_registry.register(ControllerCollector(self))
+
+    def _connect(self) -> None:
+        """What the rooms tell each other."""
+        self.tracker.on_finished = self.scheduler.finished
+        self.rotations.on_done = self.scheduler.rotation_done
+        self.resync.adopt = self.scheduler.adopt
         self.resync.namespace_wanted = self.intake.namespace_wanted
         self.intake.fan_out = self.fanout.fan_out
         self.intake.workload_seen = self._workload_seen
         self.intake.workload_gone = self._workload_gone
         self.intake.optional_synced = self._optional_synced
         self.intake.namespace_changed = self.scheduler.namespace_changed
-        self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
-        self.metrics.loop_registry.register(ControllerCollector(self))
 
     # -- leadership (called by the manager's elector, synchronously) ------------------------
     def start_leading(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kube_reloader.core import evicting, inplace, planning, rollouts
@@ -64,6 +65,29 @@ POLL_SECONDS = 1.0
 CLOCK_MARGIN = 1.0
 
 
+@dataclass
+class _Progress:
+    """What an in-place rotation remembers between two looks at its pods."""
+
+    mode: inplace.Mode
+    #: the pod annotation it writes
+    annotation: str
+    started: float
+    progress_at: float
+    #: the change (time, contents) `want` was computed for, and the value to write
+    want_for: object = None
+    want: str = ""
+    #: the pods this rotation wrote to (the Event's count)
+    asked: set[str] = field(default_factory=set)
+    #: asked to restart: their restarts when asked
+    pending: dict[str, int] = field(default_factory=dict)
+    #: restarted since asked, for the current change
+    restarted: set[str] = field(default_factory=set)
+    last_action: float | None = None
+    #: pods left to reload at the last look
+    left: int | None = None
+
+
 async def rotate(
     rs: Rotations, rotation: Rotation, selector: str, uid: str, obj: Mapping[str, Any]
 ) -> bool | None:
@@ -72,92 +96,112 @@ async def rotate(
     w = rotation.workload
     mode = inplace.Mode(rotation.policy.strategy.value)
     annotation = inplace.RESTART if mode is inplace.Mode.RESTART else inplace.SIGNAL_REQUEST
-    want_for: object = None
-    want = ""
-    asked: set[str] = set()  # the pods this rotation wrote to (the Event's count)
-    pending: dict[str, int] = {}  # asked to restart: their restarts when asked
-    restarted: set[str] = set()  # restarted since asked, for the current change
-    last_action: float | None = None
-    started = progress_at = rs.clock.wall()
-    left: int | None = None
+    st = _Progress(mode, annotation, rs.clock.wall(), rs.clock.wall())
     while not rotation.gone:
         if not rs.fence.may_write():
             return None
         w = rs.lookup(w.key) or w
-        # a newer change, or newer content of one (same second, another write), takes over
-        key = (rotation.changed_at, sorted((p.change.rtype, p.change.name, p.change.hash)
-                                           for p in rotation.plans))  # fmt: skip
-        if want_for != key:
-            want_for = key
-            restarted.clear()
-            if mode is inplace.Mode.RESTART:
-                want = inplace.restart_token(rotation.changed_at)
-            else:
-                try:
-                    digests = await volume_digests(rs, w.namespace, obj, rotation)
-                except errors.Transient as exc:
-                    want_for = None
-                    log.warning("in-place: reading a config failed, will retry",
-                                extra={"workload": str(w.key), "error": str(exc)})  # fmt: skip
-                    await rs.pause(POLL_SECONDS)
-                    continue
-                want = inplace.signal_request(rotation.policy.signal, digests)
-                if len(want) > inplace.MAX_REQUEST_TEXT:
-                    rs.reporter.rotation_failed(w, "too many volumes to name in one signal "
-                                                "request", 0, how=mode.value)  # fmt: skip
-                    return False
+        wanted = await _want(rs, rotation, st, w, obj)
+        if wanted is not None:
+            if wanted:
+                continue  # read again at the next look
+            return False
         # a container restarted in the change's own second would look older than it (whole
         # seconds): nothing is asked before that second has passed, with a clock margin
         cutoff = math.floor(rotation.changed_at) + 1 + CLOCK_MARGIN
         if mode is inplace.Mode.RESTART and rs.clock.wall() < cutoff:
             await rs.pause(cutoff - rs.clock.wall())
             continue
-        listed = await rs.list_pods(w.namespace, selector)
-        pick = rotation.policy.pod_selector
-        mine = [in_place_view(p, annotation) for p in listed if owned(p, w.kind, w.name, uid, pick)]
-        for p in mine:  # asked, and restarted since: current, whatever its start time says
-            fresh = inplace.current(p, mode, want, rotation.changed_at, frozenset())
-            if p.uid in pending and (p.restarts > pending[p.uid] or fresh):
-                del pending[p.uid]
-                restarted.add(p.uid)
-        live = {p.uid for p in mine}
-        for gone in set(pending) - live:
-            del pending[gone]
-        now = rs.clock.wall()
-        replicas = w.status.replicas if w.status is not None else len(mine)
-        step = inplace.next_step(
-            mine, mode, want, rotation.changed_at, now, replicas=replicas, started=started,
-            ordered=w.kind == "StatefulSet", last_action=last_action,
-            pending=frozenset(pending), restarted=frozenset(restarted),
-        )  # fmt: skip
-        if step.phase is inplace.Phase.DONE:
-            if asked:
-                rs.reporter.rotation_done(w, rotation.plans, len(asked), rs.clock.monotonic()
-                                          - rotation.started, how=mode.value)  # fmt: skip
-            return True
-        if left is None or step.remaining < left:  # a pod became current: progress
-            progress_at = now
-        left = step.remaining
-        deadline = rollouts.held_deadline(w.status)  # a tenant's own: capped
-        if now - progress_at > deadline:  # no pod became current for that long
-            reason = step.reason or f"{step.remaining} pods not reloaded"
-            rs.reporter.rotation_failed(w, f"{reason} for {deadline:g}s", len(asked),
-                                        how=mode.value)  # fmt: skip
-            return False
-        if step.phase is inplace.Phase.WAIT:
-            await rs.pause(evicting.poll_seconds(now - progress_at))
-            continue
-        assert step.pod is not None
-        if not await _annotate(rs, rotation, step.pod.name, step.pod.uid, annotation, step.value):
-            return None
-        if mode is inplace.Mode.RESTART:
-            pending[step.pod.uid] = step.pod.restarts
-        asked.add(step.pod.uid)
-        last_action = rs.clock.wall()
-        log.info("in-place reload requested", extra={
-            "workload": str(w.key), "pod": step.pod.name, "strategy": mode.value,
-            "value": step.value[:80], "remaining": step.remaining})  # fmt: skip
+        done = await _look_and_act(rs, rotation, st, w, selector, uid)
+        if done is not None:
+            return done
+    return None
+
+
+async def _want(
+    rs: Rotations, rotation: Rotation, st: _Progress, w: planning.Workload,
+    obj: Mapping[str, Any],
+) -> bool | None:  # fmt: skip
+    """Compute what to write when the change (or its content) is new; None: ready, True: a
+    config could not be read (look again), False: the request cannot be written (failed)."""
+    # a newer change, or newer content of one (same second, another write), takes over
+    key = (rotation.changed_at, sorted((p.change.rtype, p.change.name, p.change.hash)
+                                       for p in rotation.plans))  # fmt: skip
+    if st.want_for == key:
+        return None
+    st.want_for = key
+    st.restarted.clear()
+    if st.mode is inplace.Mode.RESTART:
+        st.want = inplace.restart_token(rotation.changed_at)
+        return None
+    try:
+        digests = await volume_digests(rs, w.namespace, obj, rotation)
+    except errors.Transient as exc:
+        st.want_for = None
+        log.warning("in-place: reading a config failed, will retry",
+                    extra={"workload": str(w.key), "error": str(exc)})  # fmt: skip
         await rs.pause(POLL_SECONDS)
+        return True
+    st.want = inplace.signal_request(rotation.policy.signal, digests)
+    if len(st.want) > inplace.MAX_REQUEST_TEXT:
+        rs.reporter.rotation_failed(w, "too many volumes to name in one signal request", 0,
+                                    how=st.mode.value)  # fmt: skip
+        return False
+    return None
+
+
+async def _look_and_act(
+    rs: Rotations, rotation: Rotation, st: _Progress, w: planning.Workload, selector: str,
+    uid: str,
+) -> bool | None:  # fmt: skip
+    """One look at the pods and what it calls for: True (each is current) or False (failed)
+    to end the rotation, None to look again."""
+    listed = await rs.list_pods(w.namespace, selector)
+    pick = rotation.policy.pod_selector
+    mine = [in_place_view(p, st.annotation) for p in listed
+            if owned(p, w.kind, w.name, uid, pick)]  # fmt: skip
+    for p in mine:  # asked, and restarted since: current, whatever its start time says
+        fresh = inplace.current(p, st.mode, st.want, rotation.changed_at, frozenset())
+        if p.uid in st.pending and (p.restarts > st.pending[p.uid] or fresh):
+            del st.pending[p.uid]
+            st.restarted.add(p.uid)
+    for gone in set(st.pending) - {p.uid for p in mine}:
+        del st.pending[gone]
+    now = rs.clock.wall()
+    replicas = w.status.replicas if w.status is not None else len(mine)
+    step = inplace.next_step(
+        mine, st.mode, st.want, rotation.changed_at, now, replicas=replicas,
+        started=st.started, ordered=w.kind == "StatefulSet", last_action=st.last_action,
+        pending=frozenset(st.pending), restarted=frozenset(st.restarted),
+    )  # fmt: skip
+    if step.phase is inplace.Phase.DONE:
+        if st.asked:
+            rs.reporter.rotation_done(w, rotation.plans, len(st.asked), rs.clock.monotonic()
+                                      - rotation.started, how=st.mode.value)  # fmt: skip
+        return True
+    if st.left is None or step.remaining < st.left:  # a pod became current: progress
+        st.progress_at = now
+    st.left = step.remaining
+    deadline = rollouts.held_deadline(w.status)  # a tenant's own: capped
+    if now - st.progress_at > deadline:  # no pod became current for that long
+        reason = step.reason or f"{step.remaining} pods not reloaded"
+        rs.reporter.rotation_failed(w, f"{reason} for {deadline:g}s", len(st.asked),
+                                    how=st.mode.value)  # fmt: skip
+        return False
+    if step.phase is inplace.Phase.WAIT:
+        await rs.pause(evicting.poll_seconds(now - st.progress_at))
+        return None
+    assert step.pod is not None
+    if not await _annotate(rs, rotation, step.pod.name, step.pod.uid, st.annotation, step.value):
+        return None  # leadership lost: the rotation's next turn stops it
+    if st.mode is inplace.Mode.RESTART:
+        st.pending[step.pod.uid] = step.pod.restarts
+    st.asked.add(step.pod.uid)
+    st.last_action = rs.clock.wall()
+    log.info("in-place reload requested", extra={
+        "workload": str(w.key), "pod": step.pod.name, "strategy": st.mode.value,
+        "value": step.value[:80], "remaining": step.remaining})  # fmt: skip
+    await rs.pause(POLL_SECONDS)
     return None
 
 

@@ -1,4 +1,4 @@
-"""A keyed work queue, fair across namespaces, and slots shared fairly among them.
+"""A keyed work queue, fair across namespaces.
 
 `WorkQueue`: each key is queued at most once, and handled by one worker at a time. Adding a
 key that is already queued does nothing; adding a key that a worker is handling marks it
@@ -7,9 +7,6 @@ Keys are handed out lane by lane (a lane per namespace, round-robin), first come
 served within a lane: a namespace that queues thousands of workloads delays another
 namespace's next one by at most one item per lane ahead of it. Delays are the coalescer's
 (`coalescing`): this queue only orders keys.
-
-`FairSlots`: at most `cap` holders at once, shared among namespaces by `core.fairness`'s rule
-(a namespace over its share waits; turns go to the namespace holding the fewest).
 """
 
 from __future__ import annotations
@@ -17,10 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
-
-from kube_reloader.core import fairness
 
 K = TypeVar("K", bound=Hashable)
 
@@ -101,52 +96,3 @@ class WorkQueue(Generic[K]):
 
     def close(self) -> None:
         self._closed = True
-
-
-class FairSlots:
-    """`cap` slots (<= 0: no limit) shared among namespaces by `core.fairness`."""
-
-    def __init__(self, cap: int) -> None:
-        self.ledger: fairness.Ledger[asyncio.Future[None]] = fairness.Ledger(cap)
-
-    @property
-    def held(self) -> int:
-        return self.ledger.total
-
-    @property
-    def waiting(self) -> int:
-        return self.ledger.waiting
-
-    def room(self, tenant: str) -> bool:
-        """Would `tenant` get a slot at once?"""
-        return self.ledger.room(tenant)
-
-    async def acquire(self, tenant: str) -> None:
-        if self.ledger.take(tenant):
-            return
-        granted = asyncio.get_running_loop().create_future()
-        self.ledger.wait(tenant, granted)
-        try:
-            await granted
-        except asyncio.CancelledError:
-            if granted.done() and not granted.cancelled():
-                self.release(tenant)  # given a slot while being cancelled: hand it on
-            else:
-                self.ledger.leave(tenant, granted)
-            raise
-
-    def release(self, tenant: str) -> None:
-        self.ledger.release(tenant)
-        for holder, granted in self.ledger.grants():
-            if granted.done():  # cancelled while waiting: its slot goes on, the others keep theirs
-                self.release(holder)
-            else:
-                granted.set_result(None)
-
-    @contextlib.asynccontextmanager
-    async def slot(self, tenant: str) -> AsyncIterator[None]:
-        await self.acquire(tenant)
-        try:
-            yield
-        finally:
-            self.release(tenant)

@@ -195,19 +195,7 @@ class Reconciler:
                 raise asyncio.CancelledError
             answer = await self.writer.reload(workload, todo, now=when, committed=self.fence.commit)
         except errors.Conflict as exc:
-            # the object changed under us: re-read it, refresh the cache, re-plan at once
-            self._put_back(item)
-            log.info("conflict, re-reading", extra={"workload": str(key), "error": str(exc)})
-            try:
-                self.refresh(workload.kind, await self.writer.read(key))
-            except errors.NotFound:
-                self.coalescer.drop(key)
-                return False, False
-            except errors.KubeError:
-                self._retry(key)
-                return False, False
-            self.coalescer.requeue(key)
-            self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
+            await self._conflicted(item, workload, exc)
             return False, False
         except errors.Transient as exc:
             # put the changes back (newer ones that arrived meanwhile win) and back off
@@ -224,6 +212,32 @@ class Reconciler:
             self.failures.pop(key, None)
             self.reporter.reload_failed(workload, todo, exc)
             return False, False
+        return True, self._written(item, workload, todo, answer, write_started)
+
+    async def _conflicted(
+        self, item: WorkItem, workload: planning.Workload, exc: errors.Conflict
+    ) -> None:
+        """The object changed under us: re-read it, refresh the cache, re-plan at once."""
+        key = workload.key
+        self._put_back(item)
+        log.info("conflict, re-reading", extra={"workload": str(key), "error": str(exc)})
+        try:
+            self.refresh(workload.kind, await self.writer.read(key))
+        except errors.NotFound:
+            self.coalescer.drop(key)
+            return
+        except errors.KubeError:
+            self._retry(key)
+            return
+        self.coalescer.requeue(key)
+        self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
+
+    def _written(
+        self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan],
+        answer: dict[str, Any] | None, write_started: float,
+    ) -> bool:  # fmt: skip
+        """Account for a write the API server accepted; True when its rollout is followed."""
+        key = workload.key
         self.failures.pop(key, None)
         self.throttle.reloaded(key)
         if answer is not None:
@@ -232,7 +246,7 @@ class Reconciler:
         rolling = False
         if answer is not None and answer.get("kind") == workload.kind:
             self.refresh(workload.kind, answer)
-            if spec.status is not None:
+            if self.kinds[workload.kind].status is not None:
                 self.tracker.started(workload, answer)
                 rolling = workload.key in self.tracker
         accepted = self.clock.monotonic()
@@ -240,7 +254,7 @@ class Reconciler:
         for p in todo:
             seen = item.observed.get((p.change.rtype, p.change.name))
             self.reporter.reloaded(workload, p, None if seen is None else accepted - seen)
-        return True, rolling
+        return rolling
 
     def _rotate(
         self, workload: planning.Workload, policy: evicting.PodPolicy, todo: list[planning.Plan]

@@ -317,7 +317,7 @@ class Reporter(Counting):
         """A reload waits (ReloadHalted when the circuit breaker holds it); one log line and
         one Event per hold (`first`), however often the workload is woken and held again."""
         self.metrics.deferred.labels(reason=hold).inc()
-        self._holds[workload.key] = hold  # a deferral that follows is news again
+        self._new_hold(workload.key, hold)  # a deferral that follows is news again (bounded)
         if first:  # the scheduler's own memory: it forgets a hold as soon as it ends
             log.info("reload held", extra={"workload": str(workload.key), "reason": hold})
             warn = hold == "halted"

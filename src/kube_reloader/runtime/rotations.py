@@ -32,10 +32,10 @@ from kube_reloader.kube.pods import PodObject, owned, view
 from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.queueing import FairSlots
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer
+from kube_reloader.turns import FairSlots
 
 #: seconds between looks at a rotation's pods (slower once it is stuck: `evicting.poll_seconds`)
 POLL_SECONDS = evicting.POLL_SECONDS
@@ -169,20 +169,36 @@ class Rotations:
         obj = await self._read(w.key)
         raw_spec = obj.get("spec")
         spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
-        selector = rotation.policy.pod_selector
-        if selector is None and "selector" not in spec:
-            selector = ""  # a custom kind without one: its namespace's pods, by owner
-        elif selector is None:
-            try:
-                selector = selectors.from_label_selector(spec.get("selector"))
-            except selectors.SelectorError as err:
-                self.reporter.warn_once(w, (f"cannot find the pods to replace: {err}",),
-                                        "ReloadError")  # fmt: skip
-                return False
-        min_ready = _number(spec.get("minReadySeconds"))
+        selector = self._selector(rotation, spec)
+        if selector is None:
+            return False
         uid = str((obj.get("metadata") or {}).get("uid") or w.uid)
         if rotation.policy.strategy is not evicting.PodStrategy.EVICT:  # in place
             return await inplacing.rotate(self, rotation, selector, uid, obj)
+        return await self._evictions(rotation, obj, selector, uid)
+
+    def _selector(self, rotation: Rotation, spec: dict[str, Any]) -> str | None:
+        """The pods' label selector (None, warned: unusable)."""
+        selector = rotation.policy.pod_selector
+        if selector is not None:
+            return selector
+        if "selector" not in spec:
+            return ""  # a custom kind without one: its namespace's pods, by owner
+        try:
+            return selectors.from_label_selector(spec.get("selector"))
+        except selectors.SelectorError as err:
+            self.reporter.warn_once(
+                rotation.workload, (f"cannot find the pods to replace: {err}",), "ReloadError"
+            )
+            return None
+
+    async def _evictions(
+        self, rotation: Rotation, obj: dict[str, Any], selector: str, uid: str
+    ) -> bool | None:
+        """Evict the pods older than the change, within `core.evicting.next_step`."""
+        w = rotation.workload
+        raw_spec = obj.get("spec")
+        min_ready = _number(raw_spec.get("minReadySeconds") if isinstance(raw_spec, dict) else 0)
         while not rotation.gone:
             if not self.fence.may_write():
                 return None  # leadership lost: the next leader's catch-up carries on

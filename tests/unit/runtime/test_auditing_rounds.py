@@ -104,9 +104,7 @@ async def test_one_tenant_rotating_often_gets_an_event_per_rotation_and_evicts_n
 async def test_more_stale_certificates_than_the_cap_are_not_warned_again_every_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", 20)
-    room = Room()
-    room.fence.start_leading()
+    room = leading_room(monkeypatch, cap=20)
     many = [cert(f"w{i}", "tls", 1.0) for i in range(25)]
     for _ in range(3):
         room.reporter.audit.stale_certificates(many)
@@ -134,9 +132,7 @@ async def test_ten_thousand_new_stale_series_are_set_in_parts_letting_other_task
 async def test_the_stale_certificate_memory_never_exceeds_its_cap_however_many_namespaces(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", 100)
-    room = Room()
-    room.fence.start_leading()
+    room = leading_room(monkeypatch, cap=100)
     full = [cert(f"a{i}", "tls", 1.0) for i in range(100)]
     room.reporter.audit.stale_certificates(full)
     others = [dataclasses.replace(cert(f"n{i}", "tls", 1.0),
@@ -145,3 +141,11 @@ async def test_the_stale_certificate_memory_never_exceeds_its_cap_however_many_n
     room.reporter.audit.stale_certificates(full + others)
     assert len(room.reporter.audit._stale_certs) <= 100
     await room.spawned.run()
+
+
+def leading_room(monkeypatch: pytest.MonkeyPatch, *, cap: int) -> Room:
+    """A leader's room whose StaleCertificate memory holds at most `cap`."""
+    monkeypatch.setattr(auditreports, "MAX_STALE_CERTIFICATES", cap)
+    room = Room()
+    room.fence.start_leading()
+    return room

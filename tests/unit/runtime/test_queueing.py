@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kube_reloader.runtime.queueing import FairSlots, WorkQueue
+from kube_reloader.runtime.queueing import WorkQueue
+from kube_reloader.turns import FairSlots
 
 
 async def test_a_key_added_twice_is_queued_once() -> None:

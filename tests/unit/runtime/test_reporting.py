@@ -137,9 +137,7 @@ async def test_an_event_waiting_for_a_slot_is_not_written_once_the_replica_stops
 async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
-    sink = HangingEvents()
-    r, _tasks, metrics = reporter(sink)
+    r, metrics = logging_reporter(caplog)
     w = workload("follower")
     for _ in range(10):
         r.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
@@ -161,9 +159,7 @@ async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until
 async def test_a_hold_that_ended_and_began_again_is_logged_and_evented_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
-    sink = HangingEvents()
-    r, _tasks, _ = reporter(sink)
+    r, _ = logging_reporter(caplog)
     r.fence.start_leading()
     w = workload("frozen")
     r.held(w, "frozen", "frozen (namespace ns)", first=True)
@@ -177,3 +173,10 @@ async def test_a_hold_that_ended_and_began_again_is_logged_and_evented_again(
     assert lines.count("reload held") == 2
     assert lines.count("reload deferred") == 2
     assert r.events.pending == 2, "a ReloadDeferred Event per hold"
+
+
+def logging_reporter(caplog: pytest.LogCaptureFixture) -> tuple[Reporter, Recorder]:
+    """A reporter whose Events never get written, its info lines captured."""
+    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
+    r, _tasks, metrics = reporter(HangingEvents())
+    return r, metrics
