@@ -22,8 +22,8 @@ admission webhook's reading slots) — gives each of them, its *tenants*, a shar
 
 A tenant over its share waits: nothing is dropped but Events and metric series, and then only
 a tenant's part beyond its share. This module is the rule and its bookkeeping only (no clock,
-no waiting): `turns.FairSlots` waits on it (rotations, the admission edge), the Event queue and the reporter
-keep their own counts with it.
+no waiting): `turns.FairSlots` waits on it (rotations, the admission edge), the Event queue
+and the reporter keep their own counts with it.
 """
 
 from __future__ import annotations
