@@ -107,9 +107,9 @@ lock:
 	$(LOCKGEN)/bin/pip install --quiet uv==$(UV_VERSION)
 	$(COMPILE) requirements/build.in -o requirements/build.txt
 	$(COMPILE) pyproject.toml -o requirements/runtime.txt
-	$(COMPILE) pyproject.toml --extra test --extra lint \
+	$(COMPILE) pyproject.toml --extra test --extra lint --extra docs \
 		-c requirements/runtime.txt -c requirements/build.txt -o requirements/dev.txt
-	$(COMPILE) pyproject.toml --extra test --extra lint --extra bench \
+	$(COMPILE) pyproject.toml --extra test --extra lint --extra docs --extra bench \
 		-c requirements/dev.txt -o requirements/bench.txt
 	rm -rf $(LOCKGEN)
 

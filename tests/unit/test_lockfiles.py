@@ -98,8 +98,8 @@ def requirements_of(*extras: str) -> list[Requirement]:
 
 LOCKED_EXTRAS = {
     "runtime.txt": (),
-    "dev.txt": ("test", "lint"),
-    "bench.txt": ("test", "lint", "bench"),
+    "dev.txt": ("test", "lint", "docs"),
+    "bench.txt": ("test", "lint", "docs", "bench"),
 }
 
 
