@@ -90,7 +90,7 @@ def test_fix_moves_only_the_misplaced_lines_and_keeps_everything_else(
     assert cli.main(["lint", "--fix", str(target)]) == 0
     fixed = target.read_text()
     moved = ['        secret.reloader.stakater.com/reload: "vault-tls"\n', '        configmap.reloader.stakater.com/auto: "true"\n',
-             "      annotations:\n"]  # fmt: skip
+             "      annotations:\n", "        # came from values.yaml podAnnotations\n"]  # fmt: skip
     assert [ln for ln in original.splitlines(keepends=True) if ln not in moved] == [
         ln
         for ln in fixed.splitlines(keepends=True)
@@ -98,14 +98,16 @@ def test_fix_moves_only_the_misplaced_lines_and_keeps_everything_else(
         not in (
             '    secret.reloader.stakater.com/reload: "vault-tls"\n',
             '    configmap.reloader.stakater.com/auto: "true"\n',
+            "    # came from values.yaml podAnnotations\n",
         )
     ], "every other line is byte for byte the same, in the same order"
     assert (
-        '  annotations:\n    secret.reloader.stakater.com/reload: "vault-tls"\n'
+        "  annotations:\n    # came from values.yaml podAnnotations\n"
+        '    secret.reloader.stakater.com/reload: "vault-tls"\n'
         '    configmap.reloader.stakater.com/auto: "true"\n'
         '    configmap.reloader.stakater.com/reload: "vault-config"\n'
     ) in fixed
-    assert "# came from values.yaml podAnnotations" in fixed
+    assert fixed.count("# came from values.yaml podAnnotations") == 1, "the comment moves with them"
     assert "moved 2 annotation(s)" in capsys.readouterr().err
 
 

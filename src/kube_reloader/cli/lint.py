@@ -14,7 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kube_reloader import __version__
+from kube_reloader import __version__, limits
+from kube_reloader.cli import charts, lintfix
 from kube_reloader.cli.manifests import constant_line, read_inputs
 from kube_reloader.core import linting
 from kube_reloader.core.linting import Document, Finding, Severity
@@ -113,100 +114,6 @@ def render_sarif(findings: Sequence[Finding]) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-# ----------------------------------------------------------------------- --fix
-
-
-def fix_text(
-    text: str, findings: Sequence[Finding], docs_by_line: dict[int, Document]
-) -> tuple[str, int]:
-    """Move misplaced annotations to the workload's metadata by editing lines, so everything
-    else in the file stays byte for byte as it was. Returns the new text and moves done."""
-    lines = text.splitlines(keepends=True)
-    moves = [(f, m) for f in findings for m in f.moves]
-    done = 0
-    # group by document (the line of its first key)
-    by_doc: dict[int, list[tuple[str, linting.Path, linting.Path]]] = {}
-    for f, (key, src, dst) in moves:
-        by_doc.setdefault(f.line, []).append((key, src, dst))
-    edits: list[tuple[int, int, list[str]]] = []  # (start index, end index, replacement lines)
-    for doc in {id(d): d for d in docs_by_line.values()}.values():
-        wanted = [mv for mv in (m for f in findings for m in f.moves if f.source == doc.source)
-                  if _belongs(doc, mv)]  # fmt: skip
-        if not wanted:
-            continue
-        moved_lines: list[str] = []
-        removals: list[int] = []
-        for key, src, _dst in wanted:
-            i = doc.line_of(src) - 1
-            if (
-                i < 0
-                or i >= len(lines)
-                or not lines[i].lstrip().startswith((key, f'"{key}"', f"'{key}'"))
-            ):
-                continue
-            moved_lines.append(lines[i].strip())
-            removals.append(i)
-        if not removals:
-            continue
-        meta_line = doc.line_of(("metadata",)) - 1
-        ann_path = ("metadata", "annotations")
-        has_ann = doc.line_of(ann_path) != doc.line_of(("metadata",))
-        if has_ann:
-            ann_i = doc.line_of(ann_path) - 1
-            if ann_i + 1 < len(lines) and not lines[ann_i].rstrip().endswith(":"):
-                continue  # flow style annotations: leave it to a human
-            first_key = _first_child(lines, ann_i)
-            indent = (
-                _indent(lines[first_key]) if first_key is not None else _indent(lines[ann_i]) + 2
-            )
-            insert_at = ann_i + 1
-            new = [" " * indent + ml + "\n" for ml in moved_lines]
-        else:
-            child = _first_child(lines, meta_line)
-            indent = _indent(lines[child]) if child is not None else _indent(lines[meta_line]) + 2
-            insert_at = meta_line + 1
-            new = [" " * indent + "annotations:\n"] + [
-                " " * (indent + 2) + ml + "\n" for ml in moved_lines
-            ]
-        # empty pod-template annotations mapping left behind: remove its key line too
-        src_parent = doc.line_of(wanted[0][1][:-1]) - 1
-        remaining = [j for j in _children(lines, src_parent) if j not in removals]
-        if not remaining:
-            removals.append(src_parent)
-        edits.append((insert_at, insert_at, new))
-        edits += [(i, i + 1, []) for i in removals]
-        done += len(moved_lines)
-    for start, end, repl in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        lines[start:end] = repl
-    return "".join(lines), done
-
-
-def _belongs(doc: Document, move: tuple[str, linting.Path, linting.Path]) -> bool:
-    return doc.line_of(move[1]) != doc.line_of(())
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _children(lines: list[str], parent: int) -> list[int]:
-    base = _indent(lines[parent])
-    out = []
-    for j in range(parent + 1, len(lines)):
-        stripped = lines[j].strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if _indent(lines[j]) <= base:
-            break
-        out.append(j)
-    return out
-
-
-def _first_child(lines: list[str], parent: int) -> int | None:
-    kids = _children(lines, parent)
-    return kids[0] if kids else None
-
-
 # ----------------------------------------------------------------------- main
 
 
@@ -226,6 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error")
     p.add_argument("--fix", action="store_true", help="move misplaced annotations, in place")
+    p.add_argument(
+        "--helm",
+        default=None,
+        metavar="PATH",
+        help="the helm binary that renders charts (default: PATH, then the dev cluster's)",
+    )
+    p.add_argument(
+        "--helm-values",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a values file for helm template (repeatable)",
+    )
     return p
 
 
@@ -234,12 +154,12 @@ def main(argv: Sequence[str]) -> int:
     if not args.paths and not args.cluster:
         print("error: give PATHs, - for stdin, or --cluster", file=sys.stderr)
         return 2
+    live: list[Document] = []
+    present = None
     try:
-        docs, broken, texts = read_inputs(args.paths)
-        present = None
         if args.cluster:
             live, present = asyncio.run(read_cluster(args.kubeconfig, args.context, args.namespace))
-            docs += live
+        docs, broken, texts = gather(args, live, notes=True)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -250,21 +170,12 @@ def main(argv: Sequence[str]) -> int:
         broken + linting.lint(docs, cluster_resources=present),
         key=lambda f: (f.source, f.line, f.rule),
     )
-    if args.fix:
-        for source, text in texts.items():
-            if source == "<stdin>":
-                continue
-            file_docs = {d.line_of(()): d for d in docs if d.source == source}
-            new, moved = fix_text(text, [f for f in findings if f.source == source], file_docs)
-            if moved:
-                Path(source).write_text(new)
-                print(f"fixed {source}: moved {moved} annotation(s)", file=sys.stderr)
-        if any(f.moves for f in findings):
-            docs, broken, texts = read_inputs(args.paths)
-            findings = sorted(
-                broken + linting.lint(docs, cluster_resources=present),
-                key=lambda f: (f.source, f.line, f.rule),
-            )
+    if args.fix and fix_files(texts, findings):
+        docs, broken, texts = gather(args, live, notes=False)
+        findings = sorted(
+            broken + linting.lint(docs, cluster_resources=present),
+            key=lambda f: (f.source, f.line, f.rule),
+        )
     render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
     sys.stdout.write(render(findings))
     if broken:
@@ -273,3 +184,50 @@ def main(argv: Sequence[str]) -> int:
         args.fail_on
     ]
     return 1 if any(f.severity >= threshold for f in findings) else 0
+
+
+def gather(
+    args: argparse.Namespace, live: list[Document], *, notes: bool
+) -> tuple[list[Document], list[Finding], dict[str, str]]:
+    """The documents of the PATHs, of the charts among them (rendered) and of the cluster."""
+    found: set[Path] = set()
+    docs, broken, texts = read_inputs(args.paths, lambda p: charts.wanted(p, found))
+    helm = charts.find_helm(args.helm) if found else None
+    budget = limits.AliasBudget()
+    for chart in sorted(found):
+        if helm is None:
+            if notes:
+                print(
+                    f"lint: {chart}: a Helm chart, and no helm binary (PATH, --helm, or the dev "
+                    "cluster's cache): its templates were skipped",
+                    file=sys.stderr,
+                )
+            continue
+        output, problem = charts.render(chart, helm, args.helm_values)
+        if output is None:
+            if notes:
+                print(f"lint: {chart}: {problem}; its templates were skipped", file=sys.stderr)
+            continue
+        rendered, errors = charts.rendered_documents(chart, output, budget)
+        docs += rendered
+        broken += errors
+        if notes and args.fix:
+            print(
+                f"lint: {chart}: --fix leaves a chart alone (it lints what helm renders): "
+                "move its annotations in the templates by hand",
+                file=sys.stderr,
+            )
+    return docs + live, broken, texts
+
+
+def fix_files(texts: dict[str, str], findings: Sequence[Finding]) -> bool:
+    """`--fix` every file with a finding that has moves; whether any file changed."""
+    changed = False
+    for source in sorted({f.source for f in findings if f.moves} & set(texts) - {"<stdin>"}):
+        outcome = lintfix.fix_file(source)
+        if outcome.refused is not None:
+            print(f"not fixed {source}: {outcome.refused}; the file is unchanged", file=sys.stderr)
+        elif outcome.moved:
+            print(f"fixed {source}: moved {outcome.moved} annotation(s)", file=sys.stderr)
+            changed = True
+    return changed

@@ -109,7 +109,11 @@ def constant_line(line: int) -> Callable[[linting.Path], int]:
     return line_of
 
 
-def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], dict[str, str]]:
+def read_inputs(
+    paths: Sequence[str], wanted: Callable[[Path], bool] = lambda _path: True
+) -> tuple[list[Document], list[Finding], dict[str, str]]:
+    """The documents of `paths` (files, folders, - for stdin), the findings of what could not be
+    read, and each file's text; `wanted` says which files found (in folders or named) to read."""
     docs: list[Document] = []
     errors: list[Finding] = []
     texts: dict[str, str] = {}
@@ -122,9 +126,11 @@ def read_inputs(paths: Sequence[str]) -> tuple[list[Document], list[Finding], di
         path = Path(p)
         if path.is_dir():
             for f in sorted(path.rglob("*")):
-                if f.suffix in (".yaml", ".yml") and f.is_file():
+                if f.suffix in (".yaml", ".yml") and f.is_file() and wanted(f):
                     files.append((str(f), limits.read_text(f)))
         elif path.exists():
+            if not wanted(path):
+                continue
             files.append((str(path), limits.read_text(path)))
         else:
             raise FileNotFoundError(f"{p}: no such file or directory")

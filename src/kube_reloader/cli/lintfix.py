@@ -1,0 +1,357 @@
+"""`kube-reloader lint --fix`: move misplaced reload annotations from a workload's pod template
+to its own metadata, one document at a time, by a ruamel.yaml round trip.
+
+The file is cut into documents at its `---` lines, as `lint` reads it; only a document with
+moves is re-emitted (comments, key order, quoting, flow and block styles kept by ruamel,
+indentation as guessed from the document), every other byte stays as it was. Before anything
+is written the result is verified: each edited document, read back by PyYAML as `lint` reads
+it, must equal the original with exactly its own moves applied, its comments must all still be
+there, and the other documents must be byte for byte the same. A file that fails any check is
+left untouched and the reason is one line. Writing is a temporary file in the same directory
+renamed over the original, with the original's mode.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.events import DocumentEndEvent, DocumentStartEvent, NodeEvent
+from ruamel.yaml.tokens import CommentToken
+
+from kube_reloader import limits
+from kube_reloader.cli.manifests import Chunk, parse_chunk
+from kube_reloader.core import linting
+
+_DOC_START = re.compile(r"^---(\s|$)")
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+_COMMENT = re.compile(r"#[^\r\n]*")
+#: (annotation key, from path, to path), as in `Finding.moves`
+Move = tuple[str, linting.Path, linting.Path]
+
+
+class Refused(Exception):
+    """The file cannot be edited safely; the message is the one-line reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    moved: int = 0
+    refused: str | None = None
+
+
+def fix_file(path: str) -> Outcome:
+    """Fix `path` in place; never raises for what is in the file."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = limits.read_text(f)
+        if len(text) > limits.MAX_FILE_CHARS:
+            return Outcome(refused=f"more than {limits.MAX_FILE_CHARS:,} characters")
+        new, moved = fix_text(text, path)
+        if moved and new != text:
+            write_atomically(path, new)
+        return Outcome(moved=moved if new != text else 0)
+    except Refused as exc:
+        return Outcome(refused=str(exc))
+    except (OSError, UnicodeError) as exc:
+        return Outcome(refused=f"cannot rewrite it: {exc}")
+
+
+def fix_text(text: str, source: str = "<text>") -> tuple[str, int]:
+    """The text with every document's misplaced annotations moved, and how many were; raises
+    `Refused` when the result would be anything else."""
+    segments = split_segments(text)
+    out: list[str] = []
+    moved = 0
+    for i, seg in enumerate(segments):
+        doc = parse_chunk(Chunk(source, seg, 1))[0]
+        moves = moves_of(doc.obj) if doc is not None else []
+        if not moves or doc is None:
+            out.append(seg)
+            continue
+        try:
+            new = edit_segment(seg, moves)
+            verify_segment(seg, new, doc.obj, moves, source)
+        except Refused as exc:
+            raise Refused(f"document {i + 1}: {exc}") from None
+        except RecursionError:
+            raise Refused(f"document {i + 1}: nested too deeply to edit") from None
+        except Exception as exc:  # noqa: BLE001 - hostile input: one line, never a traceback
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise Refused(f"document {i + 1}: ruamel.yaml cannot edit it ({first})") from None
+        out.append(new)
+        moved += len(moves)
+    new_text = "".join(out)
+    if split_segments(new_text) != out:
+        raise Refused("the edited documents would no longer split as they did")
+    return new_text, moved
+
+
+def split_segments(text: str) -> list[str]:
+    """The text cut before every `---` line (as `lint` cuts it); joined, they are the text."""
+    segments: list[str] = []
+    current: list[str] = []
+    for line in _LINES.findall(text):
+        if _DOC_START.match(line) and current:
+            segments.append("".join(current))
+            current = []
+        current.append(line)
+    segments.append("".join(current))
+    return segments
+
+
+def moves_of(obj: Any) -> list[Move]:
+    """The moves `lint` asks for in one document (a `List`'s items under their own paths)."""
+    if not isinstance(obj, dict):
+        return []
+    items = obj.get("items")
+    if str(obj.get("kind", "")).endswith("List") and isinstance(items, list):
+        return [
+            (key, ("items", j, *src), ("items", j, *dst))
+            for j, item in enumerate(items)
+            for key, src, dst in moves_of(item)
+        ]
+    doc = linting.Document(obj, "<fix>", lambda _path: 0)
+    seen: dict[linting.Path, Move] = {}
+    for finding in linting.lint([doc]):
+        for key, src, dst in finding.moves:
+            seen.setdefault(src, (key, src, dst))
+    return sorted(seen.values(), key=lambda m: _position(obj, m[1]))
+
+
+def _position(obj: Any, path: linting.Path) -> tuple[int, ...]:
+    """Where `path` is in document order (the index of each key among its siblings)."""
+    out: list[int] = []
+    node = obj
+    for part in path:
+        out.append(list(node).index(part) if isinstance(node, dict) else int(part))
+        node = node[part]
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------- the expected result
+
+
+def expected(obj: Any, moves: Sequence[Move]) -> Any:
+    """The document as plain data (shared nodes copied apart) with `moves` applied: each key
+    put first in the destination mapping (in file order), an emptied source mapping dropped."""
+    tree = _unshared(obj)
+    inserted: dict[int, int] = {}
+    for key, src, dst in moves:
+        parent = _at(tree, src[:-1])
+        value = parent.pop(key)
+        holder = _at(tree, dst[:-1])
+        target = holder.get(dst[-1])
+        if target is None:
+            target = holder[dst[-1]] = {}
+        if not isinstance(target, dict):
+            raise Refused(f"{'.'.join(map(str, dst))} is not a mapping")
+        if key in target:
+            if target[key] != value or type(target[key]) is not type(value):
+                raise Refused(
+                    f"{key} is on both the workload and its pod template, with different values"
+                )
+        else:
+            n = inserted.get(id(target), 0)
+            items = list(target.items())
+            target.clear()
+            target.update([*items[:n], (key, value), *items[n:]])
+            inserted[id(target)] = n + 1
+        if not parent:
+            del _at(tree, src[:-2])[src[-2]]
+    return tree
+
+
+def _unshared(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _unshared(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unshared(v) for v in obj]
+    return obj
+
+
+def _at(tree: Any, path: Iterable[str | int]) -> Any:
+    for part in path:
+        tree = tree[part]
+    return tree
+
+
+def canonical(obj: Any) -> Any:
+    """A form in which equal means the same YAML data: types told apart (1, 1.0, true), NaN
+    equal to itself, mapping order significant."""
+    if isinstance(obj, dict):
+        return ("map", tuple((canonical(k), canonical(v)) for k, v in obj.items()))
+    if isinstance(obj, list):
+        return ("seq", tuple(canonical(v) for v in obj))
+    if isinstance(obj, set | frozenset):
+        return ("set", tuple(sorted(repr(v) for v in obj)))
+    return (type(obj).__name__, repr(obj))
+
+
+# ----------------------------------------------------------------------- the edit
+
+
+def edit_segment(segment: str, moves: Sequence[Move]) -> str:
+    """The segment with its body re-emitted by ruamel after `moves`; the `---` line, comments
+    before the body and an explicit `...` end stay as they were."""
+    start, end = _body_span(segment)
+    body = segment[start:end]
+    nl = body.find("\n", len(body.rstrip()))
+    core, rest = (body, "") if nl < 0 else (body[: nl + 1], body[nl + 1 :])
+    mapping, offset = guess_indent(core)
+    rt = _round_tripper(mapping, offset)
+    data = rt.load(core)
+    for key, src, dst in moves:
+        column = sum(
+            0
+            if isinstance(p, str) and isinstance(q, int)
+            else mapping
+            if isinstance(p, str)
+            else offset + 2
+            for p, q in zip(dst, (*dst[1:], ""), strict=True)
+        )
+        _move(data, (key, src, dst), column)
+    buf = io.StringIO()
+    rt.dump(data, buf)
+    dumped = buf.getvalue()
+    if "\r\n" in core:
+        dumped = dumped.replace("\r\n", "\n").replace("\n", "\r\n")
+    if not core.endswith("\n"):
+        dumped = dumped.rstrip("\r\n")
+    return segment[:start] + dumped + rest + segment[end:]
+
+
+def _body_span(segment: str) -> tuple[int, int]:
+    starts, ends, first = 0, None, None
+    events = YAML(typ="rt").parse(segment)
+    for ev in events:
+        if isinstance(ev, DocumentStartEvent):
+            starts += 1
+        elif isinstance(ev, NodeEvent) and first is None:
+            first = ev.start_mark.index
+        elif isinstance(ev, DocumentEndEvent) and getattr(ev, "explicit", False):
+            ends = ev.start_mark.index
+    if starts != 1 or first is None:
+        raise Refused("not exactly one document between its --- lines")
+    line_start = segment.rfind("\n", 0, first) + 1
+    if _DOC_START.match(segment[line_start:]) or segment[line_start:first].strip():
+        raise Refused("content on the --- line or behind a tag or anchor on its own line")
+    return line_start, len(segment) if ends is None else ends
+
+
+def _round_tripper(mapping: int, offset: int) -> YAML:
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 1 << 30
+    rt.brace_single_entry_mapping_in_flow_sequence = True
+    rt.indent(mapping=mapping, sequence=offset + 2, offset=offset)
+    return rt
+
+
+def guess_indent(body: str) -> tuple[int, int]:
+    """The document's mapping indent and block sequence dash offset, from its first nested
+    mapping and first block sequence under a key (2 and 0 when there is none)."""
+    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    mapping: int | None = None
+    offset: int | None = None
+    for prev, line in itertools.pairwise(lines):
+        step = _indent(line) - _indent(prev)
+        if not prev.rstrip().endswith(":") or step < 0 or prev.lstrip().startswith("-"):
+            continue
+        if line.lstrip().startswith("-"):
+            offset = step if offset is None else offset
+        elif step > 0:
+            mapping = step if mapping is None else mapping
+        if mapping is not None and offset is not None:
+            break
+    return mapping or 2, offset or 0
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _move(data: Any, move: Move, column: int) -> None:
+    """Apply one move to ruamel's tree, its comments with it; `column` is where the keys of
+    the destination mapping start (for comments carried from the emptied mapping)."""
+    key, src, dst = move
+    parent = _at(data, src[:-1])
+    real_key = next(k for k in parent if k == key)
+    comment = parent.ca.items.pop(real_key, None)
+    value = parent.pop(real_key)
+    holder = _at(data, dst[:-1])
+    target = holder.get(dst[-1])
+    if target is None:
+        target = holder[dst[-1]] = CommentedMap()
+    if real_key not in target:
+        placed = getattr(target, "_kr_placed", 0)
+        target.insert(placed, real_key, value)
+        target._kr_placed = placed + 1
+        if comment is not None:
+            target.ca.items[real_key] = comment
+    if not parent:
+        grand = _at(data, src[:-2])
+        before = (grand.ca.items.pop(src[-2], None) or [None] * 4)[3]
+        del grand[src[-2]]
+        if before:  # comments above the emptied mapping's keys go above the moved ones
+            entry = holder.ca.items.setdefault(dst[-1], [None, None, None, None])
+            carried = [CommentToken(t.value, CommentMark(column)) for t in before]
+            entry[3] = [*carried, *(entry[3] or [])]
+            target.ca.comment = [None, entry[3]]
+
+
+# ----------------------------------------------------------------------- verification
+
+
+def verify_segment(old: str, new: str, obj: Any, moves: Sequence[Move], source: str) -> None:
+    """Refuse unless `new` reads (as lint reads it) as `obj` with exactly `moves` applied and
+    keeps every comment of `old`."""
+    doc, err = parse_chunk(Chunk(source, new, 1))
+    if err is not None or doc is None:
+        raise Refused("the edited document would not read back")
+    if canonical(doc.obj) != canonical(expected(obj, moves)):
+        raise Refused("the edit would change more than the moved annotations")
+    if sorted(comments(old)) != sorted(comments(new)):
+        raise Refused("the edit would lose or alter a comment")
+
+
+def comments(text: str) -> list[str]:
+    """Every comment in `text`, found between PyYAML's tokens (outside any scalar)."""
+    out: list[str] = []
+    pos = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        out += [c.rstrip() for c in _COMMENT.findall(text[pos : token.start_mark.index])]
+        pos = max(pos, token.end_mark.index)
+    out += [c.rstrip() for c in _COMMENT.findall(text[pos:])]
+    return out
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write `text` to `path` (through a symlink, to its target) by a rename, with its mode."""
+    real = os.path.realpath(path)
+    mode = stat.S_IMODE(os.stat(real).st_mode)
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(real), prefix=f".{Path(real).name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
