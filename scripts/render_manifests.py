@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from kube_reloader.devcluster.building import Builder
+from kube_reloader.devcluster.ownimage import LOCAL_REPOSITORY
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "kube-reloader"
@@ -19,7 +20,8 @@ NAMESPACE = "kube-reloader"
 KUBE_VERSION = "1.36.3"
 
 HEADER = (
-    "# Rendered from deploy/helm/kube-reloader with default values by scripts/render_manifests.py\n"
+    "# Rendered from deploy/helm/kube-reloader with default values (image.repository\n"
+    f"# {LOCAL_REPOSITORY}) by scripts/render_manifests.py\n"
     "# (`make manifests`); do not edit by hand.\n"
 )
 NAMESPACE_YAML = f"""apiVersion: v1
@@ -27,8 +29,11 @@ kind: Namespace
 metadata:
   name: {NAMESPACE}
 """
-KUSTOMIZATION = f"""# kustomize base: `kubectl apply -k deploy/kubernetes` (set the image with an overlay:
-#   images: [{{name: kube-reloader/kube-reloader, newName: <registry>/kube-reloader, newTag: <tag>}}])
+KUSTOMIZATION = f"""# kustomize base. The image is {LOCAL_REPOSITORY}, the name `make image` gives it: a name
+# on localhost, which no public registry can serve, so nothing is pulled from someone else's
+# namespace. Push the image to your registry (`make image` prints how), then in your own
+# kustomization.yaml (with this directory in its resources):
+#   images: [{{name: {LOCAL_REPOSITORY}, newName: <registry>/kube-reloader, newTag: <tag>}}]
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: {NAMESPACE}
@@ -41,7 +46,8 @@ resources:
 def render(helm: Path) -> dict[str, str]:
     manifests = subprocess.run(
         [str(helm), "template", "kube-reloader", str(CHART), "--namespace", NAMESPACE,
-         "--kube-version", KUBE_VERSION, "--set", "fullnameOverride=kube-reloader"],
+         "--kube-version", KUBE_VERSION, "--set", "fullnameOverride=kube-reloader",
+         "--set", f"image.repository={LOCAL_REPOSITORY}"],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     return {

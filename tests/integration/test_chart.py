@@ -34,6 +34,8 @@ from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kube-reloader"
+# the chart has no default image: every render starts from this values file
+IMAGE_VALUES = ROOT / "tests" / "data" / "chart-image.yaml"
 KINDS = {
     "ServiceAccount": resources.SERVICEACCOUNTS,
     "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
@@ -64,7 +66,7 @@ def render(
 ) -> list[dict[str, Any]]:
     out = subprocess.run(
         [str(helm()), "template", release, str(CHART), "--namespace", namespace, "--kube-version", "1.36.3",
-         "-f", "-", *extra],
+         "-f", str(IMAGE_VALUES), "-f", "-", *extra],
         input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
     )  # fmt: skip
     if out.returncode != 0:
@@ -202,7 +204,7 @@ def test_chart_renders_and_the_binary_accepts_the_rendered_args(case: str) -> No
 
 def test_helm_lint_passes() -> None:
     out = subprocess.run(
-        [str(helm()), "lint", str(CHART), "--kube-version", "1.36.3"],
+        [str(helm()), "lint", str(CHART), "--kube-version", "1.36.3", "-f", str(IMAGE_VALUES)],
         capture_output=True,
         text=True,
         check=False,
@@ -315,23 +317,23 @@ DIGEST = "sha256:" + "ab" * 32
 @pytest.mark.parametrize(
     ("image", "registry", "want"),
     [
-        ({}, "", "kube-reloader/kube-reloader:{app}"),
-        ({"tag": "1.2.3"}, "", "kube-reloader/kube-reloader:1.2.3"),
-        ({"digest": DIGEST}, "", f"kube-reloader/kube-reloader@{DIGEST}"),
+        ({}, "", "localhost/kube-reloader:{app}"),
+        ({"tag": "1.2.3"}, "", "localhost/kube-reloader:1.2.3"),
+        ({"digest": DIGEST}, "", f"localhost/kube-reloader@{DIGEST}"),
         ({"repository": "r.example/kr"}, "", "r.example/kr:{app}"),
-        ({}, "mirror.example", "mirror.example/kube-reloader/kube-reloader:{app}"),
+        ({}, "mirror.example", "mirror.example/kube-reloader:{app}"),
         ({"name": "team/kr", "tag": "9"}, "mirror.example/", "mirror.example/team/kr:9"),
         (
             {"digest": DIGEST},
             "mirror.example",
-            f"mirror.example/kube-reloader/kube-reloader@{DIGEST}",
+            f"mirror.example/kube-reloader@{DIGEST}",
         ),
         (
             {"digest": DIGEST, "tag": "9"},
             "mirror.example",
-            f"mirror.example/kube-reloader/kube-reloader:9@{DIGEST}",
+            f"mirror.example/kube-reloader:9@{DIGEST}",
         ),
-        ({"digest": DIGEST, "tag": "9"}, "", f"kube-reloader/kube-reloader:9@{DIGEST}"),
+        ({"digest": DIGEST, "tag": "9"}, "", f"localhost/kube-reloader:9@{DIGEST}"),
     ],
 )
 def test_the_image_keeps_its_digest_with_or_without_a_global_registry(
@@ -342,6 +344,33 @@ def test_the_image_keeps_its_digest_with_or_without_a_global_registry(
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     got = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert got == want.format(app=app_version)
+
+
+@pytest.mark.parametrize("values", [{}, {"image": {"repository": ""}}, {"image": {"tag": "1"}}])
+def test_without_an_image_repository_rendering_fails_in_one_line_naming_make_image(
+    values: dict[str, Any],
+) -> None:
+    argv = [str(helm()), "template", "rel", str(CHART), "--kube-version", "1.36.3", "-f", "-"]
+    out = subprocess.run(
+        argv, input=yaml.safe_dump(values), capture_output=True, text=True, check=False
+    )
+    assert out.returncode != 0
+    first, *rest = out.stderr.strip().splitlines()
+    assert "image.repository is not set" in first
+    assert "`make image`" in first
+    assert len(rest) <= 2  # helm's blank line and --debug hint
+
+
+def test_a_global_registry_alone_names_the_image_under_it() -> None:
+    argv = [str(helm()), "template", "rel", str(CHART), "--kube-version", "1.36.3", "-f", "-"]
+    values = {"global": {"imageRegistry": "mirror.example"}}
+    out = subprocess.run(
+        argv, input=yaml.safe_dump(values), capture_output=True, text=True, check=True
+    )
+    deployment = next(d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "Deployment")
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"mirror.example/kube-reloader:{app_version}"
 
 
 def test_the_plain_manifests_match_the_chart() -> None:
@@ -615,7 +644,7 @@ APIS = ("--api-versions", "monitoring.coreos.com/v1", "--api-versions", "autosca
 def helm_template(values: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(helm()), "template", "rel", str(CHART), "--namespace", "ns", "--kube-version", "1.36.3",
-         "-f", "-", *extra],
+         "-f", str(IMAGE_VALUES), "-f", "-", *extra],
         input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
     )  # fmt: skip
 
@@ -860,7 +889,7 @@ async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing
     out = await asyncio.to_thread(
         subprocess.run,
         [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
-         "--kubeconfig", str(kubeconfig_path), "-f", "-"],
+         "--kubeconfig", str(kubeconfig_path), "-f", str(IMAGE_VALUES), "-f", "-"],
         input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -1101,7 +1130,7 @@ def render_v2(overlay: dict[str, Any], *extra: str) -> subprocess.CompletedProce
     """helm template with the v2-chart values file, then `overlay` as a second values file."""
     return subprocess.run(
         [str(helm()), "template", "rel", str(CHART), "--namespace", "ns", "--kube-version", "1.36.3",
-         "-f", str(V2_VALUES), "-f", "-", *APIS, *extra],
+         "-f", str(IMAGE_VALUES), "-f", str(V2_VALUES), "-f", "-", *APIS, *extra],
         input=yaml.safe_dump(overlay), capture_output=True, text=True, check=False,
     )  # fmt: skip
 
@@ -1457,7 +1486,7 @@ async def test_the_v2_values_file_renders_objects_the_api_server_accepts(
     out = await asyncio.to_thread(
         subprocess.run,
         [str(helm()), "template", "rel", str(CHART), "--namespace", ns, "--kube-version", "1.36.3",
-         "-f", str(V2_VALUES), "-f", "-"],
+         "-f", str(IMAGE_VALUES), "-f", str(V2_VALUES), "-f", "-"],
         input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -15,19 +15,22 @@ import hashlib
 import io
 import json
 import os
+import platform
 import shutil
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["File", "ImageConfig", "directory_layer", "files_layer", "oci_archive"]
+__all__ = ["File", "ImageConfig", "directory_layer", "files_layer", "oci_archive", "renamed"]
 
 #: modification time of every entry (reproducible layers)
 SOURCE_EPOCH = 0
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
+#: the image's architecture: this machine's (its layers hold this machine's binaries)
+ARCHITECTURE = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,7 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
     if config.labels:
         image_config["Labels"] = dict(config.labels)
     cfg_doc = {
-        "architecture": "amd64", "os": "linux", "config": image_config,
+        "architecture": ARCHITECTURE, "os": "linux", "config": image_config,
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }  # fmt: skip
     cfg_digest, cfg_size = _blob(blobs, _canonical(cfg_doc))
@@ -164,14 +167,12 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
         "layers": layer_descs,
     }  # fmt: skip
     man_digest, man_size = _blob(blobs, _canonical(manifest))
-    tag = reference.rpartition(":")[2]
     index = {
         "schemaVersion": 2,
         "manifests": [{
             "mediaType": MANIFEST_TYPE, "digest": man_digest, "size": man_size,
-            "platform": {"architecture": "amd64", "os": "linux"},
-            "annotations": {"io.containerd.image.name": reference,
-                            "org.opencontainers.image.ref.name": tag},
+            "platform": {"architecture": ARCHITECTURE, "os": "linux"},
+            "annotations": _names(reference),
         }],
     }  # fmt: skip
     (work / "index.json").write_bytes(_canonical(index))
@@ -189,6 +190,32 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
     (work / "blobs").rmdir()
     work.rmdir()
     return man_digest
+
+
+def _names(reference: str) -> dict[str, str]:
+    return {
+        "io.containerd.image.name": reference,
+        "org.opencontainers.image.ref.name": reference.rpartition(":")[2],
+    }
+
+
+def renamed(archive: Path, out: Path, reference: str) -> Path:
+    """A copy of the OCI archive `archive` at `out` naming its image `reference` instead: the
+    same blobs (so the same manifest digest), only `index.json`'s names differ."""
+    tmp = out.with_name(out.name + ".partial")
+    with tarfile.open(archive) as src, tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as dst:
+        for member in src:
+            data = src.extractfile(member) if member.isreg() else None
+            if member.name == "index.json" and data is not None:
+                index = json.loads(data.read())
+                for manifest in index["manifests"]:
+                    manifest.setdefault("annotations", {}).update(_names(reference))
+                body = _canonical(index)
+                member.size = len(body)
+                data = io.BytesIO(body)
+            dst.addfile(member, data)
+    tmp.replace(out)
+    return out
 
 
 def _canonical(doc: object) -> bytes:

@@ -1,7 +1,11 @@
-"""kube-reloader's own container image, built without a Docker engine, for the real node.
+"""kube-reloader's own container image, built without a Docker engine: for the real node's
+tests, and for users as `make image` (`ImageBuilder.export`: `localhost/kube-reloader:<version>`
+in an OCI archive under dist/).
 
-The same image the Dockerfile describes, made from Debian's packages and the project's hashed
-locks instead of a base image from a registry (none is reachable here):
+The image the Dockerfile describes (the same Debian release and packages, locks, user,
+entrypoint and environment; tests/unit/test_install_image.py compares them), made with
+debootstrap from Debian's packages instead of the debian:bookworm-slim base image (no registry
+is reachable here):
 
 1. a Debian bookworm root filesystem (`debootstrap --variant=minbase` with python3 and
    python3-venv, from the mirror this machine's apt is configured with), cached by its
@@ -11,11 +15,11 @@ locks instead of a base image from a registry (none is reachable here):
    `requirements/runtime.txt` (every file checked against its sha256, wheels only), then the
    project's wheel, built from this source tree, with `--no-deps`;
 3. apt's lists, docs, man pages and the build backend removed; one layer, the entrypoint
-   `kube-reloader`, user 65534:65534 (so it runs on a read-only root filesystem, as the chart
-   asks).
+   `/opt/kube-reloader/bin/kube-reloader`, user 65534:65534 (so it runs on a read-only root
+   filesystem, as the chart asks), OCI labels naming the title, license and version.
 
-The result is an OCI archive named `IMAGE`, rebuilt only when the source tree or the locks
-change (their digest is the tag).
+The result is an OCI archive of `REPOSITORY:<digest>`, rebuilt only when the source tree or
+the locks change (their digest is the tag).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from kube_reloader.devcluster import images
@@ -40,6 +45,41 @@ DIST = "/kr-dist"
 TRIM = ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
         "usr/share/info", "usr/share/locale", "var/log")  # fmt: skip
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+#: the image's user (nobody:nogroup, as Stakater's chart runs it) and entrypoint; the
+#: Dockerfile says the same (tests/unit/test_install_image.py compares them)
+USER = "65534:65534"
+ENTRYPOINT = (f"{VENV}/bin/kube-reloader",)
+ENV = (
+    f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PYTHONDONTWRITEBYTECODE=1",
+    "PYTHONUNBUFFERED=1",
+)
+#: the hashed locks installed into the image, in this order
+LOCKS = ("requirements/build.txt", "requirements/runtime.txt")
+#: the build backend, removed once the package is installed (nothing at run time needs it)
+BUILD_ONLY = ("setuptools", "wheel", "packaging")
+#: what `make image` names the archive's image (a name no registry can hand to someone else)
+LOCAL_REPOSITORY = "localhost/kube-reloader"
+
+
+def image_config(version: str) -> images.ImageConfig:
+    """The image's configuration: entrypoint, environment, user and its OCI labels."""
+    return images.ImageConfig(
+        entrypoint=ENTRYPOINT,
+        env=ENV,
+        user=USER,
+        labels={
+            "org.opencontainers.image.title": "kube-reloader",
+            "org.opencontainers.image.licenses": "Apache-2.0",
+            "org.opencontainers.image.version": version,
+        },
+    )
+
+
+def project_version(root: Path) -> str:
+    """pyproject.toml's `version`: the one version of the package, the chart and the image."""
+    with (root / "pyproject.toml").open("rb") as fh:
+        return str(tomllib.load(fh)["project"]["version"])
 
 
 def source_tree() -> Path:
@@ -124,39 +164,42 @@ class ImageBuilder:
         self.report("[image] building the project's wheel")
         self._run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                    "--no-build-isolation", "-w", str(dist), str(src)])  # fmt: skip
-        for name in ("build.txt", "runtime.txt"):
-            shutil.copyfile(src / "requirements" / name, dist / name)
+        for lock in LOCKS:
+            shutil.copyfile(src / lock, dist / Path(lock).name)
         # downloaded here, with this machine's pip configuration (its index and CA bundle),
         # then installed in the chroot with no network: the image holds no such settings
         self.report("[image] downloading the locked wheels")
-        for name in ("build.txt", "runtime.txt"):
-            self._run([sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes",
-                       "--only-binary=:all:", "--no-deps", "-d", str(dist), "-r",
-                       str(dist / name)])  # fmt: skip
+        download = [sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes"]
+        download += ["--only-binary=:all:", "--no-deps", "-d", str(dist)]
+        for lock in LOCKS:
+            self._run([*download, "-r", str(dist / Path(lock).name)])
         pip = [f"{VENV}/bin/pip", "install", "--quiet", "--no-cache-dir", "--no-index",
                f"--find-links={DIST}", "--disable-pip-version-check"]  # fmt: skip
         self.report("[image] installing them in the image")
         self._chroot(work, ["/usr/bin/python3", "-m", "venv", VENV])
-        self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/build.txt"])
-        self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/runtime.txt"])
+        for lock in LOCKS:
+            self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/{Path(lock).name}"])
         wheel = next(dist.glob("kube_reloader-*.whl")).name
         self._chroot(work, [*pip, "--no-deps", f"{DIST}/{wheel}"])
-        self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", "setuptools",
-                            "wheel", "packaging"])  # fmt: skip
+        self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", *BUILD_ONLY])
         shutil.rmtree(dist)
         for rel in TRIM:
             shutil.rmtree(work / rel, ignore_errors=True)
         self.report("[image] writing the OCI archive")
         layer = images.directory_layer(self.root / f"layer-{tag}.tar", work)
-        config = images.ImageConfig(
-            entrypoint=(f"{VENV}/bin/kube-reloader",),
-            env=(f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"),
-            user="65534:65534",
-        )  # fmt: skip
-        images.oci_archive(archive, reference, [layer], config)
+        images.oci_archive(archive, reference, [layer], image_config(project_version(src)))
         layer.unlink()
         shutil.rmtree(work, ignore_errors=True)
+        return reference, archive
+
+    def export(self, out_dir: Path) -> tuple[str, Path]:
+        """`make image`: the image the tests use (built if the source tree changed), as an OCI
+        archive in `out_dir` named `localhost/kube-reloader:<version>`: (reference, archive)."""
+        _, built = self.build()
+        reference = f"{LOCAL_REPOSITORY}:{project_version(source_tree())}"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        archive = out_dir / f"kube-reloader-{reference.rpartition(':')[2]}.oci.tar"
+        images.renamed(built, archive, reference)
         return reference, archive
 
     def _chroot(self, root: Path, argv: list[str]) -> None:

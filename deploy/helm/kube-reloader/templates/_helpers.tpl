@@ -47,8 +47,11 @@ digest is what is pulled); with global.imageRegistry the repository is `<registr
 and the digest is kept (Stakater's chart drops it there). */}}
 {{- define "reloader.image" -}}
 {{- $repository := .Values.image.repository -}}
-{{- if .Values.global.imageRegistry -}}
+{{- if and .Values.global.imageRegistry .Values.image.name -}}
 {{- $repository = printf "%s/%s" (trimSuffix "/" .Values.global.imageRegistry) .Values.image.name -}}
+{{- end -}}
+{{- if not $repository -}}
+{{- fail "image.repository is not set: this chart has no default image; build one with `make image`, push it to your registry and set image.repository (or global.imageRegistry)" -}}
 {{- end -}}
 {{- if and .Values.image.digest .Values.image.tag -}}
 {{- printf "%s:%s@%s" $repository .Values.image.tag .Values.image.digest -}}
