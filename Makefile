@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean
+.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -21,6 +21,9 @@ help:
 	@echo "make bench-quick - the same, short: S1, S2, S4, S10 (< 15 min)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
 	@echo "make manifests - re-render deploy/kubernetes/ from the Helm chart"
+	@echo "make docs      - the manual (docs/) with mkdocs --strict; make docs-reference regenerates its reference pages"
+	@echo "make image     - kube-reloader's image as an OCI archive in dist/ (root; no container engine needed)"
+	@echo "make workflows - actionlint on .github/workflows/"
 	@echo "make lock      - re-resolve requirements/*.txt (hashed locks); LOCK_ARGS=--upgrade to move pins"
 
 # Everything comes from the hashed locks in requirements/: first pip and the build backend,
@@ -66,7 +69,7 @@ typecheck: venv
 imports: venv
 	$(BIN)/lint-imports
 
-check: lint typecheck imports test
+check: lint typecheck imports docs test
 
 demo: cluster-binaries
 	@$(PY) scripts/demo.py
@@ -118,3 +121,25 @@ demo-down: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# kube-reloader's image, as the real-node tests build it (devcluster/ownimage.py: Debian
+# bookworm's python3 and the hashed locks, no container engine; needs root for debootstrap and
+# chroot), written to dist/kube-reloader-<version>.oci.tar as localhost/kube-reloader:<version>;
+# prints how to push it (skopeo, crane or podman).
+image: venv
+	@$(PY) scripts/build_image.py
+
+# actionlint on .github/workflows/ (built from the Go module proxy on first use, cached).
+workflows: venv
+	@$(PY) scripts/check_workflows.py
+
+
+# The manual (docs/, mkdocs.yml), built with --strict: a broken link or anchor, or a page left
+# out of the nav, fails. The site goes under the virtualenv, never into the repository.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+
+# docs/flags.md, docs/annotation-keys.md and docs/metrics.md, regenerated from the code
+# (tests/unit/test_docs.py fails when they differ).
+docs-reference: venv
+	$(PY) -m kube_reloader.cli.reference docs
