@@ -28,7 +28,6 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import CommentMark
-from ruamel.yaml.events import DocumentEndEvent, DocumentStartEvent, NodeEvent
 from ruamel.yaml.tokens import CommentToken
 
 from kube_reloader import limits
@@ -36,6 +35,7 @@ from kube_reloader.cli.manifests import Chunk, parse_chunk
 from kube_reloader.core import linting
 
 _DOC_START = re.compile(r"^---(\s|$)")
+_DOC_END = re.compile(r"^\.\.\.(\s|$)")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _COMMENT = re.compile(r"#[^\r\n]*")
 #: (annotation key, from path, to path), as in `Finding.moves`
@@ -76,7 +76,8 @@ def fix_text(text: str, source: str = "<text>") -> tuple[str, int]:
     out: list[str] = []
     moved = 0
     for i, seg in enumerate(segments):
-        doc = parse_chunk(Chunk(source, seg, 1))[0]
+        # every key a move is for names reloader (a double-quoted one may be spelt in escapes)
+        doc = parse_chunk(Chunk(source, seg, 1))[0] if "reloader" in seg or "\\" in seg else None
         moves = moves_of(doc.obj) if doc is not None else []
         if not moves or doc is None:
             out.append(seg)
@@ -234,21 +235,26 @@ def edit_segment(segment: str, moves: Sequence[Move]) -> str:
 
 
 def _body_span(segment: str) -> tuple[int, int]:
-    starts, ends, first = 0, None, None
-    events = YAML(typ="rt").parse(segment)
-    for ev in events:
-        if isinstance(ev, DocumentStartEvent):
-            starts += 1
-        elif isinstance(ev, NodeEvent) and first is None:
-            first = ev.start_mark.index
-        elif isinstance(ev, DocumentEndEvent) and getattr(ev, "explicit", False):
-            ends = ev.start_mark.index
-    if starts != 1 or first is None:
-        raise Refused("not exactly one document between its --- lines")
-    line_start = segment.rfind("\n", 0, first) + 1
-    if _DOC_START.match(segment[line_start:]) or segment[line_start:first].strip():
-        raise Refused("content on the --- line or behind a tag or anchor on its own line")
-    return line_start, len(segment) if ends is None else ends
+    """Where the document's content starts (its first line that is not the `---` line, blank
+    or a comment) and ends (an explicit `...`, else the segment's end). That it is one
+    document is verified on the result."""
+    lines = _LINES.findall(segment)
+    offsets = list(itertools.accumulate(len(ln) for ln in lines))
+    if lines and _DOC_START.match(lines[0]) and lines[0][3:].strip()[:1] not in ("", "#"):
+        raise Refused("content on its --- line")
+    start = end = None
+    for i, line in enumerate(lines):
+        head = line.strip()
+        if (i == 0 and _DOC_START.match(line)) or not head or head.startswith("#"):
+            continue
+        if _DOC_END.match(line):
+            end = offsets[i] - len(line)
+            break
+        if start is None:
+            start = offsets[i] - len(line)
+    if start is None:
+        raise Refused("no content to edit")
+    return start, len(segment) if end is None else end
 
 
 def _round_tripper(mapping: int, offset: int) -> YAML:
@@ -301,15 +307,38 @@ def _move(data: Any, move: Move, column: int) -> None:
         target._kr_placed = placed + 1
         if comment is not None:
             target.ca.items[real_key] = comment
+    else:  # already there, with the same value (checked): its comments go above the keys
+        _carry(holder, dst[-1], _tokens(comment), column)
     if not parent:
-        grand = _at(data, src[:-2])
-        before = (grand.ca.items.pop(src[-2], None) or [None] * 4)[3]
-        del grand[src[-2]]
-        if before:  # comments above the emptied mapping's keys go above the moved ones
-            entry = holder.ca.items.setdefault(dst[-1], [None, None, None, None])
-            carried = [CommentToken(t.value, CommentMark(column)) for t in before]
-            entry[3] = [*carried, *(entry[3] or [])]
-            target.ca.comment = [None, entry[3]]
+        _drop_emptied(data, src[:-1], holder, dst[-1], column)
+
+
+def _drop_emptied(data: Any, path: linting.Path, holder: Any, key: str | int, column: int) -> None:
+    """Remove the emptied mapping at `path`; the comments on its key's line and above its
+    first key go above the moved keys (`holder[key]`, whose keys start at `column`)."""
+    grand = _at(data, path[:-1])
+    _pre, _, eol, before = grand.ca.items.pop(path[-1], None) or [None] * 4
+    del grand[path[-1]]
+    _carry(holder, key, _tokens([eol, before]), column)
+
+
+def _tokens(entry: Any) -> list[Any]:
+    if entry is None:
+        return []
+    if isinstance(entry, list):
+        return [t for part in entry for t in _tokens(part)]
+    return [entry]
+
+
+def _carry(holder: Any, key: str | int, tokens: list[Any], column: int) -> None:
+    """Put comments (tokens) on their own lines above the first key of `holder[key]`."""
+    if not tokens:
+        return
+    entry = holder.ca.items.setdefault(key, [None, None, None, None])
+    carried = [CommentToken(t.value, CommentMark(column)) for t in tokens]
+    entry[3] = [*carried, *(entry[3] or [])]
+    target = holder[key]
+    target.ca.comment = [(target.ca.comment or [None])[0], entry[3]]
 
 
 # ----------------------------------------------------------------------- verification
@@ -331,7 +360,8 @@ def comments(text: str) -> list[str]:
     """Every comment in `text`, found between PyYAML's tokens (outside any scalar)."""
     out: list[str] = []
     pos = 0
-    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+    fast = getattr(yaml, "CSafeLoader", None) if text.isascii() else None  # libyaml: marks count
+    for token in yaml.scan(text, Loader=fast or yaml.SafeLoader):  # characters, ASCII is sure
         out += [c.rstrip() for c in _COMMENT.findall(text[pos : token.start_mark.index])]
         pos = max(pos, token.end_mark.index)
     out += [c.rstrip() for c in _COMMENT.findall(text[pos:])]
