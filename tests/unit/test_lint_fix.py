@@ -224,7 +224,9 @@ def test_a_rendered_chart_is_linted_by_template_and_never_fixed(
     before = (chart / "templates" / "deployment.yaml").read_text()
     assert cli.main(["lint", "--fix", "--helm", helm, str(tmp_path)]) == 0
     out, err = capsys.readouterr()
-    assert f"{chart}/templates/deployment.yaml (rendered by helm template): warning KR001" in out
+    assert f"{chart}/templates/deployment.yaml: warning KR001" in out
+    assert "Deployment default/release-name-tiny" in out
+    assert f"lint: {chart}: a Helm chart, linted as helm template renders it (1 document(s))" in err
     assert "--fix leaves a chart alone" in err
     assert (chart / "templates" / "deployment.yaml").read_text() == before
 
@@ -257,3 +259,46 @@ def test_lint_on_this_repository_s_deploy_folder_never_reports_invalid_yaml(
     out = capsys.readouterr().out
     assert "KR000" not in out
     assert os.path.isdir(ROOT / "deploy" / "helm")
+
+
+def test_a_list_s_items_are_fixed_in_place(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n"
+        "  metadata:\n    name: one\n  spec:\n    template:\n      metadata:\n        annotations:\n"
+        '          reloader.stakater.com/auto: "true"\n      spec:\n        containers: []\n'
+    )
+    target = tmp_path / "list.yaml"
+    target.write_text(text)
+    assert lintfix.fix_file(str(target)) == lintfix.Outcome(moved=1)
+    (item,) = yaml.safe_load(target.read_text())["items"]
+    assert item["metadata"] == {"name": "one", "annotations": {AUTO: "true"}}
+    assert item["spec"]["template"] == {"metadata": {}, "spec": {"containers": []}}
+
+
+def test_a_byte_order_mark_and_document_markers_are_kept(tmp_path: Path) -> None:
+    text = "\ufeff--- # first\n" + TWO_DEPLOYMENTS.replace("---\n", "...\n--- # second\n") + "...\n"
+    target = tmp_path / "marked.yaml"
+    target.write_text(text, encoding="utf-8")
+    assert lintfix.fix_file(str(target)).moved == 2
+    fixed = target.read_text(encoding="utf-8")
+    assert fixed.startswith("\ufeff--- # first\napiVersion: apps/v1\n")
+    assert "          image: x\n...\n--- # second\napiVersion: apps/v1\n" in fixed
+    assert fixed.endswith("...\n")
+    assert fixed.count("...\n") == 2
+
+
+def test_a_refused_file_is_named_in_one_line_by_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = TWO_DEPLOYMENTS.replace(
+        "  name: two\n", '  name: two\n  annotations: {reloader.stakater.com/auto: "false"}\n'
+    )
+    target = tmp_path / "conflict.yaml"
+    target.write_text(text)
+    assert cli.main(["lint", "--fix", str(target)]) == 1, "the shadowed annotation is an error"
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"not fixed {target}: document 2: reloader.stakater.com/auto is on both the workload and its "
+        "pod template, with different values; the file is unchanged"
+    ]
+    assert target.read_text() == text

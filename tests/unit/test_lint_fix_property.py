@@ -6,7 +6,8 @@ empty documents, 2- or 4-space mappings and either sequence indentation. The ora
 model itself: after `--fix` every document reads (PyYAML) as the model with exactly the
 misplaced annotations moved to the workload's own metadata (first, in file order; an emptied
 template `annotations` dropped), in the same key order; a second `--fix` changes nothing; a
-file whose template and workload disagree on a key is refused and left byte for byte.
+file whose template and workload disagree on a key, or whose moved annotations are aliased
+elsewhere, is refused and left byte for byte; no other file is refused.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class Writer:
 
 @st.composite
 def workload(draw: Any, style: Style) -> tuple[str, dict[str, Any], bool]:
-    """(text, the data it holds, whether --fix must refuse it)."""
+    """(text, the data it holds, whether --fix must refuse it: the workload and its template
+    disagree on a key, or the template's annotations are aliased elsewhere)."""
     kind = draw(st.sampled_from(sorted(KINDS)))
     name = draw(NAMES)
     labels = draw(st.dictionaries(st.sampled_from(["app", "tier"]), NAMES, max_size=2))
@@ -120,8 +122,9 @@ def workload(draw: Any, style: Style) -> tuple[str, dict[str, Any], bool]:
             w.line(depth + 2, "labels: *lbl")
         else:
             w.mapping("labels", labels, depth + 2)
+    copied = bool(pa) and draw(st.integers(0, 5)) == 0  # the annotations aliased elsewhere
     if pa:
-        w.mapping("annotations", pa, depth + 2)
+        w.mapping("annotations", pa, depth + 2, anchor="ann" if copied else "")
     w.line(depth + 1, "spec:")
     dash = " " * (style.indent * (depth + 2) + style.offset)
     if style.flow():
@@ -131,8 +134,12 @@ def workload(draw: Any, style: Style) -> tuple[str, dict[str, Any], bool]:
         w.lines.append(f"{dash}- name: c{style.eol()}")
         w.lines.append(f"{dash}  image: {style.scalar('img')}")
     data = _workload_data(kind, name, labels, wa, pa)
+    if copied:
+        w.line(0, "x-copy: *ann")
+        data["x-copy"] = dict(pa)
     conflict = any(k in wa and wa[k] != v for k, v in pa.items() if k in MOVABLE)
-    return "\n".join(w.lines) + "\n", data, conflict
+    # an edit of aliased annotations would change the copy too: that file must be refused
+    return "\n".join(w.lines) + "\n", data, conflict or (copied and bool(set(pa) & set(MOVABLE)))
 
 
 def _workload_data(
@@ -244,7 +251,7 @@ def test_fix_moves_exactly_the_misplaced_annotations_in_generated_files(
         outcome = lintfix.fix_file(str(target))
         after = target.read_text()
         if outcome.refused is not None or conflict:
-            event(f"refused: {(outcome.refused or '').split(': ', 1)[-1]}")
+            event(f"refused: {(outcome.refused or '').split(': ', 1)[-1][:60]}")
             assert conflict, f"refused without a conflict: {outcome.refused}\n{text}"
             assert outcome.refused is not None
             assert after == text

@@ -94,9 +94,9 @@ def render(chart: Path, helm: str, values: Sequence[str] = ()) -> tuple[str | No
 def rendered_documents(
     chart: Path, output: str, budget: limits.AliasBudget
 ) -> tuple[list[Document], list[Finding]]:
-    """The rendered documents, each named after its template (Helm names it from the chart's
-    name; the path given is in the chart's folder) and "rendered by helm template"; line numbers
-    are not the template's, so none is given."""
+    """The rendered documents, each named after the template it came from (Helm's `# Source:`
+    comment names it from the chart's name; the path given is in the chart's folder). Lines
+    in the rendered output are not the template's, so none is given."""
     docs: list[Document] = []
     errors: list[Finding] = []
     for chunk in split_documents(output, str(chart)):
@@ -113,5 +113,5 @@ def _source_of(chart: Path, text: str) -> str:
     for line in text.splitlines():
         if line.startswith(SOURCE_PREFIX):
             _name, *rel = Path(line[len(SOURCE_PREFIX) :].strip()).parts  # name/templates/x
-            return f"{chart.joinpath(*rel)} (rendered by helm template)"
-    return f"{chart} (rendered by helm template)"
+            return str(chart.joinpath(*rel))
+    return str(chart)

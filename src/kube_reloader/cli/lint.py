@@ -211,6 +211,12 @@ def gather(
         rendered, errors = charts.rendered_documents(chart, output, budget)
         docs += rendered
         broken += errors
+        if notes:
+            print(
+                f"lint: {chart}: a Helm chart, linted as helm template renders it "
+                f"({len(rendered)} document(s)); findings name its templates",
+                file=sys.stderr,
+            )
         if notes and args.fix:
             print(
                 f"lint: {chart}: --fix leaves a chart alone (it lints what helm renders): "

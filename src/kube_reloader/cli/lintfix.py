@@ -72,19 +72,12 @@ def fix_file(path: str) -> Outcome:
 def fix_text(text: str, source: str = "<text>") -> tuple[str, int]:
     """The text with every document's misplaced annotations moved, and how many were; raises
     `Refused` when the result would be anything else."""
-    segments = split_segments(text)
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
     out: list[str] = []
     moved = 0
-    for i, seg in enumerate(segments):
-        # every key a move is for names reloader (a double-quoted one may be spelt in escapes)
-        doc = parse_chunk(Chunk(source, seg, 1))[0] if "reloader" in seg or "\\" in seg else None
-        moves = moves_of(doc.obj) if doc is not None else []
-        if not moves or doc is None:
-            out.append(seg)
-            continue
+    for i, seg in enumerate(split_segments(text[len(bom) :])):
         try:
-            new = edit_segment(seg, moves)
-            verify_segment(seg, new, doc.obj, moves, source)
+            new, n = _fix_segment(seg, source)
         except Refused as exc:
             raise Refused(f"document {i + 1}: {exc}") from None
         except RecursionError:
@@ -93,11 +86,23 @@ def fix_text(text: str, source: str = "<text>") -> tuple[str, int]:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise Refused(f"document {i + 1}: ruamel.yaml cannot edit it ({first})") from None
         out.append(new)
-        moved += len(moves)
-    new_text = "".join(out)
-    if split_segments(new_text) != out:
+        moved += n
+    if split_segments("".join(out)) != out:
         raise Refused("the edited documents would no longer split as they did")
-    return new_text, moved
+    return bom + "".join(out), moved
+
+
+def _fix_segment(seg: str, source: str) -> tuple[str, int]:
+    # every key a move is for names reloader (a double-quoted one may be spelt in escapes)
+    if "reloader" not in seg and "\\" not in seg:
+        return seg, 0
+    doc = parse_chunk(Chunk(source, seg, 1))[0]
+    moves = moves_of(doc.obj) if doc is not None else []
+    if doc is None or not moves:
+        return seg, 0
+    new = edit_segment(seg, moves)
+    verify_segment(seg, new, doc.obj, moves, source)
+    return new, len(moves)
 
 
 def split_segments(text: str) -> list[str]:
@@ -214,16 +219,8 @@ def edit_segment(segment: str, moves: Sequence[Move]) -> str:
     mapping, offset = guess_indent(core)
     rt = _round_tripper(mapping, offset)
     data = rt.load(core)
-    for key, src, dst in moves:
-        column = sum(
-            0
-            if isinstance(p, str) and isinstance(q, int)
-            else mapping
-            if isinstance(p, str)
-            else offset + 2
-            for p, q in zip(dst, (*dst[1:], ""), strict=True)
-        )
-        _move(data, (key, src, dst), column)
+    for move in moves:
+        _move(data, move, _column(move[2], mapping, offset))
     buf = io.StringIO()
     rt.dump(data, buf)
     dumped = buf.getvalue()
@@ -232,6 +229,15 @@ def edit_segment(segment: str, moves: Sequence[Move]) -> str:
     if not core.endswith("\n"):
         dumped = dumped.rstrip("\r\n")
     return segment[:start] + dumped + rest + segment[end:]
+
+
+def _column(path: linting.Path, mapping: int, offset: int) -> int:
+    """The column of the keys of the mapping at `path` (a key holding a sequence adds
+    nothing, each item its dash offset and the dash)."""
+    steps = zip(path, (*path[1:], ""), strict=True)
+    return sum(
+        offset + 2 if isinstance(p, int) else 0 if isinstance(q, int) else mapping for p, q in steps
+    )
 
 
 def _body_span(segment: str) -> tuple[int, int]:
