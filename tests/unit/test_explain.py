@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,8 @@ def test_text_output_names_sources_shadowed_keys_references_and_staleness(
     )
     assert "container db, volumeMounts[tls] -> volume.secret" in out
     assert "CONFIGMAP app-config: reloads on change; up to date now" in out
-    assert "SECRET tls: RELOAD NOW" in out
+    assert "SECRET tls: reloads on the next change (tracked; no hash carried yet" in out
+    assert "RELOAD DUE NOW" not in out, "a template without a hash is not a reload due"
     assert "(no hash carried yet)" in out
 
 
@@ -203,3 +205,60 @@ def test_explain_says_when_a_reload_may_be_written(
     explain_with(tmp_path, extra)
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith(want) for line in lines), lines
+
+
+FRESH = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data: {a: "1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations: {reloader.stakater.com/auto: "true"}
+spec:
+  template:
+    spec:
+      containers:
+        - name: app
+          envFrom: [{configMapRef: {name: app-config}}]
+%s
+"""
+OLDER_HASH = """\
+          env:
+            - {name: STAKATER_APP_CONFIG_CONFIGMAP, value: 0000000000000000000000000000000000000000}
+"""
+
+
+def explain_json(
+    tmp_path: Path, manifest: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[Any, str]:
+    path = tmp_path / "rendered.yaml"
+    path.write_text(manifest)
+    assert cli.main(["explain", "deploy/web", "-f", str(path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert cli.main(["explain", "deploy/web", "-f", str(path)]) == 0
+    return doc, capsys.readouterr().out
+
+
+def test_a_freshly_rendered_manifest_is_tracked_but_no_reload_is_due(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `helm template` output: no hash in the pod template yet. The controller reloads such a
+    # workload on the next change of the ConfigMap, not for content it never saw change
+    doc, text = explain_json(tmp_path, FRESH % "", capsys)
+    (v,) = doc["verdicts"]
+    assert (v["outcome"], v["reload"], v["due"], v["carried_hash"]) == ("reload", True, False, None)
+    assert "CONFIGMAP app-config: reloads on the next change (tracked; no hash carried yet" in text
+    assert "RELOAD DUE NOW" not in text
+
+
+def test_a_template_carrying_an_older_hash_has_a_reload_due_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc, text = explain_json(tmp_path, FRESH % OLDER_HASH, capsys)
+    (v,) = doc["verdicts"]
+    assert (v["outcome"], v["due"], v["stale"]) == ("reload", True, True)
+    assert "CONFIGMAP app-config: RELOAD DUE NOW (the template carries an older hash" in text

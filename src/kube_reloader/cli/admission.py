@@ -8,6 +8,7 @@ import argparse
 import re
 import ssl
 from collections.abc import Mapping
+from typing import Any
 
 from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.runtime.admission import AdmissionSettings
@@ -22,7 +23,8 @@ class AdmissionFlagError(ValueError):
     pass
 
 
-def add(parser: argparse.ArgumentParser) -> None:
+def add(parser: Any) -> None:
+    """The webhook's flags, on a parser or an argument group."""
     flags = (
         ("--admission-addr", "", "HOST:PORT",
          "serve the mutating admission webhook here, over TLS (off when empty)"),

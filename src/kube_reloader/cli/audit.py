@@ -44,13 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kube-reloader audit",
         description="Find workloads whose pods run old ConfigMap/Secret content that no rule "
-        "will reload. Controller flags (e.g. --auto-reload-all) may follow; they are "
-        "judged as the controller judges them.",
+        "will reload. Controller flags (any of `kube-reloader --help`'s, e.g. "
+        "--auto-reload-all, --kubeconfig) may follow; they are judged as the controller "
+        "judges them. Exit 1 when something is found.",
         allow_abbrev=False,
     )
     p.add_argument("--cluster", action="store_true", help="every namespace")
-    p.add_argument("-n", "--namespace", default=None, help="one namespace")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "-n", "--namespace", default=None, help="one namespace (default: the kubeconfig's)"
+    )
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output (default: text)"
+    )
     return p
 
 

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kube_reloader.devcluster.building import Builder, BuildError
 from kube_reloader.devcluster.cluster import ClusterError, DevCluster, default_state_dir
@@ -92,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         "scheduler and kwok fake nodes, built from the Go module proxy.",
         allow_abbrev=False,
     )
-    dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    dev_sub = dev.add_subparsers(
+        dest="dev_command", metavar="ACTION", required=True, help="what to do (ACTION --help)"
+    )
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--name", default="default", help="cluster name (default: %(default)s)")
@@ -100,38 +103,44 @@ def build_parser() -> argparse.ArgumentParser:
             "--state-dir", help="state directory (default: per-name, under XDG_STATE_HOME)"
         )
 
-    p = dev_sub.add_parser(
-        "build", allow_abbrev=False, help="build the binaries into the cache (no cluster)"
-    )
+    p = _action(dev_sub, "build", "build the binaries into the cache (no cluster)")
     p.set_defaults(func=_cmd_build)
-    p = dev_sub.add_parser(
-        "up", allow_abbrev=False, help="build if needed, start in the background, wait until ready"
-    )
+    p = _action(dev_sub, "up", "build if needed, start in the background, wait until ready")
     common(p)
     p.add_argument("--nodes", type=int, default=1, help="kwok fake nodes (default: %(default)s)")
-    p.add_argument("--no-build", action="store_true", help="fail instead of building")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to become ready")
+    p.add_argument(
+        "--no-build", action="store_true", help="fail instead of building missing binaries"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to become ready (default: 120)"
+    )
     p.add_argument(
         "--real-node", action="store_true",
         help="also run a real node (kubelet, containerd, runc) on this machine, in a network "
         "namespace of its own; needs root",
     )  # fmt: skip
     p.set_defaults(func=_cmd_up)
-    p = dev_sub.add_parser(
-        "down", allow_abbrev=False, help="stop every process the cluster started; remove its state"
-    )
+    p = _action(dev_sub, "down", "stop every process the cluster started; remove its state")
     common(p)
     p.set_defaults(func=_cmd_down)
-    p = dev_sub.add_parser("status", allow_abbrev=False, help="health of each component")
+    p = _action(dev_sub, "status", "health of each component")
     common(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.set_defaults(func=_cmd_status)
-    p = dev_sub.add_parser(
-        "kubeconfig", allow_abbrev=False, help="print the path of the cluster's kubeconfig"
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output (default: text)"
     )
+    p.set_defaults(func=_cmd_status)
+    p = _action(dev_sub, "kubeconfig", "print the path of the cluster's kubeconfig")
     common(p)
     p.set_defaults(func=_cmd_kubeconfig)
     return dev
+
+
+def _action(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """One ACTION, its line in `dev-cluster --help` also its own --help's description."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, allow_abbrev=False, help=text, description=text[0].upper() + text[1:] + "."
+    )
+    return parser
 
 
 def main(argv: Sequence[str]) -> int:

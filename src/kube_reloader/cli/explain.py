@@ -14,11 +14,12 @@ from typing import Any
 
 import yaml
 
+from kube_reloader.cli import flags, flagset
+from kube_reloader.cli.flaghelp import HelpFormatter
 from kube_reloader.core import explaining, hashing, planning, scoping
-from kube_reloader.core.evicting import PodStrategy
-from kube_reloader.core.matching import MatchConfig, carries_named_list, is_tls_secret
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.matching import carries_named_list, is_tls_secret
 from kube_reloader.core.objects import ResourceType
-from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource, workload_resource
@@ -26,37 +27,82 @@ from kube_reloader.kube.resources import Resource, workload_resource
 Resources = dict[tuple[ResourceType, str], explaining.Found | None]
 
 
+#: the environment `flags.settings` sees here: none of the shell's (a tool's verdict must not
+#: depend on RELOAD_STRATEGY or KUBERNETES_NAMESPACE), and a pod identity, so flags that need
+#: one in the controller (--enable-ha, --hash-algorithm=hmac-sha256) are accepted too
+TOOL_ENV = {"POD_NAME": "kube-reloader-tool", "POD_NAMESPACE": "default"}
+CONTROLLER_FLAGS = (
+    "Every controller flag is accepted, in the controller's syntax (--flag=value; a bare "
+    "boolean flag means true), and read by the controller's own code: those that decide "
+    "a reload (the annotation names, --auto-reload-all, --reload-strategy, --reload-scope, "
+    "--reload-tls-secrets, --default-strategy, --compat, ...) are applied, the others are "
+    "checked and ignored."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kube-reloader explain",
-        description="Say why a workload would or would not reload, step by step.",
+        usage=(
+            "%(prog)s KIND/NAME [-n NAMESPACE] [-f FILE] [--change KIND/NAME]\n"
+            "                             [--format text|json] [CONTROLLER-FLAG ...]"
+        ),
+        description="Say why a workload would or would not reload, step by step: for each "
+        "ConfigMap/Secret it references, whether a change reloads it, and whether a reload is "
+        "due now (its template carries an older hash). " + CONTROLLER_FLAGS,
+        formatter_class=HelpFormatter,
         allow_abbrev=False,
     )
-    p.add_argument("target", metavar="KIND/NAME", help="e.g. deployment/web, sts/db")
-    p.add_argument("-n", "--namespace", default=None)
-    p.add_argument("--change", metavar="configmap/NAME|secret/NAME", help="explain this one change")
+    p.add_argument("target", metavar="KIND/NAME", help="the workload, e.g. deployment/web, sts/db")
     p.add_argument(
-        "-f", "--filename", help="read the workload (and its configs) from this YAML file"
+        "-n",
+        "--namespace",
+        default=None,
+        help="its namespace (default: the kubeconfig's; with -f, any)",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--context", default=None)
-    p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
-    p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
-    p.add_argument("--reload-scope", choices=("object", "keys"), default="object",
-                   help="as the controller's flag")  # fmt: skip
-    p.add_argument("--reload-tls-secrets", action="store_true", help="as the controller's flag")
-    p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch",
-                   help="as the controller's flag")  # fmt: skip
+    p.add_argument(
+        "--change",
+        metavar="configmap/NAME|secret/NAME",
+        help="explain this one change (default: every referenced resource)",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="read the workload and its configs from this YAML file, not a cluster "
+        "(default: the cluster)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    flagset.add_flags(p)
     return p
+
+
+def controller_settings(args: argparse.Namespace, argv: Sequence[str]) -> flags.RunSettings:
+    """The controller flags given to a tool, read by the controller's code (`flags.settings`)."""
+    return flags.settings(args, argv, TOOL_ENV)
+
+
+def parse_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[argparse.Namespace, flags.RunSettings]:
+    """A tool's arguments, with the controller's flags as the controller reads them; a bad
+    flag value is a usage error (exit 2)."""
+    argv = flagset.normalize_bools(argv)
+    args = parser.parse_args(argv)
+    try:
+        return args, controller_settings(args, argv)
+    except flags.FlagError as exc:
+        parser.error(str(exc))
 
 
 def _target(text: str) -> tuple[Resource, str]:
     kind, sep, name = text.partition("/")
     resource = workload_resource(kind)
     if not sep or not name or resource is None:
-        raise ValueError(f"{text!r}: expected KIND/NAME with KIND one of deployment, statefulset, "
-                         "daemonset, cronjob, job, rollout, deploymentconfig")  # fmt: skip
+        raise ValueError(
+            f"{text!r}: expected KIND/NAME with KIND one of deployment, statefulset, "
+            "daemonset, cronjob, job, rollout, deploymentconfig"
+        )
     return resource, name
 
 
@@ -121,7 +167,7 @@ def from_file(
 
 
 async def from_cluster(
-    args: argparse.Namespace, resource: Resource, name: str
+    args: argparse.Namespace, resource: Resource, name: str, keys: Keys | None = None
 ) -> tuple[dict[str, Any], Resources]:
     conn = config.load(args.kubeconfig, context=args.context)
     ns = args.namespace or conn.namespace
@@ -129,7 +175,7 @@ async def from_cluster(
         workload = await client.get(resource, name, namespace=ns)
         w = planning.workload_from_manifest(workload)
         wanted = set(w.template.references())
-        keys = MatchConfig().keys
+        keys = keys or Keys()
         found: Resources = {}
         for rtype, res in (
             (ResourceType.CONFIGMAP, resources.CONFIGMAPS),
@@ -152,33 +198,27 @@ async def from_cluster(
 
 
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args, run = parse_args(build_parser(), argv)
+    cfg = run.options.plan
     try:
         resource, name = _target(args.target)
         only = _change(args.change)
         if args.filename:
             workload, found = from_file(Path(args.filename), resource.kind, name, args.namespace)
         else:
-            workload, found = asyncio.run(from_cluster(args, resource, name))
+            workload, found = asyncio.run(from_cluster(args, resource, name, cfg.match.keys))
     except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if only is not None and only not in found:
         found[only] = None
-    cfg = planning.Config(
-        match=MatchConfig(
-            auto_reload_all=args.auto_reload_all, reload_tls_secrets=args.reload_tls_secrets
-        ),
-        strategy=Strategy(args.reload_strategy),
-        scope=scoping.Scope(args.reload_scope),
-    )
     result = explaining.explain(
         workload=workload,
         resources=found,
         config=cfg,
         now=time.time(),
         only=only,
-        default_strategy=PodStrategy(args.default_strategy),
+        default_strategy=run.options.default_strategy,
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))

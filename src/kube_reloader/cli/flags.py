@@ -42,7 +42,7 @@ from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings
 from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import Options
 
-__all__ = ["FlagError", "RunSettings", "parse"]
+__all__ = ["FlagError", "RunSettings", "parse", "settings"]
 
 
 @dataclass(frozen=True)
@@ -66,51 +66,195 @@ class RunSettings:
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
-    env = os.environ if env is None else env
-    parser = build_parser()
     argv = normalize_bools(argv)
-    ns = parser.parse_args(argv)
+    ns = build_parser().parse_args(argv)
+    return settings(ns, argv, os.environ if env is None else env)
+
+
+def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]) -> RunSettings:
+    """The parsed flags (`flagset.add_flags`'s, `argv` after `normalize_bools`), checked and
+    turned into the settings the controller runs with; `explain` and `impact` call it too."""
     warnings: list[str] = []
     mode = compat.mode(ns.compat)
     v2 = mode is Compat.V2
     if v2:
         compat.bind_env(ns, argv, env)
-
-    def slice_of(flag: str) -> list[str]:
-        try:
-            return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
-        except FlagError as exc:
-            raise FlagError(f"--{flag}: {exc}") from None
-
-    reload_scope = scoping.parse_scope(ns.reload_scope)
-    if reload_scope is None:
-        raise FlagError(f"--reload-scope: {ns.reload_scope!r} must be object or keys")
-    strategy = ns.reload_strategy or ("env-vars" if v2 else "")
-    if strategy not in (s.value for s in Strategy):
-        raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
+    plan = _plan(ns, mode, warnings)
     log_format, log_level = _logging(ns.log_format, ns.log_level, warnings)
     if ns.workers < 1:
         raise FlagError("--workers: must be at least 1")
+    options = _options(ns, mode, env, plan, warnings)
+    _check_addrs(ns)
+    return RunSettings(
+        options=options,
+        metrics_addr=ns.metrics_addr,
+        pprof_addr=_pprof(ns),
+        ha=_ha(ns, v2, env),
+        log_format=log_format,
+        log_level=log_level,
+        kubeconfig=ns.kubeconfig,
+        context=ns.context,
+        warnings=tuple(warnings),
+        hash_key=_hash_key(ns, env),
+        compat=mode,
+        # v1 as today: no health listener unless --health-addr is given
+        health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
+        admission=_admission(ns, env),
+    )
 
-    if v2:
-        resources = compat.v2_resources(ns)
-        workload_types: tuple[str, ...] = ()
-        ignored_kinds = compat.v2_ignored_kinds(ns)
-    else:
-        resources = _v1_resources(slice_of("resources-to-ignore"))
-        workload_types = tuple(slice_of("ignored-workload-types"))
-        valid = ignored_workload_types_valid(workload_types)
-        if workload_types and not valid:
-            warnings.append(
-                f"--ignored-workload-types: {', '.join(workload_types)} contains a value other "
-                "than jobs or cronjobs; as in Reloader, the filter is disabled"
-            )
-        ignored_kinds = frozenset(
-            k for k in Options().workload_kinds
-            if valid and matching.ignored_workload_type_token(k) in workload_types
-        )  # fmt: skip
 
-    ha: HASettings | None = None
+def _slice(ns: argparse.Namespace, flag: str) -> list[str]:
+    try:
+        return [v for raw in getattr(ns, flag.replace("-", "_")) for v in split_csv(raw)]
+    except FlagError as exc:
+        raise FlagError(f"--{flag}: {exc}") from None
+
+
+def _plan(ns: argparse.Namespace, mode: Compat, warnings: list[str]) -> planning.Config:
+    """What decides a reload: the rules, the annotation keys, the strategy and the scope
+    (the workload-type filter of v1 is part of it)."""
+    reload_scope = scoping.parse_scope(ns.reload_scope)
+    if reload_scope is None:
+        raise FlagError(f"--reload-scope: {ns.reload_scope!r} must be object or keys")
+    strategy = ns.reload_strategy or ("env-vars" if mode is Compat.V2 else "")
+    if strategy not in (s.value for s in Strategy):
+        raise FlagError(f"--reload-strategy: {strategy!r} must be env-vars or annotations")
+    keys = Keys(**{field: getattr(ns, flag.replace("-", "_")) for flag, field in ANNOTATION_FLAGS})
+    return planning.Config(
+        match=MatchConfig(
+            keys=keys,
+            auto_reload_all=bool(ns.auto_reload_all),
+            ignored_workload_types=() if mode is Compat.V2 else _v1_workload_types(ns, warnings),
+            reload_tls_secrets=bool(ns.reload_tls_secrets),
+        ),
+        strategy=Strategy(strategy),
+        compat=mode,
+        scope=reload_scope,
+    )
+
+
+def _v1_workload_types(ns: argparse.Namespace, warnings: list[str]) -> tuple[str, ...]:
+    types = tuple(_slice(ns, "ignored-workload-types"))
+    if types and not ignored_workload_types_valid(types):
+        warnings.append(
+            f"--ignored-workload-types: {', '.join(types)} contains a value other "
+            "than jobs or cronjobs; as in Reloader, the filter is disabled"
+        )
+    return types
+
+
+def _ignored_kinds(ns: argparse.Namespace, plan: planning.Config) -> frozenset[str]:
+    if plan.compat is Compat.V2:
+        return compat.v2_ignored_kinds(ns)
+    types = plan.match.ignored_workload_types
+    valid = ignored_workload_types_valid(types)
+    return frozenset(
+        k for k in Options().workload_kinds
+        if valid and matching.ignored_workload_type_token(k) in types
+    )  # fmt: skip
+
+
+def _options(
+    ns: argparse.Namespace,
+    mode: Compat,
+    env: Mapping[str, str],
+    plan: planning.Config,
+    warnings: list[str],
+) -> Options:
+    resources = (
+        compat.v2_resources(ns)
+        if mode is Compat.V2
+        else _v1_resources(_slice(ns, "resources-to-ignore"))
+    )
+    ignored_kinds = _ignored_kinds(ns, plan)
+    scope, ignored_ns, selectors = _namespaces(ns, mode, env, warnings)
+    alerts = compat.alerts(mode, ns, env, warnings)
+    openshift = ns.is_openshift.strip().lower()
+    if openshift not in ("", "auto", "true", "false"):
+        raise FlagError(f"--is-openshift: {ns.is_openshift!r} must be auto, true or false")
+    if ns.webhook_url and not re.match(r"^https?://", ns.webhook_url):
+        raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
+    durations = _durations(ns)
+    return Options(
+        plan=plan,
+        namespaces=scope,
+        namespaces_to_ignore=frozenset(ignored_ns) if scope is None else frozenset(),
+        namespace_selector=selectors["namespace-selector"] if scope is None else "",
+        resource_label_selector=selectors["resource-label-selector"],
+        resources=resources,
+        reload_on_create=compat.string_bool(mode, ns.reload_on_create),
+        reload_on_delete=compat.string_bool(mode, ns.reload_on_delete),
+        sync_after_restart=bool(ns.sync_after_restart),
+        workers=ns.workers,
+        workload_kinds=tuple(k for k in Options().workload_kinds if k not in ignored_kinds),
+        argo_rollouts=compat.string_bool(mode, ns.is_argo_rollouts)
+        and WorkloadKind.ROLLOUT not in ignored_kinds,
+        deployment_configs=openshift != "false"
+        and WorkloadKind.DEPLOYMENTCONFIG not in ignored_kinds,
+        csi=bool(ns.enable_csi_integration),
+        webhook_url=ns.webhook_url,
+        alerts=alerts,
+        coalesce_window=durations["reload-coalesce-window"],
+        reconcile_on_start=bool(ns.reconcile_on_start),
+        min_interval=durations["reload-min-interval"],
+        audit_interval=durations["audit-interval"],
+        reload_rate=ns.reload_rate,
+        reload_burst=ns.reload_burst,
+        default_strategy=_pod_strategy(ns.default_strategy),
+        custom_kinds=_custom_kinds(ns.workload_kind),
+        field_manager=mode.field_manager,
+        **_fleet(ns),
+    )
+
+
+def _namespaces(
+    ns: argparse.Namespace, mode: Compat, env: Mapping[str, str], warnings: list[str]
+) -> tuple[tuple[str, ...] | None, list[str], dict[str, str]]:
+    """The watched namespaces (None: all), the ignored ones and the two selectors."""
+    v2 = mode is Compat.V2
+    namespaces = [n.strip() for n in _slice(ns, "namespaces") if n.strip()]
+    for n in namespaces:
+        if not DNS_LABEL.fullmatch(n):
+            raise FlagError(f"--namespaces: {n!r} is not a valid namespace name")
+    scope: tuple[str, ...] | None = tuple(namespaces) or None
+    if scope is None and env.get("KUBERNETES_NAMESPACE", "").strip():
+        scope = (env["KUBERNETES_NAMESPACE"].strip(),)
+    selectors = {}
+    for flag in ("namespace-selector", "resource-label-selector"):
+        # v2 joins the entries as they are: v1's `key:value` and `key:*` forms are errors there
+        sel = compat.joined(_slice(ns, flag)) if v2 else legacy_to_selector(_slice(ns, flag))
+        try:
+            validate(sel)
+        except SelectorError as exc:
+            raise FlagError(f"--{flag}: {exc}") from None
+        selectors[flag] = sel
+    ignored = (
+        compat.plain_list(ns, "namespaces-to-ignore") if v2 else _slice(ns, "namespaces-to-ignore")
+    )
+    if scope is not None:
+        for flag, values in (("namespace-selector", _slice(ns, "namespace-selector")),
+                             ("namespaces-to-ignore", ignored)):  # fmt: skip
+            if values:
+                warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
+    return scope, ignored, selectors
+
+
+def _durations(ns: argparse.Namespace) -> dict[str, float]:
+    durations = {}
+    for flag in ("reload-coalesce-window", "reload-min-interval", "audit-interval"):
+        raw = getattr(ns, flag.replace("-", "_"))
+        try:
+            durations[flag] = parse_duration(raw)
+        except DurationError:
+            raise FlagError(f"--{flag}: {raw!r} is not a duration (e.g. 300ms, 5s)") from None
+        if durations[flag] < 0:
+            raise FlagError(f"--{flag}: must not be negative")
+    if ns.reload_rate < 0 or ns.reload_burst < 0:
+        raise FlagError("--reload-rate and --reload-burst must not be negative")
+    return durations
+
+
+def _ha(ns: argparse.Namespace, v2: bool, env: Mapping[str, str]) -> HASettings | None:
     timing = Timing()
     for flag in ("lease-duration", "renew-deadline", "retry-period"):
         raw = getattr(ns, f"leader_election_{flag.replace('-', '_')}")
@@ -131,150 +275,58 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSetti
     lease_ns = ns.leader_election_namespace
     if lease_ns and not DNS_LABEL.fullmatch(lease_ns):
         raise FlagError(f"--leader-election-namespace: {lease_ns!r} is not a valid namespace name")
-    if ns.enable_ha:
-        problems = timing.problems()
-        if problems:
-            raise FlagError(problems[0])
-        pod, pod_ns = env.get("POD_NAME", ""), env.get("POD_NAMESPACE", "")
-        if not pod or not pod_ns:
-            raise FlagError(
-                "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
-            )
-        ha = HASettings(
-            identity=pod, namespace=lease_ns or pod_ns, timing=timing, lock_name=lock,
-            release_on_cancel=ns.leader_election_release_on_cancel,
-        )  # fmt: skip
+    if not ns.enable_ha:
+        return None
+    problems = timing.problems()
+    if problems:
+        raise FlagError(problems[0])
+    pod, pod_ns = env.get("POD_NAME", ""), env.get("POD_NAMESPACE", "")
+    if not pod or not pod_ns:
+        raise FlagError(
+            "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
+        )
+    return HASettings(
+        identity=pod, namespace=lease_ns or pod_ns, timing=timing, lock_name=lock,
+        release_on_cancel=ns.leader_election_release_on_cancel,
+    )  # fmt: skip
 
-    namespaces = [n.strip() for n in slice_of("namespaces") if n.strip()]
-    for n in namespaces:
-        if not DNS_LABEL.fullmatch(n):
-            raise FlagError(f"--namespaces: {n!r} is not a valid namespace name")
-    scope: tuple[str, ...] | None = tuple(namespaces) or None
-    if scope is None and env.get("KUBERNETES_NAMESPACE", "").strip():
-        scope = (env["KUBERNETES_NAMESPACE"].strip(),)
 
-    selectors = {}
-    for flag in ("namespace-selector", "resource-label-selector"):
-        # v2 joins the entries as they are: v1's `key:value` and `key:*` forms are errors there
-        sel = compat.joined(slice_of(flag)) if v2 else legacy_to_selector(slice_of(flag))
-        try:
-            validate(sel)
-        except SelectorError as exc:
-            raise FlagError(f"--{flag}: {exc}") from None
-        selectors[flag] = sel
-    ignored_ns = (
-        compat.plain_list(ns, "namespaces-to-ignore") if v2 else slice_of("namespaces-to-ignore")
-    )
-    if scope is not None:
-        for flag, values in (("namespace-selector", slice_of("namespace-selector")),
-                             ("namespaces-to-ignore", ignored_ns)):  # fmt: skip
-            if values:
-                warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
-
-    alerts = compat.alerts(mode, ns, env, warnings)
-    openshift = ns.is_openshift.strip().lower()
-    if openshift not in ("", "auto", "true", "false"):
-        raise FlagError(f"--is-openshift: {ns.is_openshift!r} must be auto, true or false")
-    if ns.webhook_url and not re.match(r"^https?://", ns.webhook_url):
-        raise FlagError(f"--webhook-url: {ns.webhook_url!r} is not an http(s) URL")
-
-    durations = {}
-    for flag in ("reload-coalesce-window", "reload-min-interval", "audit-interval"):
-        raw = getattr(ns, flag.replace("-", "_"))
-        try:
-            durations[flag] = parse_duration(raw)
-        except DurationError:
-            raise FlagError(f"--{flag}: {raw!r} is not a duration (e.g. 300ms, 5s)") from None
-        if durations[flag] < 0:
-            raise FlagError(f"--{flag}: must not be negative")
-    if ns.reload_rate < 0 or ns.reload_burst < 0:
-        raise FlagError("--reload-rate and --reload-burst must not be negative")
-
-    kinds = tuple(k for k in Options().workload_kinds if k not in ignored_kinds)
-
-    keys = Keys(**{field: getattr(ns, flag.replace("-", "_")) for flag, field in ANNOTATION_FLAGS})
-    options = Options(
-        plan=planning.Config(
-            match=MatchConfig(
-                keys=keys,
-                auto_reload_all=bool(ns.auto_reload_all),
-                ignored_workload_types=workload_types,
-                reload_tls_secrets=bool(ns.reload_tls_secrets),
-            ),
-            strategy=Strategy(strategy),
-            compat=mode,
-            scope=reload_scope,
-        ),
-        namespaces=scope,
-        namespaces_to_ignore=frozenset(ignored_ns) if scope is None else frozenset(),
-        namespace_selector=selectors["namespace-selector"] if scope is None else "",
-        resource_label_selector=selectors["resource-label-selector"],
-        resources=resources,
-        reload_on_create=compat.string_bool(mode, ns.reload_on_create),
-        reload_on_delete=compat.string_bool(mode, ns.reload_on_delete),
-        sync_after_restart=bool(ns.sync_after_restart),
-        workers=ns.workers,
-        workload_kinds=kinds,
-        argo_rollouts=compat.string_bool(mode, ns.is_argo_rollouts)
-        and WorkloadKind.ROLLOUT not in ignored_kinds,
-        deployment_configs=openshift != "false"
-        and WorkloadKind.DEPLOYMENTCONFIG not in ignored_kinds,
-        csi=bool(ns.enable_csi_integration),
-        webhook_url=ns.webhook_url,
-        alerts=alerts,
-        coalesce_window=durations["reload-coalesce-window"],
-        reconcile_on_start=bool(ns.reconcile_on_start),
-        min_interval=durations["reload-min-interval"],
-        audit_interval=durations["audit-interval"],
-        reload_rate=ns.reload_rate,
-        reload_burst=ns.reload_burst,
-        default_strategy=_pod_strategy(ns.default_strategy),
-        custom_kinds=_custom_kinds(ns.workload_kind),
-        field_manager=mode.field_manager,
-        **_fleet(ns),
-    )
+def _check_addrs(ns: argparse.Namespace) -> None:
     addrs = (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr),
              ("--health-addr", ns.health_addr))  # fmt: skip
     for flag, addr in addrs:
         found = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})", addr)
         if found is None or int(found.group(2)) > 65535:
             raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
-    hash_key = None
+
+
+def _hash_key(ns: argparse.Namespace, env: Mapping[str, str]) -> HashKeySettings | None:
     if ns.hash_algorithm not in ("sha1", "hmac-sha256"):
         raise FlagError(f"--hash-algorithm: {ns.hash_algorithm!r} must be sha1 or hmac-sha256")
-    if ns.hash_algorithm == "hmac-sha256":
-        key_ns = env.get("POD_NAMESPACE", "")
-        if not key_ns:
-            raise FlagError(
-                "--hash-algorithm=hmac-sha256: the POD_NAMESPACE environment variable is required "
-                "(the key Secret lives in the controller's namespace)"
-            )
-        if not DNS_SUBDOMAIN.fullmatch(ns.hash_key_secret):
-            raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
-        hash_key = HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
+    if ns.hash_algorithm != "hmac-sha256":
+        return None
+    key_ns = env.get("POD_NAMESPACE", "")
+    if not key_ns:
+        raise FlagError(
+            "--hash-algorithm=hmac-sha256: the POD_NAMESPACE environment variable is required "
+            "(the key Secret lives in the controller's namespace)"
+        )
+    if not DNS_SUBDOMAIN.fullmatch(ns.hash_key_secret):
+        raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
+    return HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
+
+
+def _admission(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSettings | None:
     try:
-        admission_settings = admission.settings(ns, env)
+        return admission.settings(ns, env)
     except admission.AdmissionFlagError as exc:
         raise FlagError(str(exc)) from None
-    pprof = None
-    if ns.enable_pprof:
-        pprof = "127.0.0.1:6060" if ns.pprof_addr == ":6060" else ns.pprof_addr
-    return RunSettings(
-        options=options,
-        metrics_addr=ns.metrics_addr,
-        pprof_addr=pprof,
-        ha=ha,
-        log_format=log_format,
-        log_level=log_level,
-        kubeconfig=ns.kubeconfig,
-        context=ns.context,
-        warnings=tuple(warnings),
-        hash_key=hash_key,
-        compat=mode,
-        # v1 as today: no health listener unless --health-addr is given
-        health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
-        admission=admission_settings,
-    )
+
+
+def _pprof(ns: argparse.Namespace) -> str | None:
+    if not ns.enable_pprof:
+        return None
+    return "127.0.0.1:6060" if ns.pprof_addr == ":6060" else str(ns.pprof_addr)
 
 
 def _v1_resources(ignored: list[str]) -> tuple[ResourceType, ...]:

@@ -8,9 +8,10 @@ import argparse
 import csv
 import re
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn, Protocol
 
 from kube_reloader.cli import admission, fleet
+from kube_reloader.cli.flaghelp import COMMANDS, HELP, OverviewFormatter
 from kube_reloader.core.annotations import Keys, parse_bool
 
 BOOL_FLAGS = (
@@ -54,6 +55,18 @@ V2_STRING_FLAGS = (
     ("leader-election-namespace", ""),
     ("health-addr", ":8080"),
 )
+#: the value each plain string flag takes, as `--help` shows it
+METAVARS = {
+    "alert-webhook-url": "URL",
+    "alert-sink": "SINK",
+    "alert-proxy": "URL",
+    "alert-additional-info": "TEXT",
+    "leader-election-namespace": "NAMESPACE",
+    "health-addr": "HOST:PORT",
+    "log-format": "json|text",
+    "log-level": "LEVEL",
+    "webhook-url": "URL",
+}
 SLICE_FLAGS = (
     "resources-to-ignore",
     "ignored-workload-types",
@@ -64,6 +77,12 @@ SLICE_FLAGS = (
 )
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class _Group(Protocol):
+    """A parser or an argument group: where flags are added."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action: ...
 
 
 class FlagError(ValueError):
@@ -98,88 +117,141 @@ def split_csv(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The controller's parser: `kube-reloader [run] [flags]`."""
     parser = _Parser(
         prog="kube-reloader",
-        description=(
-            "Run the reload controller (Stakater Reloader v1 and v2 compatible flags). "
-            "Other commands: `kube-reloader dev-cluster ...`, `kube-reloader run [flags]`."
-        ),
+        usage="kube-reloader [run] [FLAG ...]\n       kube-reloader COMMAND [ARG ...]",
+        description=overview(),
+        epilog="A mistyped flag stops the controller with exit 1, as Reloader does.",
+        formatter_class=OverviewFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument(
-        "--compat", default="v1", metavar="v1|v2", help="Reloader v1.4's or v2's semantics"
-    )
-    for flag in BOOL_FLAGS:
-        # ours: --reconcile-on-start (default true) applies changes made while no replica ran
-        default = flag in TRUE_BY_DEFAULT
-        parser.add_argument(f"--{flag}", type=_bool(flag), default=default, metavar="BOOL")
-    for flag, field in ANNOTATION_FLAGS:
-        parser.add_argument(f"--{flag}", default=getattr(Keys(), field))
-    for flag, text in V2_STRING_FLAGS:
-        parser.add_argument(f"--{flag}", default=text)
-    parser.add_argument("--leader-election-id", default=None,
-                        help="Lease name (default stakater-reloader-lock; "
-                             "with --compat=v2 reloader-leader-election)")  # fmt: skip
-    for flag in SLICE_FLAGS:
-        parser.add_argument(f"--{flag}", action="append", default=[], metavar="LIST")
-    parser.add_argument("--log-format", default="", help="json, or empty for text")
-    parser.add_argument("--log-level", default="info")
-    parser.add_argument("--webhook-url", default="")
-    parser.add_argument(
-        "--is-Argo-Rollouts", "--is-argo-rollouts", dest="is_argo_rollouts", default="false"
-    )
-    parser.add_argument("--reload-strategy", default="env-vars")
-    parser.add_argument("--reload-on-create", default="false")
-    parser.add_argument("--reload-on-delete", default="false")
-    parser.add_argument("--pprof-addr", default=":6060")
-    parser.add_argument(
-        "--is-openshift", default="", help="DeploymentConfig support: auto (default), true, false"
-    )
-    # ours, not Reloader's
-    parser.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)",
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context")
-    parser.add_argument("--workers", type=int, default=4, help="concurrent workload patches")
-    parser.add_argument(
-        "--metrics-addr", default=":9090", help="address of /metrics, /live and /readyz"
-    )
-    parser.add_argument(
-        "--reload-coalesce-window", default="300ms",
-        help="changes to one workload within this window become one reload (0 disables)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reload-min-interval", default="5s",
-        help="minimum time between two reloads of one workload; later ones wait (0 disables)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--audit-interval", default="5m",
-        help="time between two staleness audits by the leader (0 disables)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--reload-rate", type=float, default=50.0, help="reloads/s, cluster-wide (0 disables)"
-    )
-    parser.add_argument(
-        "--reload-burst", type=float, default=200.0, help="burst of the reload rate"
-    )
-    parser.add_argument("--leader-election-lease-duration", default="15s")
-    parser.add_argument("--leader-election-renew-deadline", default="10s")
-    parser.add_argument("--leader-election-retry-period", default="2s")
-    # ours: keyed content hashes (not Reloader-identical) for clusters where the unsalted
-    # SHA-1 of a short Secret must not be readable from env vars and annotations
-    parser.add_argument("--hash-algorithm", default="sha1", metavar="sha1|hmac-sha256")
-    parser.add_argument("--hash-key-secret", default="kube-reloader-hash-key", metavar="NAME")
-    # ours: key-level reloads (kube-reloader.io/reload-scope's default) and TLS Secrets
-    parser.add_argument("--reload-scope", default="object", metavar="object|keys")
-    # ours: pod-level reloads for workloads without kube-reloader.io/strategy
-    parser.add_argument("--default-strategy", default="patch", metavar="patch|evict")
-    parser.add_argument("--workload-kind", action="append", default=[],
-                        metavar="GROUP/VERSION/RESOURCE:PATH")  # fmt: skip
-    fleet.add(parser)  # ours: fleet-safe rotations
-    admission.add(parser)  # ours: one rollout per apply (the mutating admission webhook)
+    add_flags(parser)
     return parser
+
+
+def overview() -> str:
+    """The description of `kube-reloader --help`: what it is, then every command."""
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
+    return (
+        "Reload workloads when their ConfigMaps and Secrets change: a drop-in replacement\n"
+        "for Stakater Reloader, taking its v1.4 and v2 flags. With no command, or `run`,\n"
+        "it runs the controller with the flags below.\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n`kube-reloader COMMAND --help` (or `kube-reloader help COMMAND`) describes one."
+    )
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Every controller flag, with its default and help, in groups (`explain` and `impact`
+    take them too, from here)."""
+    group = parser.add_argument_group("Reloader's flags (v1.4 and v2)")
+    _reloader_flags(group)
+    keys = parser.add_argument_group("annotation names (Reloader's)")
+    for flag, field in ANNOTATION_FLAGS:
+        keys.add_argument(
+            f"--{flag}", default=getattr(Keys(), field), metavar="KEY", help=HELP[flag]
+        )
+    ours = parser.add_argument_group("kube-reloader's own flags")
+    _own_flags(ours)
+    fleet.add(parser.add_argument_group("fleet-safe rotations (kube-reloader's own)"))
+    admission.add(parser.add_argument_group("admission webhook (kube-reloader's own)"))
+
+
+def _reloader_flags(group: _Group) -> None:
+    own = ("reconcile-on-start", "reload-tls-secrets")
+    for flag in BOOL_FLAGS:
+        if flag not in own:
+            _add_bool(group, flag)
+    for flag, text in V2_STRING_FLAGS:
+        group.add_argument(f"--{flag}", default=text, metavar=METAVARS[flag], help=HELP[flag])
+    group.add_argument(
+        "--leader-election-id", default=None, metavar="NAME", help=HELP["leader-election-id"]
+    )
+    for flag in SLICE_FLAGS:
+        group.add_argument(
+            f"--{flag}", action="append", default=[], metavar="LIST", help=HELP[flag]
+        )
+    for flag, default in (("log-format", ""), ("log-level", "info"), ("webhook-url", "")):
+        group.add_argument(f"--{flag}", default=default, metavar=METAVARS[flag], help=HELP[flag])
+    group.add_argument(
+        "--is-Argo-Rollouts",
+        "--is-argo-rollouts",
+        dest="is_argo_rollouts",
+        default="false",
+        metavar="true|false",
+        help=HELP["is-Argo-Rollouts"],
+    )
+    group.add_argument(
+        "--reload-strategy",
+        default="env-vars",
+        metavar="env-vars|annotations",
+        help=HELP["reload-strategy"],
+    )
+    for flag in ("reload-on-create", "reload-on-delete"):
+        group.add_argument(f"--{flag}", default="false", metavar="true|false", help=HELP[flag])
+    group.add_argument(
+        "--pprof-addr", default=":6060", metavar="HOST:PORT", help=HELP["pprof-addr"]
+    )
+    group.add_argument(
+        "--is-openshift", default="", metavar="auto|true|false", help=HELP["is-openshift"]
+    )
+    group.add_argument(
+        "--metrics-addr", default=":9090", metavar="HOST:PORT", help=HELP["metrics-addr"]
+    )
+    for flag, default in (
+        ("lease-duration", "15s"),
+        ("renew-deadline", "10s"),
+        ("retry-period", "2s"),
+    ):
+        name = f"leader-election-{flag}"
+        group.add_argument(f"--{name}", default=default, metavar="DURATION", help=HELP[name])
+
+
+def _own_flags(group: _Group) -> None:
+    group.add_argument("--compat", default="v1", metavar="v1|v2", help=HELP["compat"])
+    for flag in ("reconcile-on-start", "reload-tls-secrets"):
+        _add_bool(group, flag)
+    group.add_argument("--kubeconfig", default=None, metavar="FILE", help=HELP["kubeconfig"])
+    group.add_argument("--context", default=None, metavar="NAME", help=HELP["context"])
+    group.add_argument("--workers", type=int, default=4, metavar="N", help=HELP["workers"])
+    durations = (
+        ("reload-coalesce-window", "300ms"),
+        ("reload-min-interval", "5s"),
+        ("audit-interval", "5m"),
+    )
+    for flag, default in durations:
+        group.add_argument(f"--{flag}", default=default, metavar="DURATION", help=HELP[flag])
+    for flag, number in (("reload-rate", 50.0), ("reload-burst", 200.0)):
+        group.add_argument(f"--{flag}", type=float, default=number, metavar="N", help=HELP[flag])
+    # keyed content hashes (not Reloader-identical) for clusters where the unsalted SHA-1 of
+    # a short Secret must not be readable from env vars and annotations
+    choices = (
+        ("hash-algorithm", "sha1", "sha1|hmac-sha256"),
+        ("hash-key-secret", "kube-reloader-hash-key", "NAME"),
+        ("reload-scope", "object", "object|keys"),
+        ("default-strategy", "patch", "patch|evict"),
+    )
+    for flag, default, metavar in choices:
+        group.add_argument(f"--{flag}", default=default, metavar=metavar, help=HELP[flag])
+    group.add_argument(
+        "--workload-kind",
+        action="append",
+        default=[],
+        metavar="GROUP/VERSION/RESOURCE:PATH",
+        help=HELP["workload-kind"],
+    )
+
+
+def _add_bool(group: _Group, flag: str) -> None:
+    group.add_argument(
+        f"--{flag}",
+        type=_bool(flag),
+        default=flag in TRUE_BY_DEFAULT,
+        metavar="BOOL",
+        help=HELP[flag],
+    )
 
 
 def normalize_bools(argv: Sequence[str]) -> list[str]:

@@ -15,15 +15,20 @@ class FleetFlagError(ValueError):
     pass
 
 
-def add(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-concurrent-rollouts", default="0", metavar="N",
-                        help="rollouts in flight cluster-wide (0: no cap)")  # fmt: skip
-    parser.add_argument("--halt-after-failures", default="0", metavar="N",
-                        help="failed rollouts with one content that halt it (0: off)")  # fmt: skip
-    parser.add_argument("--freeze", default="false", metavar="BOOL",
-                        help="hold every reload until the flag is removed")  # fmt: skip
-    parser.add_argument("--namespace-policies", default="true", metavar="BOOL",
-                        help="read freeze and reload-window annotations of namespaces")  # fmt: skip
+def add(parser: Any) -> None:
+    """The group's flags, on a parser or an argument group."""
+    flags = (
+        ("max-concurrent-rollouts", "0", "N",
+         "rollouts in flight at once, cluster-wide; more wait their turn (0: no cap)"),
+        ("halt-after-failures", "0", "N",
+         "after this many failed rollouts with one content, halt that content's reloads "
+         "(0: off)"),
+        ("freeze", "false", "BOOL", "hold every reload until the flag is removed"),
+        ("namespace-policies", "true", "BOOL",
+         "honour the freeze and reload-window annotations of namespaces"),
+    )  # fmt: skip
+    for flag, default, metavar, text in flags:
+        parser.add_argument(f"--{flag}", default=default, metavar=metavar, help=text)
 
 
 def _count(flag: str, raw: str) -> int:

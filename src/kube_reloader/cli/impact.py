@@ -34,17 +34,18 @@ from typing import Any
 import msgspec
 import yaml
 
-from kube_reloader.cli import impact_report
-from kube_reloader.cli.explain import content_hash
-from kube_reloader.core import evicting, impact, planning, rollouts, strategies
+from kube_reloader.cli import flagset, impact_report
+from kube_reloader.cli.explain import CONTROLLER_FLAGS, content_hash, parse_args
+from kube_reloader.cli.flaghelp import HelpFormatter
+from kube_reloader.core import impact, planning, rollouts, strategies
 from kube_reloader.core.annotations import Keys
-from kube_reloader.core.matching import MatchConfig, is_tls_secret
+from kube_reloader.core.matching import is_tls_secret
 from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
-from kube_reloader.core.strategies import Strategy
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.kinds import BUILTIN
+from kube_reloader.runtime.options import Options
 
 KEYS = Keys()
 TYPES = {
@@ -86,34 +87,37 @@ class Inputs:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kube-reloader impact",
+        usage=(
+            "%(prog)s KIND/NAME [-n NAMESPACE] [-f FILE] [--format text|json]\n"
+            "                            [CONTROLLER-FLAG ...]"
+        ),
         description="Preview one content change of a ConfigMap, Secret or SecretProviderClass: "
-        "every workload that would reload, how, and whether it would be written now or wait.",
+        "every workload that would reload, how, and whether it would be written now or wait. "
+        + CONTROLLER_FLAGS
+        + " Here that includes --max-concurrent-rollouts, --freeze and --namespace-policies.",
+        formatter_class=HelpFormatter,
         allow_abbrev=False,
     )
-    p.add_argument("target", metavar="KIND/NAME",
-                   help="configmap/NAME, secret/NAME, secretproviderclass/NAME, or "
-                   "KIND/NAMESPACE/NAME")  # fmt: skip
-    p.add_argument("-n", "--namespace", default=None)
-    p.add_argument("-f", "--filename", help="read the objects from this YAML file, not a cluster")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--context", default=None)
-    p.add_argument("--auto-reload-all", action="store_true", help="as the controller's flag")
-    p.add_argument("--reload-strategy", choices=("env-vars", "annotations"), default="env-vars")
-    p.add_argument("--reload-tls-secrets", action="store_true", help="as the controller's flag")
-    p.add_argument("--default-strategy", choices=("patch", "evict"), default="patch")
-    p.add_argument("--max-concurrent-rollouts", type=_count, default=0, metavar="N",
-                   help="as the controller's flag (0: no cap)")  # fmt: skip
-    p.add_argument("--freeze", action="store_true", help="as the controller's flag")
-    p.add_argument("--namespace-policies", choices=("true", "false"), default="true",
-                   help="as the controller's flag (namespace freeze and window)")  # fmt: skip
+    p.add_argument(
+        "target",
+        metavar="KIND/NAME",
+        help="configmap/NAME, secret/NAME, secretproviderclass/NAME, or KIND/NAMESPACE/NAME",
+    )
+    p.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the namespace (default: the kubeconfig's; with -f, the object's)",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="read the objects from this YAML file, not a cluster (default: the cluster)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    flagset.add_flags(p)
     return p
-
-
-def _count(text: str) -> int:
-    if not text.strip().isdigit() or int(text) > 100_000:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number from 0 to 100000")
-    return int(text)
 
 
 def parse_target(text: str, namespace: str | None) -> tuple[ResourceType, str | None, str]:
@@ -224,7 +228,7 @@ async def _list(client: Client, res: resources.Resource, namespace: str | None) 
 
 
 async def from_cluster(args: argparse.Namespace, rtype: ResourceType, namespace: str | None,
-                       name: str) -> Inputs:  # fmt: skip
+                       name: str, cap: int = 0) -> Inputs:  # fmt: skip
     conn = config.load(args.kubeconfig, context=args.context)
     ns = namespace or conn.namespace
     notes: list[str] = []
@@ -249,7 +253,7 @@ async def from_cluster(args: argparse.Namespace, rtype: ResourceType, namespace:
                     raise
         workloads = [workload_of(d, ns) for d in docs]
         rolling = list(workloads)
-        if args.max_concurrent_rollouts > 0:
+        if cap > 0:
             rolling = await _cluster_rolling(client, workloads, ns, notes)
     return Inputs(_change(rtype, ns, name, obj), workloads, ns_annotations, rolling, notes)
 
@@ -273,28 +277,9 @@ async def _cluster_rolling(client: Client, mine: list[planning.Workload], ns: st
 
 
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args, run = parse_args(build_parser(), argv)
     try:
-        rtype, namespace, name = parse_target(args.target, args.namespace)
-        if args.filename:
-            inputs = from_file(Path(args.filename), rtype, namespace, name)
-        else:
-            inputs = asyncio.run(from_cluster(args, rtype, namespace, name))
-        if rtype is ResourceType.SECRETPROVIDERCLASS:
-            inputs.notes.append(CSI_NOTE)
-        cfg = planning.Config(
-            match=MatchConfig(auto_reload_all=args.auto_reload_all,
-                              reload_tls_secrets=args.reload_tls_secrets),
-            strategy=Strategy(args.reload_strategy),
-        )  # fmt: skip
-        cap = args.max_concurrent_rollouts
-        state = impact.State(cap=cap, freeze=args.freeze, in_flight=in_flight(inputs.rolling, cap))
-        rows = impact.preview(
-            inputs.change, inputs.workloads, config=cfg, now=time.time(), state=state,
-            namespace_annotations=(inputs.namespace_annotations
-                                   if args.namespace_policies == "true" else {}),
-            default_strategy=evicting.PodStrategy(args.default_strategy), evictable=_evictable,
-        )  # fmt: skip
+        inputs, rows, state = _preview(args, run.options)
     except (ValueError, OSError, yaml.YAMLError, errors.KubeError) as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 1
@@ -312,6 +297,33 @@ def main(argv: Sequence[str]) -> int:
     except BrokenPipeError:  # `| head`: the reader is gone, and so is the point
         return 0
     return 0
+
+
+def _preview(
+    args: argparse.Namespace, opts: Options
+) -> tuple[Inputs, list[impact.Row], impact.State]:
+    """Read the inputs (file or cluster) and preview the change under the controller's
+    options (`flags.settings`)."""
+    rtype, namespace, name = parse_target(args.target, args.namespace)
+    cap = opts.max_concurrent_rollouts
+    if args.filename:
+        inputs = from_file(Path(args.filename), rtype, namespace, name)
+    else:
+        inputs = asyncio.run(from_cluster(args, rtype, namespace, name, cap))
+    if rtype is ResourceType.SECRETPROVIDERCLASS:
+        inputs.notes.append(CSI_NOTE)
+    state = impact.State(cap=cap, freeze=opts.freeze, in_flight=in_flight(inputs.rolling, cap))
+    rows = impact.preview(
+        inputs.change,
+        inputs.workloads,
+        config=opts.plan,
+        now=time.time(),
+        state=state,
+        namespace_annotations=inputs.namespace_annotations if opts.namespace_policies else {},
+        default_strategy=opts.default_strategy,
+        evictable=_evictable,
+    )
+    return inputs, list(rows), state
 
 
 def _evictable(kind: str) -> bool:

@@ -57,6 +57,10 @@ class ResourceVerdict:
     scope: str = "object"
     #: the keys the workload consumes (None: every key)
     consumed_keys: tuple[str, ...] | None = None
+    #: a reload is due now: the template carries an older hash than the current content.
+    #: A workload that carries none (a fresh manifest, never reloaded) is not due: the
+    #: controller reloads it on the next change, not for content it has not seen change
+    due: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,53 +153,65 @@ def explain(
         if carries_named_list(keys, key[0], w.annotations, w.template.annotations)
     }
     wanted = [only] if only else sorted(referenced | named)
-    verdicts = []
-    for rtype, name in wanted:
-        raw = resources.get((rtype, name))
-        found = None if raw is None else Found(*raw)
-        got = found if found is not None else Found("", {})
-        change = planning.Change(
-            rtype, w.namespace, name, got.hash, planning.Event.UPDATED, dict(got.annotations),
-            digests=got.digests, tls=got.tls,
-        )  # fmt: skip
-        p = planning.plan(change=change, workload=w, config=config, now=int(now))
-        current = p.written or got.hash
-        scope, _ = scoping.scope_of(w.annotations, w.template.annotations, config.scope)
-        consumed = scoping.consumed_keys(w.template, rtype, name)
-        carried = planning.carried(p, w, config.strategy) if p.target else None
-        stale = None
-        if found is not None and p.decision.reload and p.target and p.target.container:
-            stale = carried is not None and carried not in (current, got.hash)
-        reason = p.message
-        if rtype is ResourceType.SECRET:
-            # a Secret's unsalted hash can give a short value away: show a prefix only
-            for full in {h for h in (current, carried, got.hash) if h}:
-                reason = reason.replace(full, secret_hash_prefix(full))
-            current = secret_hash_prefix(current) if current else current
-            carried = secret_hash_prefix(carried) if carried else carried
-        verdicts.append(
-            ResourceVerdict(
-                rtype=rtype.value,
-                name=name,
-                exists=found is not None,
-                reload=p.outcome in (planning.Outcome.RELOAD, planning.Outcome.UP_TO_DATE),
-                outcome=p.outcome.value,
-                reason=reason,
-                target_container=p.target.container if p.target else None,
-                env_name=p.env_name,
-                current_hash=current or None,
-                carried_hash=carried,
-                stale=stale,
-                warnings=p.decision.warnings,
-                scope=scope.value,
-                consumed_keys=None if consumed is None else tuple(sorted(consumed)),
-            )
-        )
+    verdicts = [
+        _verdict(w, rtype, name, resources.get((rtype, name)), config, now)
+        for rtype, name in wanted
+    ]
     return Explanation(
         kind=str(w.kind), namespace=w.namespace, name=w.name, annotations=tuple(sources),
         references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
         reload_by=_reload_by(w, default_strategy), schedule=schedule(w, now),
     )  # fmt: skip
+
+
+def _verdict(
+    w: planning.Workload,
+    rtype: ResourceType,
+    name: str,
+    raw: Found | tuple[str, Mapping[str, str]] | None,
+    config: planning.Config,
+    now: float,
+) -> ResourceVerdict:
+    """One resource's decision for the workload, as the controller would plan a change of it
+    to the content it has now."""
+    found = None if raw is None else Found(*raw)
+    got = found if found is not None else Found("", {})
+    change = planning.Change(
+        rtype, w.namespace, name, got.hash, planning.Event.UPDATED, dict(got.annotations),
+        digests=got.digests, tls=got.tls,
+    )  # fmt: skip
+    p = planning.plan(change=change, workload=w, config=config, now=int(now))
+    current = p.written or got.hash
+    scope, _ = scoping.scope_of(w.annotations, w.template.annotations, config.scope)
+    consumed = scoping.consumed_keys(w.template, rtype, name)
+    carried = planning.carried(p, w, config.strategy) if p.target else None
+    stale = None
+    if found is not None and p.decision.reload and p.target and p.target.container:
+        stale = carried is not None and carried not in (current, got.hash)
+    reason = p.message
+    if rtype is ResourceType.SECRET:
+        # a Secret's unsalted hash can give a short value away: show a prefix only
+        for full in {h for h in (current, carried, got.hash) if h}:
+            reason = reason.replace(full, secret_hash_prefix(full))
+        current = secret_hash_prefix(current) if current else current
+        carried = secret_hash_prefix(carried) if carried else carried
+    return ResourceVerdict(
+        rtype=rtype.value,
+        name=name,
+        exists=found is not None,
+        reload=p.outcome in (planning.Outcome.RELOAD, planning.Outcome.UP_TO_DATE),
+        outcome=p.outcome.value,
+        reason=reason,
+        target_container=p.target.container if p.target else None,
+        env_name=p.env_name,
+        current_hash=current or None,
+        carried_hash=carried,
+        stale=stale,
+        warnings=p.decision.warnings,
+        scope=scope.value,
+        consumed_keys=None if consumed is None else tuple(sorted(consumed)),
+        due=p.outcome is planning.Outcome.RELOAD and bool(carried),
+    )
 
 
 def schedule(w: planning.Workload, now: float) -> str:
@@ -266,6 +282,13 @@ def _pause(
     )
 
 
+_HEADS = {
+    "due": "RELOAD DUE NOW (the template carries an older hash than the current content)",
+    "reload": "reloads on the next change (tracked; no hash carried yet, so none is due now)",
+    "up_to_date": "reloads on change; up to date now",
+}
+
+
 def render_text(e: Explanation) -> str:
     lines = [f"{e.kind} {e.namespace}/{e.name}", "", "Annotations in effect:"]
     for src in e.annotations:
@@ -279,10 +302,7 @@ def render_text(e: Explanation) -> str:
     ] or ["  (none)"]
     lines += ["", "Decisions:"]
     for v in e.verdicts:
-        head = {
-            "reload": "RELOAD NOW (the workload does not carry the current content)",
-            "up_to_date": "reloads on change; up to date now",
-        }.get(v.outcome, "never reloads")
+        head = _HEADS.get("due" if v.due else v.outcome, "never reloads")
         lines.append(f"  {v.rtype} {v.name}: {head} [{v.outcome}]")
         lines.append(f"    why: {v.reason}")
         if not v.exists:
