@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from kube_reloader.cli import lintfix
+from kube_reloader.cli import lintfix, lintverify
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the oracle reads fast
 
@@ -260,6 +260,6 @@ def test_fix_moves_exactly_the_misplaced_annotations_in_generated_files(
         assert ordered(list(yaml.load_all(after, Loader=LOADER))) == ordered(
             [fixed(d) for d in model]
         ), after
-        assert sorted(lintfix.comments(after)) == sorted(lintfix.comments(text))
+        assert sorted(lintverify.comments(after)) == sorted(lintverify.comments(text))
         assert lintfix.fix_file(str(target)) == lintfix.Outcome(), "a second --fix moves nothing"
         assert target.read_text() == after, "and changes nothing"

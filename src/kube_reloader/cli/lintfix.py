@@ -19,31 +19,24 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
 from kube_reloader import limits
+from kube_reloader.cli.lintverify import Move, Refused, at, mapping_at, verify_segment
 from kube_reloader.cli.manifests import Chunk, parse_chunk
 from kube_reloader.core import linting
 
 _DOC_START = re.compile(r"^---(\s|$)")
 _DOC_END = re.compile(r"^\.\.\.(\s|$)")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
-_COMMENT = re.compile(r"#[^\r\n]*")
-#: (annotation key, from path, to path), as in `Finding.moves`
-Move = tuple[str, linting.Path, linting.Path]
-
-
-class Refused(Exception):
-    """The file cannot be edited safely; the message is the one-line reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,65 +140,6 @@ def _position(obj: Any, path: linting.Path) -> tuple[int, ...]:
     return tuple(out)
 
 
-# ----------------------------------------------------------------------- the expected result
-
-
-def expected(obj: Any, moves: Sequence[Move]) -> Any:
-    """The document as plain data (shared nodes copied apart) with `moves` applied: each key
-    put first in the destination mapping (in file order), an emptied source mapping dropped."""
-    tree = _unshared(obj)
-    inserted: dict[int, int] = {}
-    for key, src, dst in moves:
-        parent = _at(tree, src[:-1])
-        value = parent.pop(key)
-        holder = _at(tree, dst[:-1])
-        target = holder.get(dst[-1])
-        if target is None:
-            target = holder[dst[-1]] = {}
-        if not isinstance(target, dict):
-            raise Refused(f"{'.'.join(map(str, dst))} is not a mapping")
-        if key in target:
-            if target[key] != value or type(target[key]) is not type(value):
-                raise Refused(
-                    f"{key} is on both the workload and its pod template, with different values"
-                )
-        else:
-            n = inserted.get(id(target), 0)
-            items = list(target.items())
-            target.clear()
-            target.update([*items[:n], (key, value), *items[n:]])
-            inserted[id(target)] = n + 1
-        if not parent:
-            del _at(tree, src[:-2])[src[-2]]
-    return tree
-
-
-def _unshared(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _unshared(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_unshared(v) for v in obj]
-    return obj
-
-
-def _at(tree: Any, path: Iterable[str | int]) -> Any:
-    for part in path:
-        tree = tree[part]
-    return tree
-
-
-def canonical(obj: Any) -> Any:
-    """A form in which equal means the same YAML data: types told apart (1, 1.0, true), NaN
-    equal to itself, mapping order significant."""
-    if isinstance(obj, dict):
-        return ("map", tuple((canonical(k), canonical(v)) for k, v in obj.items()))
-    if isinstance(obj, list):
-        return ("seq", tuple(canonical(v) for v in obj))
-    if isinstance(obj, set | frozenset):
-        return ("set", tuple(sorted(repr(v) for v in obj)))
-    return (type(obj).__name__, repr(obj))
-
-
 # ----------------------------------------------------------------------- the edit
 
 
@@ -299,21 +233,21 @@ def _move(data: Any, move: Move, column: int) -> None:
     """Apply one move to ruamel's tree, its comments with it; `column` is where the keys of
     the destination mapping start (for comments carried from the emptied mapping)."""
     key, src, dst = move
-    parent = _at(data, src[:-1])
+    parent = at(data, src[:-1])
     real_key = next(k for k in parent if k == key)
     comment = parent.ca.items.pop(real_key, None)
     value = parent.pop(real_key)
-    holder = _at(data, dst[:-1])
-    target = holder.get(dst[-1])
-    if target is None:
-        target = holder[dst[-1]] = CommentedMap()
+    holder = mapping_at(data, dst[:-1])
+    if holder.get(dst[-1]) is None:
+        holder[dst[-1]] = CommentedMap()
+    target = mapping_at(data, dst)
     if real_key not in target:
         placed = getattr(target, "_kr_placed", 0)
         target.insert(placed, real_key, value)
         target._kr_placed = placed + 1
         if comment is not None:
             target.ca.items[real_key] = comment
-    else:  # already there, with the same value (checked): its comments go above the keys
+    else:  # already there (same value: verified after): its comments go above the keys
         _carry(holder, dst[-1], _tokens(comment), column)
     if not parent:
         _drop_emptied(data, src[:-1], holder, dst[-1], column)
@@ -322,7 +256,7 @@ def _move(data: Any, move: Move, column: int) -> None:
 def _drop_emptied(data: Any, path: linting.Path, holder: Any, key: str | int, column: int) -> None:
     """Remove the emptied mapping at `path`; the comments on its key's line and above its
     first key go above the moved keys (`holder[key]`, whose keys start at `column`)."""
-    grand = _at(data, path[:-1])
+    grand = at(data, path[:-1])
     _pre, _, eol, before = grand.ca.items.pop(path[-1], None) or [None] * 4
     del grand[path[-1]]
     _carry(holder, key, _tokens([eol, before]), column)
@@ -345,33 +279,6 @@ def _carry(holder: Any, key: str | int, tokens: list[Any], column: int) -> None:
     entry[3] = [*carried, *(entry[3] or [])]
     target = holder[key]
     target.ca.comment = [(target.ca.comment or [None])[0], entry[3]]
-
-
-# ----------------------------------------------------------------------- verification
-
-
-def verify_segment(old: str, new: str, obj: Any, moves: Sequence[Move], source: str) -> None:
-    """Refuse unless `new` reads (as lint reads it) as `obj` with exactly `moves` applied and
-    keeps every comment of `old`."""
-    doc, err = parse_chunk(Chunk(source, new, 1))
-    if err is not None or doc is None:
-        raise Refused("the edited document would not read back")
-    if canonical(doc.obj) != canonical(expected(obj, moves)):
-        raise Refused("the edit would change more than the moved annotations")
-    if sorted(comments(old)) != sorted(comments(new)):
-        raise Refused("the edit would lose or alter a comment")
-
-
-def comments(text: str) -> list[str]:
-    """Every comment in `text`, found between PyYAML's tokens (outside any scalar)."""
-    out: list[str] = []
-    pos = 0
-    fast = getattr(yaml, "CSafeLoader", None) if text.isascii() else None  # libyaml: marks count
-    for token in yaml.scan(text, Loader=fast or yaml.SafeLoader):  # characters, ASCII is sure
-        out += [c.rstrip() for c in _COMMENT.findall(text[pos : token.start_mark.index])]
-        pos = max(pos, token.end_mark.index)
-    out += [c.rstrip() for c in _COMMENT.findall(text[pos:])]
-    return out
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -155,7 +155,7 @@ def lint(documents: Sequence[Document], *, config: MatchConfig | None = None,
             present.add((rtype, ns, str(m.get("name"))))
             if o["kind"] == "Secret" and o.get("type") == "kubernetes.io/tls":
                 tls.add((ns, str(m.get("name"))))
-            if (m.get("annotations") or {}).get(keys.ignore) == "true":
+            if pt.mapping(m.get("annotations")).get(keys.ignore) == "true":
                 ignored[(rtype, ns, str(m.get("name")))] = d.source
         if o["kind"] == "Certificate" and str(o.get("apiVersion", "")).startswith(
             "cert-manager.io/"
@@ -241,7 +241,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     ns = str(m.get("namespace") or "default")
     name = str(m.get("name") or "")
     ref = f"{kind} {ns}/{name}"
-    wa = {str(k): str(v) for k, v in (m.get("annotations") or {}).items()}
+    wa = {str(k): str(v) for k, v in pt.mapping(m.get("annotations")).items()}
     out = _lint_keys(d, ("metadata", "annotations"), wa, known, ref)
     reload_keys = {k for k in wa if DOMAIN_RE.search(k)} - {LAST_RELOADED_FROM, RELOADED_HASHES}
     if kind not in WORKLOAD_KINDS:
@@ -388,7 +388,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
                     "the pods keep serving the old one", f'add secret.reloader.stakater.com/reload: "{rname}" to metadata.annotations',
                     ref))  # fmt: skip
     # owned by another controller
-    for owner in m.get("ownerReferences") or ():
+    for owner in pt.mappings(m.get("ownerReferences")):
         if owner.get("controller") and owner.get("kind") not in CORE_OWNERS:
             out.append(_finding("KR013", d, ("metadata", "ownerReferences"),
                 f"{ref} is controlled by {owner.get('kind')} {owner.get('name')!r}; edits to it (including reload "
