@@ -6,7 +6,6 @@ came from (`# Source:`); without a helm binary the templates are skipped, in one
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -44,7 +43,6 @@ def wanted(path: Path, charts: set[Path]) -> bool:
     return path.name == "values.yaml" and path.parent.absolute() == chart.absolute()
 
 
-@functools.lru_cache(maxsize=4096)
 def _is_chart(d: Path) -> bool:
     return (d / "Chart.yaml").is_file()
 
