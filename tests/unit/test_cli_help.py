@@ -51,21 +51,7 @@ def expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> s
 
 @pytest.mark.parametrize(
     "command",
-    [
-        pytest.param(
-            c,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "cli/lint.py is another change's file: --kubeconfig, --context, --format and "
-                    "--fail-on have no help yet; drop this mark when they do"
-                ),
-            ),
-        )
-        if c == "lint"
-        else c
-        for c in WALKED
-    ],
+    WALKED,
 )
 def test_every_option_of_every_parser_has_a_help_text(
     command: str, monkeypatch: pytest.MonkeyPatch

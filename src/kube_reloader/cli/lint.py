@@ -128,10 +128,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cluster", action="store_true", help="lint the live cluster (kubeconfig)")
     p.add_argument("-n", "--namespace", default=None, help="with --cluster: one namespace")
-    p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--context", default=None)
-    p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    p.add_argument("--fail-on", choices=("error", "warning", "info"), default="error")
+    p.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="with --cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, "
+        "then the in-cluster service account)",
+    )
+    p.add_argument(
+        "--context", default=None, help="with --cluster: the kubeconfig context (default: current)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "sarif"),
+        default="text",
+        help="text for people, json for scripts, sarif for code-scanning tools (default: text)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default="error",
+        help="exit 1 when a finding of this severity or worse is found (default: error)",
+    )
     p.add_argument("--fix", action="store_true", help="move misplaced annotations, in place")
     p.add_argument(
         "--helm",

@@ -18,7 +18,8 @@ from kube_reloader.core.evicting import PodPolicy, PodStrategy
 Issue = tuple[tuple[str | int, ...], str, str, bool]
 AGENT_FIX = (
     "add the agent as a native sidecar: an initContainer with restartPolicy: Always running "
-    "`kube-reloader agent --annotations /etc/kube-reloader/annotations` (README: In-place reloads)"
+    "`kube-reloader agent --annotations /etc/kube-reloader/annotations` "
+    "(docs/strategies.md: In-place reloads)"
 )
 
 

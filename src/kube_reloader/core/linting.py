@@ -186,7 +186,9 @@ def _lint_keys(
         if DOMAIN_RE.search(str(key)) and key not in known:
             close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.75)
             hint = (
-                f"did you mean {close[0]!r}?" if close else "see the README for the annotation keys"
+                f"did you mean {close[0]!r}?"
+                if close
+                else "see docs/annotation-keys.md for the annotation keys"
             )
             out.append(_finding("KR008", d, (*base, key), f"{ref}: {key!r} is not an annotation Reloader reads; it is ignored",
                                 f"fix the key: {hint}", ref))  # fmt: skip
@@ -295,7 +297,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     policy, problems = evicting.policy_of(kind, wa)
     for text in problems:
         out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
-                            "see kube-reloader.io/strategy in the README", ref))  # fmt: skip
+                            "see kube-reloader.io/strategy in docs/strategies.md", ref))  # fmt: skip
     for at, text, fix, error in inplacelint.check(policy, template, tpath):
         out.append(_finding("KR015", d, at, f"{ref}: {text}", fix, ref,
                             None if error else Severity.WARNING))  # fmt: skip
@@ -303,7 +305,7 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         1
     ]:  # window, order, Job policy
         out.append(_finding("KR009", d, meta_ann_path, f"{ref}: {text}",
-                            "see Fleet-safe rotations in the README", ref))  # fmt: skip
+                            "see docs/fleet.md (fleet-safe rotations)", ref))  # fmt: skip
     # values
     for src, path_base in ((wa, meta_ann_path), (pa, pa_path)):
         for key in (keys.auto, keys.configmap_auto, keys.secret_auto, keys.spc_auto):
