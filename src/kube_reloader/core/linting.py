@@ -185,11 +185,7 @@ def _lint_keys(
     for key in annotations:
         if DOMAIN_RE.search(str(key)) and key not in known:
             close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.75)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else "see docs/annotation-keys.md for the annotation keys"
-            )
+            hint = f"did you mean {close[0]!r}?" if close else "see docs/annotation-keys.md"
             out.append(_finding("KR008", d, (*base, key), f"{ref}: {key!r} is not an annotation Reloader reads; it is ignored",
                                 f"fix the key: {hint}", ref))  # fmt: skip
     return out
