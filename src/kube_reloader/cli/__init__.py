@@ -15,7 +15,6 @@ import difflib
 import sys
 from collections.abc import Sequence
 
-from kube_reloader import __version__
 from kube_reloader.cli.flaghelp import COMMANDS
 
 __all__ = ["COMMANDS", "main"]
@@ -29,6 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return agent.main(args[1:])
     if args and args[0] in ("--version", "version"):
+        from kube_reloader import __version__  # read on use (kube_reloader.__getattr__)
+
         print(f"kube-reloader {__version__}")
         return 0
     if args and args[0] == "help":
