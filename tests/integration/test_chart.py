@@ -361,6 +361,36 @@ def test_without_an_image_repository_rendering_fails_in_one_line_naming_make_ima
     assert len(rest) <= 2  # helm's blank line and --debug hint
 
 
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        (
+            {"image": {"repository": "ghcr.io/stakater/reloader", "tag": "v1.4.21"}},
+            "the image ghcr.io/stakater/reloader is Stakater Reloader's",
+        ),
+        (
+            {"global": {"imageRegistry": "mirror.example"}, "image": {"name": "stakater/reloader"}},
+            "the image mirror.example/stakater/reloader is Stakater Reloader's",
+        ),
+        (
+            {"global": {"imageRegistry": "mirror.example"}, "image": {"name": ""}},
+            "global.imageRegistry is set but image.name is empty",
+        ),
+    ],
+)
+def test_an_image_left_from_stakaters_values_or_a_registry_without_a_name_fails_in_one_line(
+    values: dict[str, Any], says: str
+) -> None:
+    argv = [str(helm()), "template", "rel", str(CHART), "--kube-version", "1.36.3", "-f", "-"]
+    out = subprocess.run(
+        argv, input=yaml.safe_dump(values), capture_output=True, text=True, check=False
+    )
+    assert out.returncode != 0
+    first = out.stderr.strip().splitlines()[0]
+    assert says in first
+    assert "`make image`" in first
+
+
 def test_a_global_registry_alone_names_the_image_under_it() -> None:
     argv = [str(helm()), "template", "rel", str(CHART), "--kube-version", "1.36.3", "-f", "-"]
     values = {"global": {"imageRegistry": "mirror.example"}}

@@ -50,8 +50,14 @@ and the digest is kept (Stakater's chart drops it there). */}}
 {{- if and .Values.global.imageRegistry .Values.image.name -}}
 {{- $repository = printf "%s/%s" (trimSuffix "/" .Values.global.imageRegistry) .Values.image.name -}}
 {{- end -}}
+{{- if and .Values.global.imageRegistry (not .Values.image.name) -}}
+{{- fail "global.imageRegistry is set but image.name is empty: set image.name to the name of the kube-reloader image you pushed under that registry (built with `make image`)" -}}
+{{- end -}}
 {{- if not $repository -}}
 {{- fail "image.repository is not set: this chart has no default image; build one with `make image`, push it to your registry and set image.repository (or global.imageRegistry)" -}}
+{{- end -}}
+{{- if regexMatch "(^|/)stakater/reloader$" $repository -}}
+{{- fail (printf "the image %s is Stakater Reloader's, left from its values file: this chart runs kube-reloader; build it with `make image`, push it and set image.repository (with global.imageRegistry, image.name)" $repository) -}}
 {{- end -}}
 {{- if and .Values.image.digest .Values.image.tag -}}
 {{- printf "%s:%s@%s" $repository .Values.image.tag .Values.image.digest -}}
