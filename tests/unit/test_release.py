@@ -102,6 +102,19 @@ def test_the_chart_is_packaged_for_the_pushed_image_and_pushed_as_an_oci_artifac
     assert values.count("  # digest: sha256:...") == 1
 
 
+def test_pull_requests_build_the_dockerfile_and_push_nothing() -> None:
+    workflow = yaml.safe_load((WORKFLOWS / "image.yml").read_text())
+    assert set(workflow[True]) == {"pull_request", "push"}
+    assert workflow["permissions"] == {}
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}
+    build = next(s for s in job["steps"] if s.get("uses", "").startswith("docker/build-push"))
+    assert build["with"]["file"] == "Dockerfile"
+    assert build["with"]["push"] is False
+    assert "--version" in job["steps"][-1]["run"]
+    assert "login" not in str(job["steps"])
+
+
 def test_actionlint_finds_nothing_wrong_in_the_workflows() -> None:
     workflows = sorted(WORKFLOWS.glob("*.y*ml"))
     assert workflows
