@@ -36,7 +36,10 @@ def test_text_output_names_sources_shadowed_keys_references_and_staleness(
     )
     assert "container db, volumeMounts[tls] -> volume.secret" in out
     assert "CONFIGMAP app-config: reloads on change; up to date now" in out
-    assert "SECRET tls: reloads on the next change (tracked; no hash carried yet" in out
+    assert (
+        "SECRET tls: reloads on the next change; at controller start it reloads now only if "
+        "Secret prod/tls was written after the pod template" in out
+    )
     assert "RELOAD DUE NOW" not in out, "a template without a hash is not a reload due"
     assert "(no hash carried yet)" in out
 
@@ -251,7 +254,10 @@ def test_a_freshly_rendered_manifest_is_tracked_but_no_reload_is_due(
     doc, text = explain_json(tmp_path, FRESH % "", capsys)
     (v,) = doc["verdicts"]
     assert (v["outcome"], v["reload"], v["due"], v["carried_hash"]) == ("reload", True, False, None)
-    assert "CONFIGMAP app-config: reloads on the next change (tracked; no hash carried yet" in text
+    assert (
+        "CONFIGMAP app-config: reloads on the next change; at controller start it reloads now "
+        "only if ConfigMap /app-config was written after the pod template" in text
+    )
     assert "RELOAD DUE NOW" not in text
 
 
@@ -261,4 +267,5 @@ def test_a_template_carrying_an_older_hash_has_a_reload_due_now(
     doc, text = explain_json(tmp_path, FRESH % OLDER_HASH, capsys)
     (v,) = doc["verdicts"]
     assert (v["outcome"], v["due"], v["stale"]) == ("reload", True, True)
-    assert "CONFIGMAP app-config: RELOAD DUE NOW (the template carries an older hash" in text
+    assert "CONFIGMAP app-config: RELOAD DUE NOW (the controller reloads it at start: " in text
+    assert "changed while kube-reloader was not watching (carried " in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import dataclasses
 import json
 import sys
 import time
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from kube_reloader.cli import flags, flagset
@@ -19,12 +21,16 @@ from kube_reloader.cli.flaghelp import HelpFormatter
 from kube_reloader.core import explaining, hashing, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import carries_named_list, is_tls_secret
-from kube_reloader.core.objects import ResourceType
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.core.objects import ResourceType, parse_workload_kind
+from kube_reloader.kube import config, errors, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource, workload_resource
+from kube_reloader.runtime.cache import configmap_entry, secret_entry, workload_entry
+from kube_reloader.runtime.kinds import BUILTIN
 
 Resources = dict[tuple[ResourceType, str], explaining.Found | None]
+#: the controller's default annotation names
+DEFAULT_KEYS = Keys()
 
 
 #: the environment `flags.settings` sees here: none of the shell's (a tool's verdict must not
@@ -49,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         description="Say why a workload would or would not reload, step by step: for each "
         "ConfigMap/Secret it references, whether a change reloads it, and whether a reload is "
-        "due now (its template carries an older hash). " + CONTROLLER_FLAGS,
+        "due now (a controller starting now would reload it: its template carries an older "
+        "hash, or none and the content was written after the pod template). "
+        + CONTROLLER_FLAGS
+        + " --hash-algorithm=hmac-sha256 is refused: keyed hashes are not computed here.",
         formatter_class=HelpFormatter,
         allow_abbrev=False,
     )
@@ -75,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     flagset.add_flags(p)
     return p
+
+
+#: the one line `--hash-algorithm=hmac-sha256` is refused with (exit 2)
+NO_KEYED_HASHES = (
+    "{tool} cannot compute keyed hashes (--hash-algorithm=hmac-sha256): the controller's key "
+    "lives in a Secret it reads at start, and SHA-1 hashes compared with keyed ones would call "
+    "every up-to-date workload stale"
+)
 
 
 def controller_settings(args: argparse.Namespace, argv: Sequence[str]) -> flags.RunSettings:
@@ -140,7 +157,55 @@ def content(obj: Mapping[str, Any]) -> explaining.Found:
     items = _items(obj)
     annotations = dict((obj.get("metadata") or {}).get("annotations") or {})
     tls = obj.get("kind") == "Secret" and is_tls_secret(str(obj.get("type") or ""), annotations)
-    return explaining.Found(hashing.items_hash(items), annotations, scoping.digests(items), tls)
+    return explaining.Found(
+        hashing.items_hash(items), annotations, scoping.digests(items), tls, content_time(obj)
+    )
+
+
+def content_time(obj: Mapping[str, Any]) -> float | None:
+    """When a ConfigMap's or Secret's content was last written (managedFields; else its
+    creation; None: unknown), read as the controller's cache reads it at start
+    (`cache.configmap_entry`, `cache.secret_entry`)."""
+    raw = msgspec.json.encode(obj)
+    try:
+        if obj.get("kind") == "Secret":
+            secret = msgspec.json.decode(raw, type=projections.SecretContent, strict=False)
+            return secret_entry(secret, Keys()).changed_at
+        cm = msgspec.json.decode(raw, type=projections.ConfigMapContent, strict=False)
+        return configmap_entry(cm, Keys()).changed_at
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError):
+        return None
+
+
+def workload_of(
+    doc: Mapping[str, Any], namespace: str, keys: Keys = DEFAULT_KEYS
+) -> planning.Workload:
+    """A workload manifest as the controller's cache holds it (projection, the annotations
+    `keys` name: pass the options' when the annotation names may be renamed, rollout status,
+    Job pods); without a namespace, it is in `namespace`. A manifest without a status (a
+    file's) has no rollout in progress."""
+    parsed = parse_workload_kind(doc.get("kind"))
+    spec = None if parsed.error else BUILTIN.get(parsed.kind)
+    meta = dict(doc.get("metadata") or {})
+    if spec is None:
+        raise ValueError(f"{doc.get('kind')!r} is not a workload kind")
+    meta["namespace"] = meta.get("namespace") or namespace
+    try:  # decoded from JSON, as the controller's watches are (managedFields stay raw)
+        raw = msgspec.json.encode({**doc, "metadata": meta})
+        obj = msgspec.json.decode(raw, type=spec.projection, strict=False)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as exc:
+        raise ValueError(f"{parsed.kind} {meta.get('name')!r}: {exc}") from None
+    w = workload_entry(parsed.kind, spec.workload(obj), keys, spec.status).workload
+    return w if "status" in doc else dataclasses.replace(w, status=None)
+
+
+def template_time(doc: Mapping[str, Any], keys: Keys) -> float | None:
+    """When the workload's pod template was last written, as the controller reads it at
+    start (`workload_of`; None: unknown or unreadable)."""
+    try:
+        return workload_of(doc, "default", keys).template_changed_at
+    except ValueError:
+        return None
 
 
 def from_file(
@@ -199,6 +264,9 @@ async def from_cluster(
 
 def main(argv: Sequence[str]) -> int:
     args, run = parse_args(build_parser(), argv)
+    if args.hash_algorithm == "hmac-sha256":
+        print(f"error: {NO_KEYED_HASHES.format(tool='explain')}", file=sys.stderr)
+        return 2
     cfg = run.options.plan
     try:
         resource, name = _target(args.target)
@@ -219,6 +287,8 @@ def main(argv: Sequence[str]) -> int:
         now=time.time(),
         only=only,
         default_strategy=run.options.default_strategy,
+        template_changed_at=template_time(workload, cfg.match.keys),
+        reconcile_on_start=run.options.reconcile_on_start,
     )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))

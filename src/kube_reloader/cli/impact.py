@@ -31,23 +31,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import yaml
 
 from kube_reloader.cli import flagset, impact_report
-from kube_reloader.cli.explain import CONTROLLER_FLAGS, content_hash, parse_args
+from kube_reloader.cli.explain import (
+    CONTROLLER_FLAGS,
+    content_hash,
+    parse_args,
+    workload_of,
+)
 from kube_reloader.cli.flaghelp import HelpFormatter
 from kube_reloader.core import impact, planning, rollouts, strategies
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import is_tls_secret
-from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
 
-KEYS = Keys()
 TYPES = {
     "configmap": ResourceType.CONFIGMAP, "configmaps": ResourceType.CONFIGMAP,
     "cm": ResourceType.CONFIGMAP, "secret": ResourceType.SECRET, "secrets": ResourceType.SECRET,
@@ -139,25 +141,6 @@ def sentinel(current: str) -> str:
     return hashlib.sha256(f"{current}\0kube-reloader-impact".encode()).hexdigest()[:40]
 
 
-def workload_of(doc: Mapping[str, Any], namespace: str) -> planning.Workload:
-    """A workload manifest as the controller's cache holds it (projection, kept annotations,
-    rollout status, Job pods); without a namespace, it is in `namespace`. A manifest without
-    a status (a file's) has no rollout in progress."""
-    parsed = parse_workload_kind(doc.get("kind"))
-    spec = None if parsed.error else BUILTIN.get(parsed.kind)
-    meta = dict(doc.get("metadata") or {})
-    if spec is None:
-        raise ValueError(f"{doc.get('kind')!r} is not a workload kind")
-    meta["namespace"] = meta.get("namespace") or namespace
-    try:  # decoded from JSON, as the controller's watches are (managedFields stay raw)
-        raw = msgspec.json.encode({**doc, "metadata": meta})
-        obj = msgspec.json.decode(raw, type=spec.projection, strict=False)
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as exc:
-        raise ValueError(f"{parsed.kind} {meta.get('name')!r}: {exc}") from None
-    w = workload_entry(parsed.kind, spec.workload(obj), KEYS, spec.status).workload
-    return w if "status" in doc else dataclasses.replace(w, status=None)
-
-
 def in_flight(workloads: Iterable[planning.Workload], cap: int) -> frozenset[ObjectKey]:
     """The rollouts that hold a slot when the change arrives, as `Scheduler.adopt` takes them:
     progressing, and their template carries a reload (none without a cap)."""
@@ -192,7 +175,10 @@ def _docs(path: Path) -> list[Doc]:
     return list(json.loads(json.dumps(out, default=str)))
 
 
-def from_file(path: Path, rtype: ResourceType, namespace: str | None, name: str) -> Inputs:
+def from_file(
+    path: Path, rtype: ResourceType, namespace: str | None, name: str, keys: Keys
+) -> Inputs:
+    """The inputs read from a YAML stream; workloads read with the annotation names `keys`."""
     docs = _docs(path)
 
     def ns_of(d: Doc) -> str | None:
@@ -216,7 +202,7 @@ def from_file(path: Path, rtype: ResourceType, namespace: str | None, name: str)
         if d.get("kind") == "Namespace" and meta.get("name") == namespace:
             ns_annotations = dict(meta.get("annotations") or {})
         elif d.get("kind") in BUILTIN:
-            workloads.append(workload_of(d, namespace))
+            workloads.append(workload_of(d, namespace, keys))
     change = _change(rtype, namespace, name, found[0])
     mine = [w for w in workloads if w.namespace == namespace]
     return Inputs(change, mine, ns_annotations, workloads)
@@ -227,8 +213,15 @@ async def _list(client: Client, res: resources.Resource, namespace: str | None) 
     return [{**i, "kind": res.kind} for i in items]  # a LIST's items carry no kind
 
 
-async def from_cluster(args: argparse.Namespace, rtype: ResourceType, namespace: str | None,
-                       name: str, cap: int = 0) -> Inputs:  # fmt: skip
+async def from_cluster(
+    args: argparse.Namespace,
+    rtype: ResourceType,
+    namespace: str | None,
+    name: str,
+    cap: int,
+    keys: Keys,
+) -> Inputs:
+    """The inputs read from the cluster; workloads read with the annotation names `keys`."""
     conn = config.load(args.kubeconfig, context=args.context)
     ns = namespace or conn.namespace
     notes: list[str] = []
@@ -251,21 +244,22 @@ async def from_cluster(args: argparse.Namespace, rtype: ResourceType, namespace:
             except errors.NotFound:
                 if res not in OPTIONAL:
                     raise
-        workloads = [workload_of(d, ns) for d in docs]
+        workloads = [workload_of(d, ns, keys) for d in docs]
         rolling = list(workloads)
         if cap > 0:
-            rolling = await _cluster_rolling(client, workloads, ns, notes)
+            rolling = await _cluster_rolling(client, workloads, ns, notes, keys)
     return Inputs(_change(rtype, ns, name, obj), workloads, ns_annotations, rolling, notes)
 
 
-async def _cluster_rolling(client: Client, mine: list[planning.Workload], ns: str,
-                           notes: list[str]) -> list[planning.Workload]:  # fmt: skip
+async def _cluster_rolling(
+    client: Client, mine: list[planning.Workload], ns: str, notes: list[str], keys: Keys
+) -> list[planning.Workload]:
     """Every namespace's rollouts (the cap is cluster-wide); this namespace's on a 403."""
     out = list(mine)
     try:
         for res in (*ROLLING, resources.ROLLOUTS):
             try:
-                out += [workload_of(d, "") for d in await _list(client, res, None)
+                out += [workload_of(d, "", keys) for d in await _list(client, res, None)
                         if (d.get("metadata") or {}).get("namespace") != ns]  # fmt: skip
             except errors.NotFound:
                 continue
@@ -305,11 +299,11 @@ def _preview(
     """Read the inputs (file or cluster) and preview the change under the controller's
     options (`flags.settings`)."""
     rtype, namespace, name = parse_target(args.target, args.namespace)
-    cap = opts.max_concurrent_rollouts
+    cap, keys = opts.max_concurrent_rollouts, opts.plan.match.keys
     if args.filename:
-        inputs = from_file(Path(args.filename), rtype, namespace, name)
+        inputs = from_file(Path(args.filename), rtype, namespace, name, keys)
     else:
-        inputs = asyncio.run(from_cluster(args, rtype, namespace, name, cap))
+        inputs = asyncio.run(from_cluster(args, rtype, namespace, name, cap, keys))
     if rtype is ResourceType.SECRETPROVIDERCLASS:
         inputs.notes.append(CSI_NOTE)
     state = impact.State(cap=cap, freeze=opts.freeze, in_flight=in_flight(inputs.rolling, cap))

@@ -8,6 +8,7 @@ with its container and field, each resource's decision, and whether the workload
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -23,12 +24,14 @@ TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
 
 class Found(NamedTuple):
     """A resource as `explain` needs it: its hash and annotations; its per-key digests
-    (`core.scoping`, for `reload-scope: keys`) and whether it is a TLS Secret."""
+    (`core.scoping`, for `reload-scope: keys`), whether it is a TLS Secret, and when its
+    content was last written (epoch seconds, from managedFields; None: unknown)."""
 
     hash: str
     annotations: Mapping[str, str]
     digests: bytes | None = None
     tls: bool = False
+    changed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,12 @@ class ResourceVerdict:
     scope: str = "object"
     #: the keys the workload consumes (None: every key)
     consumed_keys: tuple[str, ...] | None = None
-    #: a reload is due now: the template carries an older hash than the current content.
-    #: A workload that carries none (a fresh manifest, never reloaded) is not due: the
-    #: controller reloads it on the next change, not for content it has not seen change
+    #: a reload is due now: the controller, starting now, would reload it for this resource
+    #: (`planning.missed_while_away`, its own rule: an older hash carried, or none and the
+    #: content written after the pod template); else it reloads on the next change
     due: bool = False
+    #: why it is or is not due at controller start, in words
+    at_start: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +134,15 @@ def explain(
     now: float,
     only: tuple[ResourceType, str] | None = None,
     default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
+    template_changed_at: float | None = None,
+    reconcile_on_start: bool = True,
 ) -> Explanation:
     """`resources` maps (type, name) to (current hash, annotations), or None if it does not
-    exist; it should hold every referenced resource (and, for named lists, the namespace's)."""
+    exist; it should hold every referenced resource (and, for named lists, the namespace's).
+    `template_changed_at` (the last write to the pod template, from managedFields) and each
+    resource's `changed_at` are what the controller compares at start, when known."""
     w = planning.workload_from_manifest(workload)
+    w = dataclasses.replace(w, template_changed_at=template_changed_at)
     keys = config.match.keys
     sources = []
     for rtype in TYPES:
@@ -154,7 +164,7 @@ def explain(
     }
     wanted = [only] if only else sorted(referenced | named)
     verdicts = [
-        _verdict(w, rtype, name, resources.get((rtype, name)), config, now)
+        _verdict(w, rtype, name, resources.get((rtype, name)), config, now, reconcile_on_start)
         for rtype, name in wanted
     ]
     return Explanation(
@@ -171,9 +181,10 @@ def _verdict(
     raw: Found | tuple[str, Mapping[str, str]] | None,
     config: planning.Config,
     now: float,
+    reconcile_on_start: bool = True,
 ) -> ResourceVerdict:
     """One resource's decision for the workload, as the controller would plan a change of it
-    to the content it has now."""
+    to the content it has now, and whether the controller would reload it at start."""
     found = None if raw is None else Found(*raw)
     got = found if found is not None else Found("", {})
     change = planning.Change(
@@ -188,11 +199,13 @@ def _verdict(
     stale = None
     if found is not None and p.decision.reload and p.target and p.target.container:
         stale = carried is not None and carried not in (current, got.hash)
+    due, at_start = _at_start(p, w, found, carried, reconcile_on_start)
     reason = p.message
     if rtype is ResourceType.SECRET:
         # a Secret's unsalted hash can give a short value away: show a prefix only
         for full in {h for h in (current, carried, got.hash) if h}:
             reason = reason.replace(full, secret_hash_prefix(full))
+            at_start = at_start.replace(full, secret_hash_prefix(full))
         current = secret_hash_prefix(current) if current else current
         carried = secret_hash_prefix(carried) if carried else carried
     return ResourceVerdict(
@@ -210,8 +223,40 @@ def _verdict(
         warnings=p.decision.warnings,
         scope=scope.value,
         consumed_keys=None if consumed is None else tuple(sorted(consumed)),
-        due=p.outcome is planning.Outcome.RELOAD and bool(carried),
+        due=due,
+        at_start=at_start,
     )
+
+
+def _at_start(
+    p: planning.Plan,
+    w: planning.Workload,
+    found: Found | None,
+    carried: str | None,
+    reconcile_on_start: bool,
+) -> tuple[bool, str]:
+    """Would the controller, starting now, reload the workload for this resource? Its own
+    rule (`planning.missed_while_away`), with the write times when they are known; the
+    reason in words (empty unless the plan is a reload)."""
+    if p.outcome is not planning.Outcome.RELOAD:
+        return False, ""
+    what = str(p.change)
+    if found is None:
+        return False, f"not due at controller start: {what} does not exist"
+    if not reconcile_on_start:
+        return False, "not due at controller start: --reconcile-on-start=false catches nothing up"
+    due, why = planning.missed_while_away(
+        plan=p, carried_hash=carried, config_changed_at=found.changed_at,
+        template_changed_at=w.template_changed_at,
+    )  # fmt: skip
+    if due:
+        return True, why
+    if carried is None and None in (found.changed_at, w.template_changed_at):
+        return False, (
+            f"at controller start it reloads now only if {what} was written after the pod "
+            "template (no write times here to compare)"
+        )
+    return False, f"not due at controller start: {why}"
 
 
 def schedule(w: planning.Workload, now: float) -> str:
@@ -282,11 +327,14 @@ def _pause(
     )
 
 
-_HEADS = {
-    "due": "RELOAD DUE NOW (the template carries an older hash than the current content)",
-    "reload": "reloads on the next change (tracked; no hash carried yet, so none is due now)",
-    "up_to_date": "reloads on change; up to date now",
-}
+def _head(v: ResourceVerdict) -> str:
+    if v.outcome == "up_to_date":
+        return "reloads on change; up to date now"
+    if v.outcome != "reload":
+        return "never reloads"
+    if v.due:
+        return f"RELOAD DUE NOW (the controller reloads it at start: {v.at_start})"
+    return f"reloads on the next change; {v.at_start}"
 
 
 def render_text(e: Explanation) -> str:
@@ -302,8 +350,7 @@ def render_text(e: Explanation) -> str:
     ] or ["  (none)"]
     lines += ["", "Decisions:"]
     for v in e.verdicts:
-        head = _HEADS.get("due" if v.due else v.outcome, "never reloads")
-        lines.append(f"  {v.rtype} {v.name}: {head} [{v.outcome}]")
+        lines.append(f"  {v.rtype} {v.name}: {_head(v)} [{v.outcome}]")
         lines.append(f"    why: {v.reason}")
         if not v.exists:
             lines.append("    note: this resource does not exist")
