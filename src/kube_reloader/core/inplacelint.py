@@ -78,31 +78,56 @@ def check(
         ]
     index, agent = found
     at = (*sp, "initContainers", index)
-    out: list[Issue] = []
     volumes = {str(v.get("name")): v for v in _list(spec.get("volumes"))}
+    out = _annotations_file(agent, volumes, at)
+    if strategy is PodStrategy.RESTART_IN_PLACE:
+        return out + _restart_rule(agent, at)
+    return out + _signal(spec, agent, volumes, sp, at)
+
+
+def _annotations_file(
+    agent: Mapping[str, Any], volumes: Mapping[str, Any], at: tuple[str | int, ...]
+) -> list[Issue]:
+    """The agent's --annotations file must be a downwardAPI item of metadata.annotations."""
     file = _flag(_args(agent), "--annotations")[0]
     vol = volumes.get(_mounted_at(agent, posixpath.dirname(file)) or "")
     items = _list(((vol or {}).get("downwardAPI") or {}).get("items"))
-    if not any(i.get("path") == posixpath.basename(file)
-               and (i.get("fieldRef") or {}).get("fieldPath") == "metadata.annotations"
-               for i in items):  # fmt: skip
-        out.append((at, f"the agent reads {file}, which no downwardAPI volume of metadata."
-                        "annotations provides there: it never sees a request",
-                    f"mount a downwardAPI volume with item path {posixpath.basename(file)!r} "
-                    f"(fieldPath metadata.annotations) at {posixpath.dirname(file)}",
-                    True))  # fmt: skip
-    if strategy is PodStrategy.RESTART_IN_PLACE:
-        rules = _list(agent.get("restartPolicyRules"))
-        if not any(r.get("action") == "RestartAllContainers"
-                   and (r.get("exitCodes") or {}).get("operator") == "In"
-                   and inplace.RESTART_EXIT_CODE in ((r.get("exitCodes") or {}).get("values") or ())
-                   for r in rules):  # fmt: skip
-            out.append((at, "the agent has no restart rule RestartAllContainers on exit code "
-                            f"{inplace.RESTART_EXIT_CODE}: when it exits only the agent restarts",
-                        "add restartPolicyRules: [{action: RestartAllContainers, exitCodes: "
-                        f"{{operator: In, values: [{inplace.RESTART_EXIT_CODE}]}}}}] (Kubernetes "
-                        "1.36+)", True))  # fmt: skip
-        return out
+    if any(i.get("path") == posixpath.basename(file)
+           and (i.get("fieldRef") or {}).get("fieldPath") == "metadata.annotations"
+           for i in items):  # fmt: skip
+        return []
+    return [(at, f"the agent reads {file}, which no downwardAPI volume of metadata."
+                 "annotations provides there: it never sees a request",
+             f"mount a downwardAPI volume with item path {posixpath.basename(file)!r} "
+             f"(fieldPath metadata.annotations) at {posixpath.dirname(file)}",
+             True)]  # fmt: skip
+
+
+def _restart_rule(agent: Mapping[str, Any], at: tuple[str | int, ...]) -> list[Issue]:
+    """restart-in-place: the agent's exit code must restart every container of the pod."""
+    rules = _list(agent.get("restartPolicyRules"))
+    if any(r.get("action") == "RestartAllContainers"
+           and (r.get("exitCodes") or {}).get("operator") == "In"
+           and inplace.RESTART_EXIT_CODE in ((r.get("exitCodes") or {}).get("values") or ())
+           for r in rules):  # fmt: skip
+        return []
+    return [(at, "the agent has no restart rule RestartAllContainers on exit code "
+                 f"{inplace.RESTART_EXIT_CODE}: when it exits only the agent restarts",
+             "add restartPolicyRules: [{action: RestartAllContainers, exitCodes: "
+             f"{{operator: In, values: [{inplace.RESTART_EXIT_CODE}]}}}}] (Kubernetes "
+             "1.36+)", True)]  # fmt: skip
+
+
+def _signal(
+    spec: Mapping[str, Any],
+    agent: Mapping[str, Any],
+    volumes: Mapping[str, Any],
+    sp: tuple[str | int, ...],
+    at: tuple[str | int, ...],
+) -> list[Issue]:
+    """signal: a shared process namespace, a process to signal, and every config volume
+    watched (the agent must not signal before the kubelet has updated the files)."""
+    out: list[Issue] = []
     if spec.get("shareProcessNamespace") is not True:
         out.append((sp, "signal needs shareProcessNamespace: true; without it the agent "
                          "cannot see the application's process", "set it", True))  # fmt: skip

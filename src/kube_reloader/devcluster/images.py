@@ -145,19 +145,8 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
         layer_descs.append({"mediaType": LAYER_TYPE, "digest": digest,
                             "size": layer.stat().st_size})  # fmt: skip
         diff_ids.append(digest)
-    image_config: dict[str, object] = {
-        "Entrypoint": list(config.entrypoint),
-        "Env": list(config.env),
-        "WorkingDir": config.workdir,
-    }
-    if config.cmd:
-        image_config["Cmd"] = list(config.cmd)
-    if config.user:
-        image_config["User"] = config.user
-    if config.labels:
-        image_config["Labels"] = dict(config.labels)
     cfg_doc = {
-        "architecture": ARCHITECTURE, "os": "linux", "config": image_config,
+        "architecture": ARCHITECTURE, "os": "linux", "config": _runtime_config(config),
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }  # fmt: skip
     cfg_digest, cfg_size = _blob(blobs, _canonical(cfg_doc))
@@ -190,6 +179,22 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
     (work / "blobs").rmdir()
     work.rmdir()
     return man_digest
+
+
+def _runtime_config(config: ImageConfig) -> dict[str, object]:
+    """The OCI image config's `config`: what a runtime starts (optional fields only when set)."""
+    image_config: dict[str, object] = {
+        "Entrypoint": list(config.entrypoint),
+        "Env": list(config.env),
+        "WorkingDir": config.workdir,
+    }
+    if config.cmd:
+        image_config["Cmd"] = list(config.cmd)
+    if config.user:
+        image_config["User"] = config.user
+    if config.labels:
+        image_config["Labels"] = dict(config.labels)
+    return image_config
 
 
 def _names(reference: str) -> dict[str, str]:
