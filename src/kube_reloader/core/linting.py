@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from kube_reloader.core import evicting, inplacelint, regexes, scheduling
+from kube_reloader.core import evicting, inplacelint, lintnames, scheduling
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
@@ -44,7 +44,6 @@ POD_ANNOTATION_VALUE_KEYS = re.compile(
     r"^(pod|podAnnotations|podAnnotation|pod_annotations|podTemplateAnnotations)$"
 )
 DOMAIN_RE = re.compile(r"(^|\.)reloader\.stakater\.com/")
-REGEX_META = re.compile(r"[.*+?\[\](){}|^$\\]")
 
 
 class Severity(IntEnum):
@@ -240,40 +239,71 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
     name = str(m.get("name") or "")
     ref = f"{kind} {ns}/{name}"
     wa = {str(k): str(v) for k, v in pt.mapping(m.get("annotations")).items()}
-    out = _lint_keys(d, ("metadata", "annotations"), wa, known, ref)
-    reload_keys = {k for k in wa if DOMAIN_RE.search(k)} - {LAST_RELOADED_FROM, RELOADED_HASHES}
+    out = _lint_keys(d, META_ANNOTATIONS, wa, known, ref)
     if kind not in WORKLOAD_KINDS:
-        if kind in NEVER_RELOADED and reload_keys - keys.resource_keys() - {
-            keys.ignore,
-            keys.match,
-        }:
-            out.append(_finding("KR011", d, ("metadata", "annotations"),
-                                f"{ref}: {kind}s are never reloaded; {', '.join(sorted(reload_keys))} has no effect here",
-                                "put the annotation on the Deployment/StatefulSet/DaemonSet that uses it", ref))  # fmt: skip
-        return out
+        return out + _never_reloaded(d, kind, wa, keys, ref)
     tpath = pt.template_path(kind)
     template = pt.template_of(o)
     tmpl = pod_template_from_manifest(template)
     pa = {str(k): str(v) for k, v in pt.template_annotations(template).items()}
     pa_path = (*tpath, "metadata", "annotations")
     out += _lint_keys(d, pa_path, pa, known, ref)
-    meta_ann_path: Path = ("metadata", "annotations")
+    out += _placement(d, keys, kind, wa, pa, pa_path, ref)
+    out += _policies(d, ObjectKey(kind, ns, name), wa, template, tpath, ref)
+    for src, base in ((wa, META_ANNOTATIONS), (pa, pa_path)):
+        out += _values(d, keys, src, base, ref)
+        issues = lintnames.named_lists(
+            src, base, ref, ns, keys, tmpl.references(), present, ignored
+        )
+        out += [_finding(rule, d, at, text, fix, ref) for rule, at, text, fix in issues]
+    decided = [
+        (rtype, rname, decide(rtype=rtype, name=rname, resource_annotations={}, kind=kind,
+                              workload_annotations=wa, template_annotations=pa, config=config))
+        for rtype, rname in sorted(tmpl.references(), key=lambda r: (r[0].value, r[1]))
+        if (rtype.value, ns, rname) in ignored
+        or (rtype is ResourceType.SECRET and (ns, rname) in tls)
+    ]  # fmt: skip
+    out += _ignored_references(d, keys, ns, decided, ignored, ref)
+    out += _tls_unreloaded(d, ns, decided, tls, ref)
+    return out + _owned(d, kind, m, ref)
 
-    # pod-template annotations: shadowed (error) or fallback (warning); exclude/pause never read
+
+META_ANNOTATIONS: Path = ("metadata", "annotations")
+
+
+def _never_reloaded(d: Document, kind: str, wa: Mapping[str, str], keys: Keys, ref: str
+                    ) -> list[Finding]:  # fmt: skip
+    """KR011: reload annotations on a kind that is never reloaded."""
+    reload_keys = {k for k in wa if DOMAIN_RE.search(k)} - {LAST_RELOADED_FROM, RELOADED_HASHES}
+    if kind not in NEVER_RELOADED or not reload_keys - keys.resource_keys() - {
+        keys.ignore,
+        keys.match,
+    }:
+        return []
+    return [_finding("KR011", d, META_ANNOTATIONS,
+                     f"{ref}: {kind}s are never reloaded; {', '.join(sorted(reload_keys))} has no effect here",
+                     "put the annotation on the Deployment/StatefulSet/DaemonSet that uses it", ref)]  # fmt: skip
+
+
+def _placement(d: Document, keys: Keys, kind: str, wa: Mapping[str, str], pa: Mapping[str, str],
+               pa_path: Path, ref: str) -> list[Finding]:  # fmt: skip
+    """Pod-template annotations: shadowed (error) or fallback (warning); exclude, pause and
+    our workload-only keys never read there; a pause period off a Deployment."""
+    out = []
     shadowed = shadowed_template_keys(wa, pa, keys)
     for key in sorted(shadowed):
         out.append(_finding("KR002", d, (*pa_path, key),
             f"{ref}: {key}={pa[key]!r} is on the pod template, and the workload's own metadata already has a reload "
             "annotation for the same resource type, so Reloader never reads it: nothing reloads for it",
             f"move {key} to metadata.annotations (kube-reloader lint --fix does it)", ref,
-            moves=((key, (*pa_path, key), meta_ann_path),)))  # fmt: skip
+            moves=((key, (*pa_path, key), META_ANNOTATIONS),)))  # fmt: skip
     triggers = {k for rtype in ResourceType for k in keys.trigger_keys(rtype)}
     for key in sorted(set(pa) & triggers - set(shadowed)):
         out.append(_finding("KR001", d, (*pa_path, key),
             f"{ref}: {key}={pa[key]!r} is on the pod template; it works only as a fallback while the workload's own "
             "metadata has no reload annotation, and Reloader releases older than the fallback ignore it",
             f"move {key} to metadata.annotations (kube-reloader lint --fix does it)", ref,
-            moves=((key, (*pa_path, key), meta_ann_path),)))  # fmt: skip
+            moves=((key, (*pa_path, key), META_ANNOTATIONS),)))  # fmt: skip
     workload_only = {
         keys.configmap_exclude,
         keys.secret_exclude,
@@ -285,114 +315,86 @@ def _lint_object(d: Document, keys: Keys, known: set[str], config: MatchConfig,
         out.append(_finding("KR014", d, (*pa_path, key),
             f"{ref}: {key} is read only from the workload's own metadata; on the pod template it is ignored",
             f"move {key} to metadata.annotations (kube-reloader lint --fix does it)", ref,
-            moves=((key, (*pa_path, key), meta_ann_path),)))  # fmt: skip
+            moves=((key, (*pa_path, key), META_ANNOTATIONS),)))  # fmt: skip
     if keys.pause_period in wa and kind != "Deployment":
-        out.append(_finding("KR009", d, ("metadata", "annotations", keys.pause_period),
+        out.append(_finding("KR009", d, (*META_ANNOTATIONS, keys.pause_period),
             f"{ref}: the pause period applies to Deployments only; on a {kind} it is ignored", "remove it", ref))  # fmt: skip
+    return out
 
-    policy, problems = evicting.policy_of(kind, wa)
-    for text in problems:
-        out.append(_finding("KR009", d, (*meta_ann_path, POD_STRATEGY), f"{ref}: {text}",
-                            "see kube-reloader.io/strategy in docs/strategies.md", ref))  # fmt: skip
+
+def _policies(d: Document, key: ObjectKey, wa: Mapping[str, str], template: Mapping[str, Any],
+              tpath: Path, ref: str) -> list[Finding]:  # fmt: skip
+    """The pod-level strategy (KR009), what in-place reloads need (KR015), and the fleet rules:
+    window, order, Job policy (KR009)."""
+    policy, problems = evicting.policy_of(key.kind, wa)
+    out = [_finding("KR009", d, (*META_ANNOTATIONS, POD_STRATEGY), f"{ref}: {text}",
+                    "see kube-reloader.io/strategy in docs/strategies.md", ref)
+           for text in problems]  # fmt: skip
     for at, text, fix, error in inplacelint.check(policy, template, tpath):
         out.append(_finding("KR015", d, at, f"{ref}: {text}", fix, ref,
                             None if error else Severity.WARNING))  # fmt: skip
-    for text in scheduling.rules_of(ObjectKey(kind, ns, name), wa, {})[
-        1
-    ]:  # window, order, Job policy
-        out.append(_finding("KR009", d, meta_ann_path, f"{ref}: {text}",
+    for text in scheduling.rules_of(key, wa, {})[1]:
+        out.append(_finding("KR009", d, META_ANNOTATIONS, f"{ref}: {text}",
                             "see docs/fleet.md (fleet-safe rotations)", ref))  # fmt: skip
-    # values
-    for src, path_base in ((wa, meta_ann_path), (pa, pa_path)):
-        for key in (keys.auto, keys.configmap_auto, keys.secret_auto, keys.spc_auto):
-            value = src.get(key)
-            if value is not None and value not in ("true", "false"):
-                meaning = "true" if value in ("1", "t", "T", "TRUE", "True") else "false"
-                out.append(_finding("KR009", d, (*path_base, key),
-                    f"{ref}: {key}={value!r} is read as {meaning} (Go's ParseBool) by Reloader v1 and as false by v2",
-                    'use "true" or "false"', ref))  # fmt: skip
-        for key in (keys.search,):
-            value = src.get(key)
-            if value is not None and value not in ("true", "false"):
-                out.append(_finding("KR009", d, (*path_base, key),
-                    f"{ref}: {key}={value!r} counts only when exactly \"true\"; this value disables search",
-                    'use "true"', ref))  # fmt: skip
-        auto_on = any(
-            src.get(k) == "true" for k in (keys.auto, keys.configmap_auto, keys.secret_auto)
-        )
-        if auto_on and src.get(keys.search) == "true":
-            out.append(_finding("KR010", d, (*path_base, keys.search),
-                f"{ref}: auto reloads on every referenced resource, so search + match adds nothing and hides intent",
-                "keep either auto or search", ref))  # fmt: skip
-        # named lists: regexes and targets
-        for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET):
-            key = keys.named(rtype)
-            if key not in src:
-                continue
-            refs = {n for t, n in tmpl.references() if t is rtype}
-            refused = regexes.compile_list(src[key]).refused
-            if refused is not None:
-                out.append(_finding("KR007", d, (*path_base, key), f"{ref}: {key}: {refused}",
-                                    "split the workload's list or name fewer resources", ref))  # fmt: skip
-                continue
-            for entry in (e.strip() for e in src[key].split(",")):
-                compiled = regexes.compile_entry(entry)
-                if compiled.error:
-                    out.append(_finding("KR007", d, (*path_base, key), f"{ref}: {compiled.error}; the entry is skipped",
-                                        "fix the expression (entries are anchored as ^entry$)", ref))  # fmt: skip
-                    continue
-                if not entry or REGEX_META.search(entry):
-                    continue
-                if (rtype.value, ns, entry) in ignored:
-                    out.append(_finding("KR012", d, (*path_base, key),
-                        f"{ref}: {key} names {rtype.kind} {entry!r}, which is marked {keys.ignore}=\"true\": "
-                        "changes to it never reload anything", f"remove {keys.ignore} from {entry}", ref))  # fmt: skip
-                if (rtype.value, ns, entry) not in present:
-                    same_ns = sorted(n for t, s, n in present if t == rtype.value and s == ns)
-                    suffixed = [n for n in same_ns if n.startswith(entry + "-")]
-                    close = difflib.get_close_matches(entry, same_ns, n=1)
-                    if suffixed:
-                        hint = (
-                            f"; {suffixed[0]!r} exists: kustomize adds a hash suffix to generated "
-                            "resources but does not rewrite annotations, so name it in full or use "
-                            f"{entry + '-.*'!r}"
-                        )
-                    else:
-                        hint = f"; did you mean {close[0]!r}?" if close else ""
-                    out.append(_finding("KR005", d, (*path_base, key),
-                        f"{ref}: {key} names {rtype.kind} {entry!r}, which is not in the input{hint}",
-                        "fix the name, or ignore this if the resource is created elsewhere", ref))  # fmt: skip
-                elif entry not in refs:
-                    out.append(_finding("KR006", d, (*path_base, key),
-                        f"{ref}: {key} names {rtype.kind} {entry!r}, which the pod template does not use; a change to it "
-                        "still restarts the pods, but it may be a typo", "check the name", ref))  # fmt: skip
-    # ignored resources a workload names or auto-reloads
-    for rtype, rname in sorted(tmpl.references(), key=lambda r: (r[0].value, r[1])):
-        if (rtype.value, ns, rname) in ignored:
-            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=kind,
-                              workload_annotations=wa, template_annotations=pa, config=config)  # fmt: skip
-            if decision.reload:
-                out.append(_finding("KR012", d, ("metadata", "annotations"),
-                    f"{ref}: {rtype.kind} {rname!r} is marked {keys.ignore}=\"true\", so changes to it never reload "
-                    "this workload although its annotations ask for it", f"remove {keys.ignore} from {rname}", ref))  # fmt: skip
-    # TLS secrets with nothing reloading them
-    for rtype, rname in sorted(tmpl.references(), key=lambda r: (r[0].value, r[1])):
-        if rtype is ResourceType.SECRET and (ns, rname) in tls:
-            decision = decide(rtype=rtype, name=rname, resource_annotations={}, kind=kind,
-                              workload_annotations=wa, template_annotations=pa, config=config)  # fmt: skip
-            if not decision.reload:
-                out.append(_finding("KR004", d, ("metadata", "name"),
-                    f"{ref} uses TLS Secret {rname!r} but no annotation reloads it: when the certificate is renewed "
-                    "the pods keep serving the old one", f'add secret.reloader.stakater.com/reload: "{rname}" to metadata.annotations',
-                    ref))  # fmt: skip
-    # owned by another controller
+    return out
+
+
+def _values(d: Document, keys: Keys, src: Mapping[str, str], path_base: Path, ref: str
+            ) -> list[Finding]:  # fmt: skip
+    """Values Reloader does not read as written (KR009), auto with search (KR010)."""
+    out = []
+    for key in (keys.auto, keys.configmap_auto, keys.secret_auto, keys.spc_auto):
+        value = src.get(key)
+        if value is not None and value not in ("true", "false"):
+            meaning = "true" if value in ("1", "t", "T", "TRUE", "True") else "false"
+            out.append(_finding("KR009", d, (*path_base, key),
+                f"{ref}: {key}={value!r} is read as {meaning} (Go's ParseBool) by Reloader v1 and as false by v2",
+                'use "true" or "false"', ref))  # fmt: skip
+    value = src.get(keys.search)
+    if value is not None and value not in ("true", "false"):
+        out.append(_finding("KR009", d, (*path_base, keys.search),
+            f"{ref}: {keys.search}={value!r} counts only when exactly \"true\"; this value disables search",
+            'use "true"', ref))  # fmt: skip
+    auto_on = any(src.get(k) == "true" for k in (keys.auto, keys.configmap_auto, keys.secret_auto))
+    if auto_on and src.get(keys.search) == "true":
+        out.append(_finding("KR010", d, (*path_base, keys.search),
+            f"{ref}: auto reloads on every referenced resource, so search + match adds nothing and hides intent",
+            "keep either auto or search", ref))  # fmt: skip
+    return out
+
+
+Decided = list[tuple[ResourceType, str, Any]]
+
+
+def _ignored_references(d: Document, keys: Keys, ns: str, decided: Decided,
+                        ignored: Mapping[tuple[str, str, str], str], ref: str) -> list[Finding]:  # fmt: skip
+    """KR012: a resource marked ignore that the workload's annotations ask to reload on."""
+    return [_finding("KR012", d, META_ANNOTATIONS,
+                f"{ref}: {rtype.kind} {rname!r} is marked {keys.ignore}=\"true\", so changes to it never reload "
+                "this workload although its annotations ask for it", f"remove {keys.ignore} from {rname}", ref)
+            for rtype, rname, decision in decided
+            if (rtype.value, ns, rname) in ignored and decision.reload]  # fmt: skip
+
+
+def _tls_unreloaded(d: Document, ns: str, decided: Decided, tls: set[tuple[str, str]], ref: str
+                    ) -> list[Finding]:  # fmt: skip
+    """KR004: a TLS Secret the workload uses that nothing reloads."""
+    return [_finding("KR004", d, ("metadata", "name"),
+                f"{ref} uses TLS Secret {rname!r} but no annotation reloads it: when the certificate is renewed "
+                "the pods keep serving the old one", f'add secret.reloader.stakater.com/reload: "{rname}" to metadata.annotations',
+                ref)
+            for rtype, rname, decision in decided
+            if rtype is ResourceType.SECRET and (ns, rname) in tls and not decision.reload]  # fmt: skip
+
+
+def _owned(d: Document, kind: str, m: Mapping[str, Any], ref: str) -> list[Finding]:
+    """KR013: a workload controlled by another controller (the first such owner)."""
     for owner in pt.mappings(m.get("ownerReferences")):
         if owner.get("controller") and owner.get("kind") not in CORE_OWNERS:
-            out.append(_finding("KR013", d, ("metadata", "ownerReferences"),
+            return [_finding("KR013", d, ("metadata", "ownerReferences"),
                 f"{ref} is controlled by {owner.get('kind')} {owner.get('name')!r}; edits to it (including reload "
                 "annotations) may be reverted by that controller",
                 f"set the reload annotations through the {owner.get('kind')}'s own spec or patch mechanism"
                 + (", or reload its pods instead (kube-reloader.io/strategy: evict)"
-                   if kind in evicting.EVICTABLE_KINDS else ""), ref))  # fmt: skip
-            break
-    return out
+                   if kind in evicting.EVICTABLE_KINDS else ""), ref)]  # fmt: skip
+    return []
