@@ -214,12 +214,17 @@ def test_the_values_file_of_a_chart_is_still_linted_as_values(
     assert [f["rule"] for f in lint_json(str(tmp_path), capsys=capsys)] == ["KR003"]
 
 
-def test_a_rendered_chart_is_linted_by_template_and_never_fixed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def helm_or_skip() -> str:
     helm = charts.find_helm()
     if helm is None:
         pytest.skip("no helm binary: `make cluster-binaries` builds one (CI has it)")
+    return helm
+
+
+def test_a_rendered_chart_is_linted_by_template_and_never_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    helm = helm_or_skip()
     chart = tiny_chart(tmp_path)
     before = (chart / "templates" / "deployment.yaml").read_text()
     assert cli.main(["lint", "--fix", "--helm", helm, str(tmp_path)]) == 0
@@ -234,9 +239,7 @@ def test_a_rendered_chart_is_linted_by_template_and_never_fixed(
 def test_a_chart_helm_cannot_render_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    helm = charts.find_helm()
-    if helm is None:
-        pytest.skip("no helm binary: `make cluster-binaries` builds one (CI has it)")
+    helm = helm_or_skip()
     chart = tiny_chart(tmp_path)
     (chart / "templates" / "broken.yaml").write_text('{{ fail "values needed" }}\n')
     assert cli.main(["lint", "--helm", helm, str(tmp_path)]) == 0
