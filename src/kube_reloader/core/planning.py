@@ -1,27 +1,27 @@
 """The one entry point of the core: given a resource change and a workload, what to write and why.
 
 `plan()` chains the decision (`matching`), the target container (`references`) and the
-strategy (`strategies`) into a `Plan` whose `outcome` and `message` explain the result, so the
-controller, `explain` and `lint` all say the same thing for the same inputs.
+strategy's edit of the pod template (`templateedits`) into a `Plan` whose `outcome` and
+`message` explain the result, so the controller, `explain` and `lint` all say the same thing
+for the same inputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from kube_reloader.core import (
-    hashing,
     matching,
     podtemplates,
     rollouts,
     scheduling,
     scoping,
     strategies,
+    templateedits,
 )
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind, parse_workload_kind
 from kube_reloader.core.references import (
@@ -142,6 +142,67 @@ class Plan:
 
 def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
     """Decide and build the patch for one (change, workload) pair. `now` is Unix seconds."""
+    key = workload.key
+    decision, scope = _decide(change, workload, config)
+    refusal = _refusal(decision, workload)
+    if refusal is not None:
+        return Plan(key, change, decision, Outcome.SKIPPED, refusal, written=change.hash)
+    v2 = config.compat is strategies.Compat.V2
+    target = _target(change, workload, decision, v2=v2)
+    if target.container is None:
+        message = f"{decision.message}, but {target.how}"
+        return Plan(
+            key, change, decision, Outcome.NO_CONTAINER, message, target, written=change.hash
+        )
+    container = target.container
+    keys = (
+        scoping.consumed_keys(workload.template, change.rtype, change.name)
+        if scope is scoping.Scope.KEYS
+        else None
+    )
+    written, why, exact = scoping.value_for(
+        keys=keys, object_hash=change.hash, packed=change.digests, scope=scope
+    )
+    if why:
+        decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
+    if _keys_unchanged(change, workload.template, config.strategy, container, keys, written):
+        message = f"{decision.message}; the keys it consumes did not change"
+        return Plan(
+            key, change, decision, Outcome.UP_TO_DATE, message, target, written=written, exact=exact
+        )
+    env_name = strategies.env_var_name(change.name, change.rtype)
+    content = templateedits.Content(
+        change.rtype, change.namespace, change.name, written, change.event is Event.DELETED
+    )
+    edit = templateedits.edit(
+        workload.template, config.strategy, container, content, env_name, v2=v2, now=now
+    )
+    if edit.body is None:
+        message = f"{decision.message}; {edit.done}"
+        outcome, patch_type = Outcome.UP_TO_DATE, None
+    else:
+        message = f"{decision.message}; {edit.todo} ({target.how})"
+        outcome, patch_type = Outcome.RELOAD, edit.patch_type
+    return Plan(
+        key,
+        change,
+        decision,
+        outcome,
+        message,
+        target,
+        patch_type,
+        edit.body,
+        env_name,
+        written,
+        exact,
+    )
+
+
+def _decide(
+    change: Change, workload: Workload, config: Config
+) -> tuple[matching.Decision, scoping.Scope]:
+    """The rules' decision for the pair and the workload's reload scope; a warning about the
+    scope (a bad annotation, `keys` on a Rollout with workloadRef) joins the decision's."""
     decision = matching.decide(
         rtype=change.rtype,
         name=change.name,
@@ -157,110 +218,61 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
     )
     if workload.workload_ref and scope is scoping.Scope.KEYS:  # its template is borrowed
         scope = scoping.Scope.OBJECT
-        scope_warning = (f"{scoping.SCOPE_ANNOTATION}: keys is not supported for a Rollout "
-                         "with workloadRef; object used")  # fmt: skip
+        scope_warning = (
+            f"{scoping.SCOPE_ANNOTATION}: keys is not supported for a Rollout "
+            "with workloadRef; object used"
+        )
     if scope_warning is not None:
         decision = dataclasses.replace(decision, warnings=(*decision.warnings, scope_warning))
+    return decision, scope
 
-    def result(
-        outcome: Outcome,
-        message: str,
-        target: Target | None = None,
-        patch_type: strategies.PatchType | None = None,
-        patch: Any = None,
-        env_name: str | None = None,
-    ) -> Plan:
-        return Plan(
-            workload.key, change, decision, outcome, message, target, patch_type, patch,
-            env_name, written, exact,
-        )  # fmt: skip
 
-    exact = True
-
-    written = change.hash
-
+def _refusal(decision: matching.Decision, workload: Workload) -> str | None:
+    """Why the workload is not reloaded (the rules' no, a suspended CronJob, a CronJob's Job, a
+    Job with job-policy: never), or None when it is."""
     if not decision.reload:
-        return result(Outcome.SKIPPED, decision.message)
+        return decision.message
     if workload.kind == WorkloadKind.CRONJOB and workload.paused:
-        return result(Outcome.SKIPPED, f"{decision.message}, but the CronJob is suspended")
+        return f"{decision.message}, but the CronJob is suspended"
     if workload.kind == WorkloadKind.JOB and workload.owner_kind == WorkloadKind.CRONJOB:
-        return result(
-            Outcome.SKIPPED,
+        return (
             f"{decision.message}, but this Job was created by a CronJob: the CronJob is "
-            "reloaded instead of re-running its past Jobs",
+            "reloaded instead of re-running its past Jobs"
         )
     if workload.kind == WorkloadKind.JOB:
         policy, _ = scheduling.job_policy(workload.annotations)
         if policy is scheduling.JobPolicy.NEVER:
-            return result(
-                Outcome.SKIPPED, f"{decision.message}, but the Job says job-policy: never"
-            )
+            return f"{decision.message}, but the Job says job-policy: never"
+    return None
+
+
+def _target(change: Change, workload: Workload, decision: matching.Decision, *, v2: bool) -> Target:
+    """The container the reload is for (under v2, a named reload is the first container's)."""
     target = target_container(workload.template, change.rtype, change.name, auto=decision.auto)
-    v2 = config.compat is strategies.Compat.V2
     if v2 and not decision.auto and workload.template.containers:
         first = workload.template.containers[0].name  # v2: a named reload is the first's
         target = Target(first, "named in a reload annotation; first container (v2)")
-    if target.container is None:
-        return result(Outcome.NO_CONTAINER, f"{decision.message}, but {target.how}", target)
-    container = target.container
-    keys = (
-        scoping.consumed_keys(workload.template, change.rtype, change.name)
-        if scope is scoping.Scope.KEYS else None
-    )  # fmt: skip
-    written, why, exact = scoping.value_for(
-        keys=keys, object_hash=change.hash, packed=change.digests, scope=scope
-    )
-    if why:
-        decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
+    return target
+
+
+def _keys_unchanged(
+    change: Change,
+    tmpl: PodTemplate,
+    strategy: strategies.Strategy,
+    container: str,
+    keys: frozenset[str] | None,
+    written: str,
+) -> bool:
+    """Whether a `keys` workload has nothing to reload: the keys it consumes hash the same
+    before and after this update, and it carries the hash of before (or none)."""
     before = change.previous
-    if (written != change.hash and keys is not None and before is not None
-            and before.digests != scoping.OVERFLOW and change.event is Event.UPDATED):  # fmt: skip
-        held = _carried_value(workload.template, config.strategy, container, change)
-        same = scoping.scoped_hash(before.digests, keys) == written
-        if same and held in (None, before.hash):  # it missed nothing before this change
-            return result(
-                Outcome.UP_TO_DATE, f"{decision.message}; the keys it consumes did not change",
-                target,
-            )  # fmt: skip
-    scoped = dataclasses.replace(change, hash=written) if written != change.hash else change
-    env_name = strategies.env_var_name(change.name, change.rtype)
-    tmpl = workload.template
-    if config.strategy is strategies.Strategy.ENV_VARS:
-        if change.event is Event.DELETED:
-            body: Any = strategies.env_remove_patch(tmpl, container, env_name)
-            ptype = strategies.PatchType.JSON
-            done = f"{env_name} is not set on container {container!r}"
-            todo = f"remove {env_name} from container {container!r}"
-        else:
-            body = strategies.env_patch(tmpl, container, env_name, written)
-            ptype = strategies.PatchType.STRATEGIC
-            if v2 and body is not None:  # v2 also writes last-reloaded-from in this mode
-                body = strategies.merge_strategic([body, _v2_source(scoped, container, now)])
-            done = f"container {container!r} already has {env_name}={written}"
-            todo = f"set {env_name}={written} on container {container!r}"
-    else:
-        content = hashing.DELETE_MARKER_HASH if change.event is Event.DELETED else written
-        ptype = strategies.PatchType.STRATEGIC
-        record = strategies.records(tmpl)  # ours, with Reloader's last-reloaded-from over it
-        if record.get(strategies.record_key(change.rtype, change.name)) == content:
-            body = None
-        else:
-            record[strategies.record_key(change.rtype, change.name)] = content
-            value = strategies.annotation_value(
-                rtype=change.rtype, name=change.name, namespace=change.namespace, hash=content,
-                container=container, observed_at=now,
-            )  # fmt: skip
-            if v2:
-                v2_content = "" if change.event is Event.DELETED else written
-                value = _v2_value(dataclasses.replace(scoped, hash=v2_content), container, now)
-            body = strategies.annotation_patch(value, record)
-        done = f"the pod template already records {change.rtype.value} {change.name} {content}"
-        todo = f"record {change.rtype.value} {change.name} {content} in the pod template"
-    if body is None:
-        return result(Outcome.UP_TO_DATE, f"{decision.message}; {done}", target, env_name=env_name)
-    return result(
-        Outcome.RELOAD, f"{decision.message}; {todo} ({target.how})", target, ptype, body, env_name
-    )
+    if written == change.hash or keys is None or before is None:
+        return False
+    if before.digests == scoping.OVERFLOW or change.event is not Event.UPDATED:
+        return False
+    held = _carried_value(tmpl, strategy, container, change)
+    same = scoping.scoped_hash(before.digests, keys) == written
+    return same and held in (None, before.hash)  # it missed nothing before this change
 
 
 def _carried_value(
@@ -272,19 +284,6 @@ def _carried_value(
         env_name = strategies.env_var_name(change.name, change.rtype)
         return None if found is None else found[1].env_value(env_name)
     return strategies.records(tmpl).get(strategies.record_key(change.rtype, change.name))
-
-
-def _v2_value(change: Change, container: str, now: int) -> str:
-    at = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return strategies.annotation_value_v2(
-        rtype=change.rtype, name=change.name, namespace=change.namespace, hash=change.hash,
-        container=container, at=at,
-    )  # fmt: skip
-
-
-def _v2_source(change: Change, container: str, now: int) -> dict[str, Any]:
-    """Reloader v2's last-reloaded-from, as a strategic-merge body of its own."""
-    return strategies.annotation_patch(_v2_value(change, container, now))
 
 
 def combine(plans: list[Plan]) -> list[tuple[strategies.PatchType, Any]]:
