@@ -194,36 +194,12 @@ class Transport:
         reauthed = False
         while True:
             auth = await self.config.credentials.current()
-            headers: dict[str, str] = {}
-            if auth.token:
-                headers["Authorization"] = f"Bearer {auth.token}"
-            basic = aiohttp.BasicAuth(*auth.basic) if auth.basic else None
-            if content_type:
-                headers["Content-Type"] = content_type
-            headers.update(self._proxy_auth)
-            kwargs: dict[str, Any] = {}
-            if self.config.tls_server_name:
-                kwargs["server_hostname"] = self.config.tls_server_name
             try:
-                resp = await session.request(
-                    method,
-                    url,
-                    params=params,
-                    data=body,
-                    headers=headers,
-                    auth=basic,
-                    ssl=self._ssl_context(auth),
-                    timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
-                    proxy=self._proxy,
-                    proxy_headers=self._connect_headers,
-                    **kwargs,
+                resp = await self._send(
+                    session, method, url, auth, params, body, content_type, client_timeout
                 )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                if self.observer is not None:
-                    self.observer.api_request(method, NO_ANSWER, self.host)
-                err: errors.KubeError = errors.ConnectionFailed(
-                    f"{method} {path}: cannot reach {self.config.server}: {describe(exc)}"
-                )
+                err = self._unreachable(method, path, exc)
                 if retry and method == "GET" and attempt + 1 < self._retry.attempts:
                     await asyncio.sleep(self._retry.delay(attempt))
                     attempt += 1
@@ -237,32 +213,61 @@ class Transport:
                 finally:
                     resp.release()
                 return
-            try:
-                data = await resp.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                data = str(exc).encode()
-            finally:
-                resp.release()
-            api_err = errors.from_status(
-                resp.status,
-                data,
-                method=method,
-                path=path,
-                retry_after=resp.headers.get("Retry-After"),
-                content_type=resp.headers.get("Content-Type"),
-            )
+            api_err = await _error_of(resp, method, path)
             if isinstance(api_err, errors.Unauthorized) and not reauthed:
                 reauthed = True
                 if await self.config.credentials.invalidate():
                     continue
-            retryable = isinstance(api_err, errors.TooManyRequests) or (
-                isinstance(api_err, errors.ServerError) and method == "GET"
-            )
-            if retry and retryable and attempt + 1 < self._retry.attempts:
+            if retry and _retryable(api_err, method) and attempt + 1 < self._retry.attempts:
                 await asyncio.sleep(self._retry.delay(attempt, api_err.retry_after))
                 attempt += 1
                 continue
             raise api_err
+
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        auth: AuthState,
+        params: Mapping[str, str] | None,
+        body: bytes | None,
+        content_type: str | None,
+        client_timeout: aiohttp.ClientTimeout | None,
+    ) -> aiohttp.ClientResponse:
+        """One attempt, with `auth`'s credentials. aiohttp's and the system's errors (a TLS
+        context that cannot be built included) are raised for `_open` to map."""
+        headers: dict[str, str] = {}
+        if auth.token:
+            headers["Authorization"] = f"Bearer {auth.token}"
+        basic = aiohttp.BasicAuth(*auth.basic) if auth.basic else None
+        if content_type:
+            headers["Content-Type"] = content_type
+        headers.update(self._proxy_auth)
+        kwargs: dict[str, Any] = {}
+        if self.config.tls_server_name:
+            kwargs["server_hostname"] = self.config.tls_server_name
+        return await session.request(
+            method,
+            url,
+            params=params,
+            data=body,
+            headers=headers,
+            auth=basic,
+            ssl=self._ssl_context(auth),
+            timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
+            proxy=self._proxy,
+            proxy_headers=self._connect_headers,
+            **kwargs,
+        )
+
+    def _unreachable(self, method: str, path: str, exc: BaseException) -> errors.KubeError:
+        """An attempt that got no answer: told to the observer, as `ConnectionFailed`."""
+        if self.observer is not None:
+            self.observer.api_request(method, NO_ANSWER, self.host)
+        return errors.ConnectionFailed(
+            f"{method} {path}: cannot reach {self.config.server}: {describe(exc)}"
+        )
 
     async def request(
         self,
@@ -304,6 +309,32 @@ class Transport:
             return self._decoder(tp).decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise errors.KubeError(f"{what}: cannot decode the answer: {exc}") from exc
+
+
+async def _error_of(resp: aiohttp.ClientResponse, method: str, path: str) -> errors.ApiError:
+    """The `kube.errors` class of a refused request, from its status and body (read, and the
+    connection released)."""
+    try:
+        data = await resp.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        data = str(exc).encode()
+    finally:
+        resp.release()
+    return errors.from_status(
+        resp.status,
+        data,
+        method=method,
+        path=path,
+        retry_after=resp.headers.get("Retry-After"),
+        content_type=resp.headers.get("Content-Type"),
+    )
+
+
+def _retryable(err: errors.ApiError, method: str) -> bool:
+    """Worth sending again: a 429, or a server error of a GET."""
+    return isinstance(err, errors.TooManyRequests) or (
+        isinstance(err, errors.ServerError) and method == "GET"
+    )
 
 
 def _proxy_parts(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
