@@ -34,6 +34,7 @@ from kube_reloader.core import staleness
 from kube_reloader.kube import pods, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
+from kube_reloader.runtime import podviews
 from tests import builders
 from tests.adversarial.tenant import (
     Canary,
@@ -80,7 +81,7 @@ def stuck_deployment(name: str, namespace: str, configmap: str, **meta: Any) -> 
 async def ready_pods(client: Client, namespace: str, selector: str) -> list[pods.PodObject]:
     listed = await client.list(resources.PODS, namespace=namespace, label_selector=selector,
                                type=pods.PodObject)  # fmt: skip
-    return [p for p in listed.items if pods.view(p).ready and not pods.view(p).terminating]
+    return [p for p in listed.items if podviews.view(p).ready and not podviews.view(p).terminating]
 
 
 # -- case 1 -----------------------------------------------------------------------------------
@@ -271,7 +272,7 @@ async def past_starts(client: Client, namespaces: list[str]) -> bool:
     newest = 0.0
     for ns in namespaces:
         for p in (await client.list(resources.PODS, namespace=ns, type=pods.PodObject)).items:
-            newest = max(newest, pods.view(p).created)
+            newest = max(newest, podviews.view(p).created)
     return time.time() > newest + staleness.MARGIN + 1
 
 

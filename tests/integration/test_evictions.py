@@ -13,6 +13,7 @@ from kube_reloader.core import evicting
 from kube_reloader.kube import errors, pods, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
+from kube_reloader.runtime import podviews
 from tests import builders
 from tests.waiting import eventually
 
@@ -24,7 +25,7 @@ async def ready_pods(client: Client, namespace: str, app: str, n: int) -> list[p
     async def probe() -> list[pods.PodObject] | None:
         listed = await client.list(resources.PODS, namespace=namespace,
                                    label_selector=f"app={app}", type=pods.PodObject)  # fmt: skip
-        views = [pods.view(p) for p in listed.items]
+        views = [podviews.view(p) for p in listed.items]
         live = [
             p for p, v in zip(listed.items, views, strict=True) if v.ready and not v.terminating
         ]
@@ -40,7 +41,7 @@ async def test_real_pods_project_to_what_a_rotation_reads(client: Client, namesp
     deployment = await client.get(resources.DEPLOYMENTS, "web", namespace=namespace)
     replicaset = (await client.list(resources.REPLICASETS, namespace=namespace)).items[0]
     for p in listed:
-        view = pods.view(p)
+        view = podviews.view(p)
         assert view.uid
         assert view.name.startswith("web-")
         assert started - 2 <= view.created <= time.time() + 1
@@ -49,7 +50,7 @@ async def test_real_pods_project_to_what_a_rotation_reads(client: Client, namesp
         assert view.ready_since >= view.created
         assert pods.controlled_by(p, replicaset["metadata"]["uid"])
         assert not pods.controlled_by(p, deployment["metadata"]["uid"])
-    assert evicting.targets([pods.view(p) for p in listed], time.time()) == {
+    assert evicting.targets([podviews.view(p) for p in listed], time.time()) == {
         p.metadata.uid for p in listed
     }
 
@@ -92,7 +93,7 @@ async def test_an_eviction_reaches_only_the_pod_with_that_uid(
     async def replaced() -> bool:
         listed = await client.list(resources.PODS, namespace=namespace, label_selector="app=api",
                                    type=pods.PodObject)  # fmt: skip
-        live = [pods.view(p) for p in listed.items if p.metadata.uid != meta.uid]
-        return any(v.ready and v.created >= pods.view(only).created for v in live)
+        live = [podviews.view(p) for p in listed.items if p.metadata.uid != meta.uid]
+        return any(v.ready and v.created >= podviews.view(only).created for v in live)
 
     await eventually(replaced, what="the ReplicaSet's replacement, Ready", timeout=60)

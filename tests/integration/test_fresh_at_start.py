@@ -11,7 +11,7 @@ import pytest
 from kube_reloader.core import evicting
 from kube_reloader.kube import pods, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime import freshness
+from kube_reloader.runtime import freshness, podviews
 from tests import builders
 from tests.harness import env_of, generation, running, update_cm
 from tests.waiting import eventually
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 async def live(client: Client, namespace: str) -> list[evicting.Pod]:
     listed = await client.list(resources.PODS, namespace=namespace, label_selector="app=w",
                                type=pods.PodObject)  # fmt: skip
-    return [v for v in map(pods.view, listed.items) if not v.terminating]
+    return [v for v in map(podviews.view, listed.items) if not v.terminating]
 
 
 async def two_ready(client: Client, namespace: str) -> list[evicting.Pod]:

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.cluster
 async def test_the_key_secret_is_created_on_first_start_and_read_afterwards(
     client: Client, namespace: str
 ) -> None:
-    first = await hashkey.ensure(client, namespace, "hash-key")
-    again = await hashkey.ensure(client, namespace, "hash-key")
+    first = await hashkey.ensure(client, namespace, "hash-key", size=hashing.KEY_BYTES)
+    again = await hashkey.ensure(client, namespace, "hash-key", size=hashing.KEY_BYTES)
     assert len(first) == hashing.KEY_BYTES
     assert again == first
     stored = await client.get(resources.SECRETS, "hash-key", namespace=namespace)
@@ -34,7 +34,9 @@ async def test_the_key_secret_is_created_on_first_start_and_read_afterwards(
 async def test_replicas_starting_together_end_up_with_one_key(
     client: Client, namespace: str
 ) -> None:
-    keys = await asyncio.gather(*(hashkey.ensure(client, namespace, "k") for _ in range(5)))
+    keys = await asyncio.gather(
+        *(hashkey.ensure(client, namespace, "k", size=hashing.KEY_BYTES) for _ in range(5))
+    )
     assert len(set(keys)) == 1
 
 
@@ -47,7 +49,7 @@ async def test_a_key_secret_with_a_short_key_stops_the_start_with_a_clear_error(
          "data": {"key": base64.b64encode(b"abc").decode()}},
     )  # fmt: skip
     with pytest.raises(errors.ConfigError, match="holds 3 bytes"):
-        await hashkey.ensure(client, namespace, "short")
+        await hashkey.ensure(client, namespace, "short", size=hashing.KEY_BYTES)
 
 
 async def test_a_reload_with_hmac_writes_the_keyed_hash_not_reloaders_sha1(

@@ -20,6 +20,7 @@ from kube_reloader.core import evicting
 from kube_reloader.kube import errors, pods, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
+from kube_reloader.runtime import podviews
 from kube_reloader.runtime.controller import Controller
 from tests import builders
 from tests.adversarial.tenant import ControllerProcess, controller
@@ -42,7 +43,7 @@ def app_template(name: str, configmap: str) -> dict[str, Any]:
 async def live_pods(client: Client, namespace: str, app: str) -> list[evicting.Pod]:
     listed = await client.list(resources.PODS, namespace=namespace, label_selector=f"app={app}",
                                type=pods.PodObject)  # fmt: skip
-    return [v for v in map(pods.view, listed.items) if not v.terminating]
+    return [v for v in map(podviews.view, listed.items) if not v.terminating]
 
 
 async def ready(client: Client, namespace: str, app: str, n: int) -> list[evicting.Pod]:

@@ -8,19 +8,14 @@ digest of its content.
 
 from __future__ import annotations
 
-from kube_reloader.core.objects import ResourceType
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.projections import ConfigMapContent
 
 
-async def config_files(
-    client: Client, rtype: ResourceType, namespace: str, name: str
-) -> dict[str, bytes]:
-    """Each key's bytes as the kubelet writes the file (`data` as UTF-8, and `binaryData`).
-    NotFound when it does not exist; ValueError for anything but a ConfigMap."""
-    if rtype is not ResourceType.CONFIGMAP:
-        raise ValueError(f"only ConfigMaps are read for their files, not {rtype.value}")
+async def config_files(client: Client, namespace: str, name: str) -> dict[str, bytes]:
+    """Each key's bytes of ConfigMap `namespace/name` as the kubelet writes the file (`data`
+    as UTF-8, and `binaryData`). NotFound when it does not exist."""
     cms = await client.list(
         resources.CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={name}",
         type=ConfigMapContent,

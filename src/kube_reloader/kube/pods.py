@@ -1,6 +1,6 @@
 """Pods as a pod-level reload sees them: a projection that keeps only what a rotation reads
-(identity, owners, creation and deletion, readiness, the StatefulSet ordinal), and its
-conversion to `core.evicting.Pod`.
+(identity, owners, creation and deletion, readiness, labels, container starts), and which
+workload owns a pod. `runtime.podviews` turns it into the core's values.
 
 A pod object is a few kilobytes; this projection decodes none of its spec, so 20,000 pods
 cost the controller little more than their names and UIDs.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import msgspec
 
-from kube_reloader.core import evicting, inplace
 from kube_reloader.kube.projections import OwnerReference, epoch
 
 
@@ -64,39 +63,6 @@ class PodStatus(msgspec.Struct, frozen=True):
 class PodObject(msgspec.Struct, frozen=True):
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
-
-
-def view(pod: PodObject) -> evicting.Pod:
-    """The rotation's view of `pod`. A creation time that does not parse counts as the
-    oldest (the pod is replaced rather than left on old content)."""
-    meta = pod.metadata
-    ready = next((c for c in pod.status.conditions if c.type == "Ready"), None)
-    is_ready = ready is not None and ready.status == "True"
-    return evicting.Pod(
-        uid=meta.uid,
-        name=meta.name,
-        created=epoch(meta.creationTimestamp) or 0.0,
-        ready=is_ready,
-        ready_since=epoch(ready.lastTransitionTime) if ready is not None and is_ready else None,
-        terminating=meta.deletionTimestamp is not None,
-        ordinal=evicting.ordinal_of(meta.name, meta.labels),
-    )
-
-
-def in_place_view(pod: PodObject, annotation: str) -> inplace.Pod:
-    """The in-place rotation's view of `pod`; `annotation`: the one its strategy writes."""
-    base = view(pod)
-    starts = [c.last_start() for c in pod.status.containerStatuses]
-    started = (
-        None
-        if not starts or any(s is None for s in starts)
-        else min(s for s in starts if s is not None)
-    )
-    return inplace.Pod(
-        uid=base.uid, name=base.name, ready=base.ready, terminating=base.terminating,
-        started=started, request=pod.metadata.annotations.get(annotation),
-        ordinal=base.ordinal, restarts=sum(c.restartCount for c in pod.status.containerStatuses),
-    )  # fmt: skip
 
 
 def controlled_by(pod: PodObject, uid: str) -> bool:

@@ -11,11 +11,11 @@ only its `tls.crt` is decoded, reduced to its certificate's validity and dropped
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import msgspec
 
-from kube_reloader.core import staleness, x509
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.paging import DEFAULT_PAGE_BYTES
@@ -124,32 +124,38 @@ class _TlsSecret(msgspec.Struct, frozen=True):
 
 
 @dataclass(frozen=True, slots=True)
-class Certificate:
+class SecretCertificate:
+    """A Secret's `tls.crt`, read only when the Secret is a TLS one."""
+
     resource_version: str
     tls: bool
-    parsed: x509.Parsed | None
+    #: the certificate's bytes (public data; the caller reduces them and drops them)
+    pem: bytes | None = None
+    #: why a TLS Secret's certificate could not be read
+    error: str | None = None
 
 
-async def certificate(client: Client, namespace: str, name: str) -> Certificate:
-    """Whether Secret `name` is a TLS Secret and, if so, its certificate's validity (its
-    `tls.crt` is decoded here and dropped; nothing else of the data is decoded)."""
+async def certificate(
+    client: Client, namespace: str, name: str, is_tls: Callable[[str, Mapping[str, str]], bool]
+) -> SecretCertificate:
+    """Whether Secret `name` is a TLS Secret (`is_tls` of its type and annotations) and, if
+    so, its `tls.crt` (nothing else of the data is decoded)."""
     listed = await client.list(
-        resources.SECRETS, namespace=namespace, field_selector=f"metadata.name={name}",
+        resources.SECRETS,
+        namespace=namespace,
+        field_selector=f"metadata.name={name}",
         type=_TlsSecret,
-    )  # fmt: skip
+    )
     if not listed.items:
         raise errors.NotFound(404, f"Secret {namespace}/{name} not found")
     secret = listed.items[0]
     meta = secret.metadata
-    if not staleness.is_tls(secret.type, meta.annotations):
-        return Certificate(meta.resourceVersion, False, None)
+    if not is_tls(secret.type, meta.annotations):
+        return SecretCertificate(meta.resourceVersion, False)
     raw = (secret.data or {}).get("tls.crt")
     if raw is None:
-        return Certificate(meta.resourceVersion, True, x509.Parsed(error="no tls.crt key"))
+        return SecretCertificate(meta.resourceVersion, True, error="no tls.crt key")
     try:
-        pem = _BYTES.decode(raw)
+        return SecretCertificate(meta.resourceVersion, True, pem=_BYTES.decode(raw))
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return Certificate(meta.resourceVersion, True, x509.Parsed(error="tls.crt is not base64"))
-    parsed = x509.validity_of_pem(pem)
-    del pem
-    return Certificate(meta.resourceVersion, True, parsed)
+        return SecretCertificate(meta.resourceVersion, True, error="tls.crt is not base64")

@@ -32,7 +32,7 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from kube_reloader.core import planning, staleness
+from kube_reloader.core import planning, staleness, x509
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.staleness import Candidate, Consumed, Finding, Reason, Unwatched
 from kube_reloader.core.x509 import iso
@@ -67,20 +67,40 @@ class Report:
     unread: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True, slots=True)
+class Certificate:
+    """Whether a Secret is a TLS one and, if so, its certificate's validity."""
+
+    resource_version: str
+    tls: bool
+    parsed: x509.Parsed | None
+
+
+def validity(read: podstarts.SecretCertificate) -> Certificate:
+    """The certificate read, reduced to its validity (its bytes are not kept)."""
+    if not read.tls:
+        return Certificate(read.resource_version, False, None)
+    if read.pem is None:
+        return Certificate(
+            read.resource_version, True, x509.Parsed(error=read.error or "no tls.crt")
+        )
+    return Certificate(read.resource_version, True, x509.validity_of_pem(read.pem))
+
+
 class Certificates:
     """TLS-ness and validity of Secrets, by (namespace, name), re-read when changed."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._known: dict[tuple[str, str], podstarts.Certificate] = {}
+        self._known: dict[tuple[str, str], Certificate] = {}
         self.reads = 0
 
-    async def get(self, namespace: str, name: str, resource_version: str) -> podstarts.Certificate:
+    async def get(self, namespace: str, name: str, resource_version: str) -> Certificate:
         known = self._known.get((namespace, name))
         if known is not None and resource_version and known.resource_version == resource_version:
             return known
         self.reads += 1
-        cert = await podstarts.certificate(self.client, namespace, name)
+        cert = validity(await podstarts.certificate(self.client, namespace, name, staleness.is_tls))
         self._known.pop((namespace, name), None)
         self._known[(namespace, name)] = cert
         while len(self._known) > MAX_CERTIFICATES:

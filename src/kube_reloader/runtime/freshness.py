@@ -27,9 +27,10 @@ from kube_reloader.core import evicting, planning, selectors
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import OWNED_KINDS, PodObject, owned, view
+from kube_reloader.kube.pods import OWNED_KINDS, PodObject, owned
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.podviews import view
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer

@@ -24,9 +24,10 @@ from typing import Any, Protocol
 from kube_reloader.core import evicting, inplace, planning, rollouts
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import PodObject, in_place_view, owned
+from kube_reloader.kube.pods import PodObject, owned
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.podviews import in_place_view
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kube_reloader import __version__
+from kube_reloader.core import hashing
 from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
@@ -270,7 +271,9 @@ class Manager:
         if options is None or hash_key is None:
             return options
         try:
-            key = await hashkey.ensure(client, hash_key.namespace, hash_key.secret)
+            key = await hashkey.ensure(
+                client, hash_key.namespace, hash_key.secret, size=hashing.KEY_BYTES
+            )
         except errors.KubeError as exc:
             log.error("cannot read or create the hash key", extra={"error": str(exc)})
             return None

@@ -13,13 +13,13 @@ from kube_reloader.alerts import AlertSender
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Outcome, Plan
-from kube_reloader.kube import errors, events
+from kube_reloader.kube import errors
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.auditreports import AuditReports
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.counting import Counting, log
-from kube_reloader.runtime.eventing import EventQueue, Pending
+from kube_reloader.runtime.eventing import EventQueue, EventRecorder, EventSink, Pending
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.kinds import Kinds
 
@@ -38,7 +38,7 @@ _DONE = {"evict": "replaced", "restart-in-place": "restarted", "signal": "signal
 _BY = {"evict": "by eviction", "restart-in-place": "in place", "signal": "by signal"}
 
 
-class KubeEvents(events.EventRecorder):
+class KubeEvents(EventRecorder):
     """Events about workloads (and ConfigMaps, Secrets), correlated as client-go does."""
 
     def __init__(self, client: Client, kinds: Kinds, clock: Clock) -> None:
@@ -51,7 +51,7 @@ class KubeEvents(events.EventRecorder):
 
 class Reporter(Counting):
     def __init__(
-        self, metrics: Recorder, sink: events.EventSink, fence: Fence, spawn: Spawn,
+        self, metrics: Recorder, sink: EventSink, fence: Fence, spawn: Spawn,
         clock: Clock,
     ) -> None:  # fmt: skip
         super().__init__(metrics)

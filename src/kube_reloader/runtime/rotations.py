@@ -28,10 +28,11 @@ from kube_reloader.core import evicting, limiting, planning, rollouts, selectors
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import PodObject, owned, view
+from kube_reloader.kube.pods import PodObject, owned
 from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.podviews import view
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer

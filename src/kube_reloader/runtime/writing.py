@@ -102,5 +102,8 @@ class KubeWriter:
         self, rtype: ResourceType, namespace: str, name: str
     ) -> dict[str, bytes]:
         """The files a ConfigMap volume would hold, by key (a LIST by name: the chart grants
-        list, not get, on ConfigMaps). The caller hashes and drops them."""
-        return await configfiles.config_files(self.client, rtype, namespace, name)
+        list, not get, on ConfigMaps). The caller hashes and drops them. ValueError for
+        anything but a ConfigMap: a Secret's content is never read."""
+        if rtype is not ResourceType.CONFIGMAP:
+            raise ValueError(f"only ConfigMaps are read for their files, not {rtype.value}")
+        return await configfiles.config_files(self.client, namespace, name)

@@ -10,8 +10,9 @@ import pytest
 
 from kube_reloader.core import planning
 from kube_reloader.core.correlating import Correlator
-from kube_reloader.kube import errors, events, resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import PatchType
+from kube_reloader.runtime import eventing
 
 WALL = 1_780_000_000.0
 WEB = planning.workload_from_manifest({
@@ -62,11 +63,11 @@ class FakeEventsAPI:
         return dict(patch)
 
 
-def recorder(api: FakeEventsAPI, clock: Clock) -> events.EventRecorder:
-    return events.EventRecorder(api, clock, lambda kind: "apps/v1")  # type: ignore[arg-type]
+def recorder(api: FakeEventsAPI, clock: Clock) -> eventing.EventRecorder:
+    return eventing.EventRecorder(api, clock, lambda kind: "apps/v1")  # type: ignore[arg-type]
 
 
-async def reloaded(rec: events.EventRecorder, workload: planning.Workload = WEB) -> None:
+async def reloaded(rec: eventing.EventRecorder, workload: planning.Workload = WEB) -> None:
     await rec.send(workload, "Normal", "Reloaded", "Changes detected", "reloader-configmaps")
 
 
@@ -183,13 +184,13 @@ async def test_one_noisy_object_is_rate_limited_and_another_objects_events_still
 
 
 def test_a_name_too_long_for_an_event_becomes_a_uuid() -> None:
-    assert len(events.fresh_name("w" * 253)) == 36
-    assert events.fresh_name("web").startswith("web.")
+    assert len(eventing.fresh_name("w" * 253)) == 36
+    assert eventing.fresh_name("web").startswith("web.")
 
 
 async def test_the_recorder_uses_its_own_correlator_when_given_one() -> None:
     api, clock = FakeEventsAPI(), Clock()
-    rec = events.EventRecorder(api, clock, lambda kind: "v1", correlator=Correlator(burst=1))  # type: ignore[arg-type]
+    rec = eventing.EventRecorder(api, clock, lambda kind: "v1", correlator=Correlator(burst=1))  # type: ignore[arg-type]
     await reloaded(rec)
     await reloaded(rec)
     assert len(api.calls) == 1
