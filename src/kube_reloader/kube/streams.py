@@ -70,21 +70,16 @@ class Watcher(Transport):
         event is raised as the matching `ApiError` (`Gone` for an expired resourceVersion).
         BOOKMARK events carry only a resourceVersion: their `object` is a `str`.
         """
-        params: dict[str, str] = {
-            "watch": "true",
-            "timeoutSeconds": str(timeout_seconds),
-        }
-        if allow_bookmarks:
-            params["allowWatchBookmarks"] = "true"
-        if resource_version:
-            params["resourceVersion"] = resource_version
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        decoder = self._decoder(type)
-        raw_decoder = self._decoder(_RawEvent)
-        bookmark_decoder = self._decoder(_Bookmark)
+        params = _watch_params(
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=allow_bookmarks,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        events = _Events(
+            resource, self._decoder(type), self._decoder(_RawEvent), self._decoder(_Bookmark)
+        )
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self._timeout, sock_read=timeout_seconds + 30
         )
@@ -94,37 +89,78 @@ class Watcher(Transport):
         ) as resp:
             try:
                 async for line in _lines(resp.content):
-                    try:
-                        raw = raw_decoder.decode(line)
-                        if raw.type == "ERROR":
-                            status = msgspec.json.decode(raw.object)
-                            raise errors.from_watch_error(status)
-                        if raw.type == "BOOKMARK":
-                            bm = bookmark_decoder.decode(raw.object)
-                            yield WatchEvent("BOOKMARK", bm.metadata.resourceVersion)
-                            continue
-                        try:
-                            obj = decoder.decode(raw.object)
-                        except msgspec.ValidationError as exc:
-                            # well-formed JSON whose fields do not fit the projection (a
-                            # custom kind without a schema): skip this object, keep watching
-                            meta = bookmark_decoder.decode(raw.object).metadata
-                            log.error(
-                                "watch event skipped: the object does not fit its type",
-                                extra={"resource": str(resource), "namespace": meta.namespace,
-                                       "object": meta.name, "error": str(exc)[:300]},
-                            )  # fmt: skip
-                            yield WatchEvent("BOOKMARK", meta.resourceVersion)
-                            continue
-                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                        raise errors.KubeError(
-                            f"WATCH {resource}: cannot decode an event: {exc}"
-                        ) from exc
-                    yield WatchEvent(raw.type, obj)
+                    yield events.decode(line)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise errors.ConnectionFailed(
                     f"WATCH {resource}: stream broke: {describe(exc)}"
                 ) from exc
+
+
+def _watch_params(
+    *,
+    timeout_seconds: int,
+    allow_bookmarks: bool,
+    resource_version: str | None,
+    label_selector: str | None,
+    field_selector: str | None,
+) -> dict[str, str]:
+    """The query of a WATCH request."""
+    params: dict[str, str] = {
+        "watch": "true",
+        "timeoutSeconds": str(timeout_seconds),
+    }
+    if allow_bookmarks:
+        params["allowWatchBookmarks"] = "true"
+    if resource_version:
+        params["resourceVersion"] = resource_version
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class _Events:
+    """The lines of one resource's watch stream as events, with the decoders of its objects
+    (the caller's type), of the event envelope and of a bookmark (metadata only)."""
+
+    resource: Resource
+    objects: Any
+    envelopes: Any
+    bookmarks: Any
+
+    def decode(self, line: bytes) -> WatchEvent[Any]:
+        """One line as an event. A watch ERROR event is raised as its `ApiError`; an object
+        that does not fit its type is logged and stands as a BOOKMARK of its resourceVersion;
+        a line that is not an event raises `KubeError`."""
+        try:
+            raw = self.envelopes.decode(line)
+            if raw.type == "ERROR":
+                status = msgspec.json.decode(raw.object)
+                raise errors.from_watch_error(status)
+            if raw.type == "BOOKMARK":
+                bm = self.bookmarks.decode(raw.object)
+                return WatchEvent("BOOKMARK", bm.metadata.resourceVersion)
+            try:
+                obj = self.objects.decode(raw.object)
+            except msgspec.ValidationError as exc:
+                # well-formed JSON whose fields do not fit the projection (a custom kind
+                # without a schema): skip this object, keep watching
+                meta = self.bookmarks.decode(raw.object).metadata
+                log.error(
+                    "watch event skipped: the object does not fit its type",
+                    extra={
+                        "resource": str(self.resource),
+                        "namespace": meta.namespace,
+                        "object": meta.name,
+                        "error": str(exc)[:300],
+                    },
+                )
+                return WatchEvent("BOOKMARK", meta.resourceVersion)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise errors.KubeError(f"WATCH {self.resource}: cannot decode an event: {exc}") from exc
+        return WatchEvent(raw.type, obj)
 
 
 async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
