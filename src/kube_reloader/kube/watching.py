@@ -153,32 +153,10 @@ class Reflector(Generic[T]):
                     yield ev
                 self.watch_restarts += 1  # the server closed the stream: resume from rv
             except errors.Gone:
-                log.info(
-                    "watch expired, relisting",
-                    extra={
-                        "resource": str(self.resource),
-                        "resource_version": self.resource_version,
-                    },
-                )
-                self.resource_version = ""
-                self.watch_restarts += 1
+                self._expired()
             except errors.Forbidden as exc:
-                self.forbidden = True
-                self.errors += 1
-                if self._on_error is not None:
-                    self._on_error(exc)
-                if self.synced.is_set() and self.poll_interval and not self.polling:
-                    # LIST is allowed (we synced) but WATCH is not: poll instead of failing
-                    self.polling = True
-                    log.error(
-                        "RBAC allows list but not watch; polling instead (grant watch to fix)",
-                        extra={
-                            "resource": str(self.resource),
-                            "poll_seconds": self.poll_interval,
-                            "error": exc.message,
-                        },
-                    )
-                    continue
+                if self._refused(exc):
+                    continue  # LIST is allowed but WATCH is not: poll instead of failing
                 failures += 1
                 self._log_once(
                     "RBAC forbids listing this resource; retrying",
@@ -188,23 +166,60 @@ class Reflector(Generic[T]):
                 await asyncio.sleep(self.backoff.delay(failures))
             except (errors.KubeError, OSError) as exc:
                 failures += 1
-                self.errors += 1
-                self.watch_restarts += 1
-                if self._on_error is not None:
-                    self._on_error(exc)
-                delay = self.backoff.delay(failures)
-                log.warning(
-                    "list/watch failed, retrying",
-                    extra={
-                        "resource": str(self.resource),
-                        "error": str(exc),
-                        "retry_in_seconds": round(delay, 2),
-                        "failures": failures,
-                    },
-                )
-                if isinstance(exc, errors.ApiError) and exc.code in (400, 422):
-                    self.resource_version = ""  # a malformed resume point: start over
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._failed(exc, failures))
+
+    def _expired(self) -> None:
+        """The watch's resourceVersion expired (410 Gone): the next round relists."""
+        log.info(
+            "watch expired, relisting",
+            extra={
+                "resource": str(self.resource),
+                "resource_version": self.resource_version,
+            },
+        )
+        self.resource_version = ""
+        self.watch_restarts += 1
+
+    def _refused(self, exc: errors.Forbidden) -> bool:
+        """A 403, counted and told; True when it turns the reflector to polling: LIST is
+        allowed (it synced) but WATCH is not, and polling is on."""
+        self.forbidden = True
+        self.errors += 1
+        if self._on_error is not None:
+            self._on_error(exc)
+        if not (self.synced.is_set() and self.poll_interval and not self.polling):
+            return False
+        self.polling = True
+        log.error(
+            "RBAC allows list but not watch; polling instead (grant watch to fix)",
+            extra={
+                "resource": str(self.resource),
+                "poll_seconds": self.poll_interval,
+                "error": exc.message,
+            },
+        )
+        return True
+
+    def _failed(self, exc: errors.KubeError | OSError, failures: int) -> float:
+        """A failed LIST or WATCH (the `failures`th in a row), counted, told and logged; the
+        seconds to wait before the next try. A 400 or 422 also drops the resume point."""
+        self.errors += 1
+        self.watch_restarts += 1
+        if self._on_error is not None:
+            self._on_error(exc)
+        delay = self.backoff.delay(failures)
+        log.warning(
+            "list/watch failed, retrying",
+            extra={
+                "resource": str(self.resource),
+                "error": str(exc),
+                "retry_in_seconds": round(delay, 2),
+                "failures": failures,
+            },
+        )
+        if isinstance(exc, errors.ApiError) and exc.code in (400, 422):
+            self.resource_version = ""  # a malformed resume point: start over
+        return delay
 
     def _log_once(self, message: str, key: str, extra: dict[str, Any]) -> None:
         """An error that repeats at every retry is logged once at error level, then at debug."""
