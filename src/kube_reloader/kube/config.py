@@ -20,7 +20,7 @@ from typing import Any
 
 from kube_reloader.kube.credentials import Credentials, TokenFileCredentials
 from kube_reloader.kube.errors import ConfigError
-from kube_reloader.kube.kubeconfig import bytes_field, merge, user_credentials
+from kube_reloader.kube.kubeconfig import Entry, Merged, bytes_field, merge, user_credentials
 from kube_reloader.kube.proxies import proxy_for
 
 IN_CLUSTER_ROOT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -124,13 +124,7 @@ def load_kubeconfig(
     env = os.environ if env is None else env
     merged = merge(paths)
     where = "kubeconfig " + os.pathsep.join(str(p) for p in paths)
-    name = context or merged.current_context
-    if not name:
-        raise ConfigError(f"{where}: no current-context is set and no --context was given")
-    ctx = merged.contexts.get(name)
-    if ctx is None:
-        known = ", ".join(sorted(merged.contexts)) or "none"
-        raise ConfigError(f"{where}: context {name!r} not found (contexts: {known})")
+    name, ctx = _context(merged, context, where)
     cluster_name = str(ctx.body.get("cluster") or "")
     user_name = str(ctx.body.get("user") or "")
     if cluster_name not in merged.clusters:
@@ -148,12 +142,7 @@ def load_kubeconfig(
     ca = bytes_field(cluster, "certificate-authority", cluster_dir, what)
     proxy_url = str(cluster.get("proxy-url") or "")
     proxy = proxy_for(server, env, proxy_url, what=what)
-    user: Mapping[str, Any] = {}
-    user_file, user_dir = ctx.file, ctx.base
-    if user_name:
-        if user_name not in merged.users:
-            raise ConfigError(f"{where}: context {name!r} names user {user_name!r}, not defined")
-        user, user_file, user_dir = merged.users[user_name]
+    user, user_file, user_dir = _user(merged, ctx, user_name, f"{where}: context {name!r}")
     cluster_info = {
         "server": server,
         "certificate-authority-data": base64.b64encode(ca).decode() if ca else None,
@@ -175,3 +164,25 @@ def load_kubeconfig(
         proxy=proxy,
         disable_compression=cluster.get("disable-compression") is True,
     )
+
+
+def _context(merged: Merged, context: str | None, where: str) -> tuple[str, Entry]:
+    """The context to use (`--context`, else the current-context): its name and entry."""
+    name = context or merged.current_context
+    if not name:
+        raise ConfigError(f"{where}: no current-context is set and no --context was given")
+    ctx = merged.contexts.get(name)
+    if ctx is None:
+        known = ", ".join(sorted(merged.contexts)) or "none"
+        raise ConfigError(f"{where}: context {name!r} not found (contexts: {known})")
+    return name, ctx
+
+
+def _user(merged: Merged, ctx: Entry, user_name: str, what: str) -> Entry:
+    """The user the context names, or an empty one (from the context's file) when it names
+    none."""
+    if not user_name:
+        return Entry({}, ctx.file, ctx.base)
+    if user_name not in merged.users:
+        raise ConfigError(f"{what} names user {user_name!r}, not defined")
+    return merged.users[user_name]
