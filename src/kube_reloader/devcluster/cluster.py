@@ -6,8 +6,9 @@ one from a killed run is cleaned first), waits until the cluster is really usabl
 Ready and untainted) and on any failure stops what it started and names the component and
 its log file. `down` stops only processes whose command line still matches what was
 recorded, so a recycled PID is never killed. The components' command lines and config
-files live in `components`, the state types in `state`, the process/HTTP helpers and
-health probes in `processes`, the API-level readiness wait in `readiness`.
+files live in `components`, the state types in `state` (a new cluster's, its ports chosen, in
+`newstate`), the process/HTTP helpers and health probes in `processes`, the API-level
+readiness wait in `readiness`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from kube_reloader.devcluster import components, realnode
 from kube_reloader.devcluster import pki as pkimod
 from kube_reloader.devcluster.building import Binaries, Builder
 from kube_reloader.devcluster.components import COMPONENTS
+from kube_reloader.devcluster.newstate import new_state
 from kube_reloader.devcluster.node import enter_netns
 from kube_reloader.devcluster.processes import (
     alive,
-    free_port,
     health_probes,
     http_ok,
     last_error_line,
@@ -117,57 +118,22 @@ class DevCluster:
         which is how the benchmark counts each controller's API calls. `real_node` adds a
         kubelet with containerd on this machine (`devcluster/node.py`; root only).
         """
-        state = self.load_state()
-        if state is not None:
-            statuses = self.status(state)
-            if statuses and all(s.running and s.healthy for s in statuses):
-                if real_node and not state.real_node:
-                    raise ClusterError("dev-cluster: running without a real node; `down` it first")
-                self.report(f"[dev-cluster] already running; kubeconfig: {state.kubeconfig}")
-                return state
-            bad = ", ".join(s.name for s in statuses if not (s.running and s.healthy))
-            self.report(
-                f"[dev-cluster] stale state in {self.state_dir} ({bad} not healthy): cleaning up"
-            )
-            self.down()
-        elif self.state_dir.exists() and any(self.state_dir.iterdir()):
-            self.report(f"[dev-cluster] removing leftover directory {self.state_dir}")
-            self._remove_dir()
-
-        if build:
-            binaries = self.builder.ensure()
-        else:
-            binaries = self.builder.binaries
-            missing = self.builder.missing()
-            if missing:
-                raise ClusterError(
-                    f"dev-cluster: {', '.join(missing)} not built yet in {binaries.bin} "
-                    "(run `kube-reloader dev-cluster build`)"
-                )
-
+        running = self._reuse_or_clean(real_node=real_node)
+        if running is not None:
+            return running
+        binaries = self._binaries(build=build)
         started = time.monotonic()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         pkimod.generate(self.pki.root)
-        chosen = {
-            name: free_port()
-            for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager",
-                         "kube-scheduler", "kwok")
-        }  # fmt: skip
-        chosen.update(ports or {})
-        state = State(
-            versions={
-                "kubernetes": self.versions.kubernetes,
-                "etcd": self.versions.etcd,
-                "kwok": self.versions.kwok,
-            },
-            ports=chosen,
-            kubeconfig=str(self.kubeconfig),
-            nodes=0 if minimal else nodes,
+        state = new_state(
+            self.versions,
+            self.kubeconfig,
+            nodes=nodes,
             minimal=minimal,
+            ports=ports,
             audit=audit,
-            real_node=real_node and not minimal,
-            started_at=time.time(),
+            real_node=real_node,
         )
         self._save(state)
         try:
@@ -185,6 +151,40 @@ class DevCluster:
             f"export KUBECONFIG={state.kubeconfig}"
         )
         return state
+
+    def _reuse_or_clean(self, *, real_node: bool) -> State | None:
+        """The state of a healthy cluster from an earlier `up`, to reuse; else None, once a
+        stale cluster (its processes and directory) or a leftover directory is removed."""
+        state = self.load_state()
+        if state is not None:
+            statuses = self.status(state)
+            if statuses and all(s.running and s.healthy for s in statuses):
+                if real_node and not state.real_node:
+                    raise ClusterError("dev-cluster: running without a real node; `down` it first")
+                self.report(f"[dev-cluster] already running; kubeconfig: {state.kubeconfig}")
+                return state
+            bad = ", ".join(s.name for s in statuses if not (s.running and s.healthy))
+            self.report(
+                f"[dev-cluster] stale state in {self.state_dir} ({bad} not healthy): cleaning up"
+            )
+            self.down()
+        elif self.state_dir.exists() and any(self.state_dir.iterdir()):
+            self.report(f"[dev-cluster] removing leftover directory {self.state_dir}")
+            self._remove_dir()
+        return None
+
+    def _binaries(self, *, build: bool) -> Binaries:
+        """The control plane's programs: built first if `build`, else they must be built."""
+        if build:
+            return self.builder.ensure()
+        binaries = self.builder.binaries
+        missing = self.builder.missing()
+        if missing:
+            raise ClusterError(
+                f"dev-cluster: {', '.join(missing)} not built yet in {binaries.bin} "
+                "(run `kube-reloader dev-cluster build`)"
+            )
+        return binaries
 
     def _start_all(self, state: State, bins: Binaries, started: float, timeout: float) -> None:
         deadline = started + timeout
