@@ -1,5 +1,6 @@
-"""The shape of the code, checked: module sizes, no import circle, time injected, one place
-that creates tasks is checked in test_supervisor. import-linter checks the layers."""
+"""The shape of the code, checked: module sizes, function lengths, no import circle, time
+injected, one place that creates tasks is checked in test_supervisor. import-linter checks the
+layers."""
 
 from __future__ import annotations
 
@@ -169,3 +170,35 @@ def test_the_metric_check_finds_a_direct_touch(tmp_path: Path) -> None:
     module.write_text("self.metrics.retries.inc()\nrecorder.leader.set(1)\nx.set(1)\n"
                       "self.metrics.skipped.labels(reason='r').inc()\n")  # fmt: skip
     assert metric_touches(module) == ["m.py:1", "m.py:2", "m.py:4", "m.py:4"]
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """`path:line name length` of every function and method (nested ones too) longer than
+    `limit` lines, counted from its `def` line to its last line (decorators not counted)."""
+    root = SRC.parents[1]
+    shown = path.relative_to(root) if path.is_relative_to(root) else path.name
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > limit:
+                found.append(f"{shown}:{node.lineno} {node.name} {length}")
+    return found
+
+
+def test_no_function_or_method_is_longer_than_60_lines() -> None:
+    offenders = [found for path in MODULES.values() for found in long_functions(path)]
+    assert offenders == [], f"longer than {MAX_FUNCTION_LINES} lines: " + "; ".join(offenders)
+
+
+def test_the_length_check_counts_from_def_to_the_last_line_without_decorators(
+    tmp_path: Path,
+) -> None:
+    module = tmp_path / "m.py"
+    sixty = "@decorator\n@another\ndef sixty():\n" + "    x = 1\n" * 59
+    sixty_one = "class C:\n    async def sixty_one(self):\n" + "        x = 1\n" * 60
+    module.write_text(sixty + sixty_one)
+    assert long_functions(module) == ["m.py:64 sixty_one 61"]
