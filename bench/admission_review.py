@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kube_reloader.core import admitting
-from kube_reloader.runtime import admission
+from kube_reloader.runtime import admitter
 
 SHAPES: dict[str, Callable[[int], dict[str, Any]]] = {
     "one long string": lambda n: {
@@ -44,7 +44,7 @@ def at_cap(shape: Callable[[int], dict[str, Any]]) -> bytes:
 
 
 def main() -> None:
-    decoders = {"msgspec (now)": admission.decode_review, "json (before)": admitting.parse_review}
+    decoders = {"msgspec (now)": admitter.decode_review, "json (before)": admitting.parse_review}
     for name, shape in SHAPES.items():
         body = at_cap(shape)
         for label, decode in decoders.items():

@@ -1,6 +1,6 @@
 """The admission webhook's HTTP edge: `POST /mutate` takes an AdmissionReview and answers
-with what `runtime.admission.Admitter` decided. Served over TLS (`tlsserving`), behind
-`runtime.admissioncerts.LIMITS`: one review per connection, fewer connections than the probe
+with what `runtime.admitter.Admitter` decided. Served over TLS (`tlsserving`), behind
+`runtime.servingcerts.LIMITS`: one review per connection, fewer connections than the probe
 listener.
 
 A review goes through two stages, each with slots shared fairly among client addresses

@@ -13,7 +13,7 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
-from kube_reloader.runtime import strategies
+from kube_reloader.runtime import writeseam
 from kube_reloader.runtime.kinds import BUILTIN, KindSpec
 from kube_reloader.runtime.options import Options
 from tests import builders
@@ -52,7 +52,7 @@ CRD: dict[str, Any] = {
     },
 }
 #: the whole of "supporting a new kind": one entry (its strategy already exists)
-SPEC = KindSpec("ReloadTestApp", APPS, strategies.fixed(strategies.CUSTOM_RESOURCE_PATCH))
+SPEC = KindSpec("ReloadTestApp", APPS, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH))
 
 
 async def install_crd(client: Client, crd: dict[str, Any], resource: Resource) -> None:

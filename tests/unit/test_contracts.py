@@ -99,4 +99,14 @@ def test_the_architecture_page_says_what_every_runtime_room_owns() -> None:
 def test_the_diagram_reader_sees_a_name_carried_onto_the_next_line() -> None:
     # the reader itself: a row's names continued with `|`, a description continued alone
     assert drawing("cli")[3] == ["kube", "alerts", "serving", "admitserving"]
-    assert drawing("manager")[1] == ["controller", "admissioncerts"]
+    assert drawing("manager")[1] == ["controller", "servingcerts"]
+
+
+def test_no_module_name_is_used_twice_in_the_package() -> None:
+    # one concept, one name: a module is found by its name alone (`scheduler`, not "the
+    # runtime's scheduling, not the core's"); packages' __init__ and __main__ aside
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.stem not in NOT_MODULES:
+            seen.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

@@ -24,7 +24,7 @@ from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.writing import KubeWriter
 from tests.unit.runtime.fakes import EPOCH, KEYS, change
-from tests.unit.runtime.test_strategies import RecordingClient
+from tests.unit.runtime.test_writeseam import RecordingClient
 
 PODSETS = "core.example.io/v1beta2/podsets:spec.pod.template"
 

@@ -1,5 +1,5 @@
 """`kube-reloader impact`: what one content change would do to every workload of its namespace,
-as `core.impact.preview` decides it and as the command line prints it from files."""
+as `core.impacting.preview` decides it and as the command line prints it from files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from kube_reloader import cli
 from kube_reloader.cli import impact as command
-from kube_reloader.core import evicting, hashing, impact, planning
+from kube_reloader.core import evicting, hashing, impacting, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change
 
@@ -50,24 +50,24 @@ ELSEWHERE = ObjectKey(D, "other", "busy")
 #: (workloads, preview keywords, what each workload is told: now, a hold, "slot N", or "no")
 CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]] = {
     "the slots fill in key order, the rest wait in line": (
-        [wl(D, n) for n in "abcd"], {"state": impact.State(cap=3)},
+        [wl(D, n) for n in "abcd"], {"state": impacting.State(cap=3)},
         {"a": "now", "b": "now", "c": "slot 1", "d": "slot 2"}),
     "one namespace never takes the last slot": (
-        [wl(D, n) for n in "abc"], {"state": impact.State(cap=2)},
+        [wl(D, n) for n in "abc"], {"state": impacting.State(cap=2)},
         {"a": "now", "b": "slot 1", "c": "slot 2"}),
     "rollouts in flight elsewhere count against the cap": (
-        [wl(D, "a"), wl(D, "b")], {"state": impact.State(cap=2, in_flight=frozenset({ELSEWHERE}))},
+        [wl(D, "a"), wl(D, "b")], {"state": impacting.State(cap=2, in_flight=frozenset({ELSEWHERE}))},
         {"a": "now", "b": "slot 1"}),
     "a workload in flight itself does not wait for its own slot": (
-        [wl(D, "a")], {"state": impact.State(cap=1, in_flight=frozenset({ObjectKey(D, "ns", "a")}))},
+        [wl(D, "a")], {"state": impacting.State(cap=1, in_flight=frozenset({ObjectKey(D, "ns", "a")}))},
         {"a": "now"}),
     "jobs need a free slot but keep none": (
-        [wl(J, "j"), wl(S, "s")], {"state": impact.State(cap=1)}, {"j": "now", "s": "now"}),
+        [wl(J, "j"), wl(S, "s")], {"state": impacting.State(cap=1)}, {"j": "now", "s": "now"}),
     "a job waits for a slot a deployment took": (
-        [wl(D, "a"), wl(J, "j")], {"state": impact.State(cap=1)}, {"a": "now", "j": "slot 1"}),
+        [wl(D, "a"), wl(J, "j")], {"state": impacting.State(cap=1)}, {"a": "now", "j": "slot 1"}),
     "evict takes a slot like a template write": (
         [wl(D, "a", **{"kube-reloader.io/strategy": "evict"}), wl(D, "b")],
-        {"state": impact.State(cap=1)}, {"a": "now", "b": "slot 1"}),
+        {"state": impacting.State(cap=1)}, {"a": "now", "b": "slot 1"}),
     "no cap: everything is written": (
         [wl(D, n) for n in "abcdef"], {}, dict.fromkeys("abcdef", "now")),
     "a closed window holds, an open one lets through": (
@@ -79,18 +79,18 @@ CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]]
     "an urgent change bypasses the window": (
         [wl(D, "a", **window(CLOSED))], {"urgent": True}, {"a": "now"}),
     "an urgent change does not bypass a freeze": (
-        [wl(D, "a")], {"urgent": True, "state": impact.State(freeze=True)}, {"a": "frozen"}),
+        [wl(D, "a")], {"urgent": True, "state": impacting.State(freeze=True)}, {"a": "frozen"}),
     "--freeze holds everything": (
-        [wl(D, "a"), wl(J, "j")], {"state": impact.State(freeze=True)},
+        [wl(D, "a"), wl(J, "j")], {"state": impacting.State(freeze=True)},
         {"a": "frozen", "j": "frozen"}),
     "a frozen namespace holds everything": (
         [wl(D, "a")], {"namespace_annotations": {"kube-reloader.io/freeze": "true"}},
         {"a": "frozen"}),
     "the breaker holds the content it halted": (
-        [wl(D, "a")], {"state": impact.State(halted={(CHANGE.rtype, "ns", "cfg"): CHANGE.hash})},
+        [wl(D, "a")], {"state": impacting.State(halted={(CHANGE.rtype, "ns", "cfg"): CHANGE.hash})},
         {"a": "halted"}),
     "a halt of older content is lifted by this one": (
-        [wl(D, "a")], {"state": impact.State(halted={(CHANGE.rtype, "ns", "cfg"): "old"})},
+        [wl(D, "a")], {"state": impacting.State(halted={(CHANGE.rtype, "ns", "cfg"): "old"})},
         {"a": "now"}),
     "a running job waits with after-completion, is recreated without": (
         [wl(J, "a", active=1, **{"kube-reloader.io/job-policy": "after-completion"}),
@@ -113,13 +113,13 @@ CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]]
         {"a": "order", "j": "window"}),
     "a follower of a job goes to the end of the line": (
         [wl(D, "a", **after("job/j")), wl(D, "b"), wl(J, "j"), wl(S, "s")],
-        {"state": impact.State(cap=3)}, {"a": "slot 1", "b": "now", "j": "now", "s": "now"}),
+        {"state": impacting.State(cap=3)}, {"a": "slot 1", "b": "now", "j": "now", "s": "now"}),
     "workloads that follow each other ignore that order": (
         [wl(D, "a", **after("deployment/b")), wl(D, "b", **after("deployment/c")),
          wl(D, "c", **after("deployment/a"))], {}, {"a": "now", "b": "now", "c": "now"}),
     "the rules apply in order: a freeze before a window before an order": (
         [wl(D, "a", **window(CLOSED), **after("deployment/b")), wl(D, "b")],
-        {"state": impact.State(freeze=True)}, {"a": "frozen", "b": "frozen"}),
+        {"state": impacting.State(freeze=True)}, {"a": "frozen", "b": "frozen"}),
     "a workload that does not use the resource is not reloaded": (
         [wl(D, "a", refs=False), wl(D, "b")], {}, {"a": "no", "b": "now"}),
     "an unreadable strategy is not reloaded": (
@@ -130,13 +130,13 @@ CASES: dict[str, tuple[list[planning.Workload], dict[str, Any], dict[str, str]]]
 }  # fmt: skip
 
 
-def told(row: impact.Row) -> str:
+def told(row: impacting.Row) -> str:
     v = row.verdict
     if v is None:
         return "no"
     if v.write:
         return "now"
-    return f"slot {v.position}" if v.hold is impact.Hold.SLOTS else str(v.hold)
+    return f"slot {v.position}" if v.hold is impacting.Hold.SLOTS else str(v.hold)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -145,13 +145,13 @@ def test_the_preview_says_what_each_workload_would_do(case: str) -> None:
     kw = dict(kw)
     change = dataclasses.replace(CHANGE, annotations={"kube-reloader.io/reload-urgent": "true"}
                                  if kw.pop("urgent", False) else {})  # fmt: skip
-    rows = impact.preview(change, workloads, config=planning.Config(), now=NOW, **kw)
+    rows = impacting.preview(change, workloads, config=planning.Config(), now=NOW, **kw)
     assert {r.workload.name: told(r) for r in rows} == expected
     assert [r.workload for r in rows] == sorted(r.workload for r in rows)
 
 
 def test_a_closed_window_says_when_it_opens() -> None:
-    (row,) = impact.preview(CHANGE, [wl(D, "a", **window(CLOSED))], config=planning.Config(),
+    (row,) = impacting.preview(CHANGE, [wl(D, "a", **window(CLOSED))], config=planning.Config(),
                             now=NOW)  # fmt: skip
     assert row.verdict is not None
     assert row.verdict.until == dt.datetime(2026, 12, 2, 3, 0, tzinfo=dt.UTC).timestamp()
@@ -159,7 +159,7 @@ def test_a_closed_window_says_when_it_opens() -> None:
 
 
 def test_a_cycle_is_said_in_a_warning() -> None:
-    rows = impact.preview(CHANGE, [wl(D, "a", **after("deployment/b")),
+    rows = impacting.preview(CHANGE, [wl(D, "a", **after("deployment/b")),
                                    wl(D, "b", **after("deployment/a"))],
                           config=planning.Config(), now=NOW)  # fmt: skip
     assert all("a cycle" in r.warnings[0] for r in rows)
@@ -175,7 +175,7 @@ def test_a_cycle_is_said_in_a_warning() -> None:
 def test_the_strategy_follows_the_default_where_pods_can_be_evicted(
     default: evicting.PodStrategy, kind: str, strategy: str
 ) -> None:
-    (row,) = impact.preview(CHANGE, [wl(kind, "a")], config=planning.Config(), now=NOW,
+    (row,) = impacting.preview(CHANGE, [wl(kind, "a")], config=planning.Config(), now=NOW,
                             default_strategy=default)  # fmt: skip
     assert row.strategy == strategy
 
@@ -186,7 +186,7 @@ def test_evict_is_not_previewed_for_a_csi_rotation() -> None:
         "containers": [{"name": "app", "volumeMounts": [{"name": "v"}]}],
         "volumes": [{"name": "v", "csi": {"volumeAttributes": {"secretProviderClass": "vault"}}}]}})  # fmt: skip
     change = Change(ResourceType.SECRETPROVIDERCLASS, "ns", "vault", "h")
-    (row,) = impact.preview(change, [dataclasses.replace(w, template=tmpl)],
+    (row,) = impacting.preview(change, [dataclasses.replace(w, template=tmpl)],
                             config=planning.Config(), now=NOW)  # fmt: skip
     assert (row.outcome, row.verdict) == ("reload", None)
     assert "does not follow Secrets Store CSI rotations" in row.warnings[0]

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kube_reloader.cli import admission, compat, fleet
+from kube_reloader.cli import admissionflags, compat, fleet
 from kube_reloader.cli.flagset import (
     ANNOTATION_FLAGS,
     DNS_LABEL,
@@ -37,7 +37,7 @@ from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.logs import LEVELS
-from kube_reloader.runtime.admission import AdmissionSettings
+from kube_reloader.runtime.admitter import AdmissionSettings
 from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import Options
@@ -318,8 +318,8 @@ def _hash_key(ns: argparse.Namespace, env: Mapping[str, str]) -> HashKeySettings
 
 def _admission(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSettings | None:
     try:
-        return admission.settings(ns, env)
-    except admission.AdmissionFlagError as exc:
+        return admissionflags.settings(ns, env)
+    except admissionflags.AdmissionFlagError as exc:
         raise FlagError(str(exc)) from None
 
 

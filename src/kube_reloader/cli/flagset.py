@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Protocol
 
-from kube_reloader.cli import admission, fleet
+from kube_reloader.cli import admissionflags, fleet
 from kube_reloader.cli.flaghelp import COMMANDS, HELP, OverviewFormatter
 from kube_reloader.core.annotations import Keys, parse_bool
 
@@ -156,7 +156,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     ours = parser.add_argument_group("kube-reloader's own flags")
     _own_flags(ours)
     fleet.add(parser.add_argument_group("fleet-safe rotations (kube-reloader's own)"))
-    admission.add(parser.add_argument_group("admission webhook (kube-reloader's own)"))
+    admissionflags.add(parser.add_argument_group("admission webhook (kube-reloader's own)"))
 
 
 def _reloader_flags(group: _Group) -> None:

@@ -1,5 +1,5 @@
 """`kube-reloader impact KIND/NAME`: what one content change of a ConfigMap, Secret or
-SecretProviderClass would do to every workload of its namespace (`core.impact.preview`).
+SecretProviderClass would do to every workload of its namespace (`core.impacting.preview`).
 
 The change previewed is one new content: its hash is a sentinel, `sentinel(current)` (SHA-256
 of the current content's hash and a marker, cut to 40 hex digits like Reloader's SHA-1), so it
@@ -41,7 +41,7 @@ from kube_reloader.cli.explain import (
     workload_of,
 )
 from kube_reloader.cli.flaghelp import HelpFormatter
-from kube_reloader.core import impact, planning, rollouts, strategies
+from kube_reloader.core import impacting, planning, rollouts, strategies
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import is_tls_secret
 from kube_reloader.core.objects import ObjectKey, ResourceType
@@ -295,7 +295,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _preview(
     args: argparse.Namespace, opts: Options
-) -> tuple[Inputs, list[impact.Row], impact.State]:
+) -> tuple[Inputs, list[impacting.Row], impacting.State]:
     """Read the inputs (file or cluster) and preview the change under the controller's
     options (`flags.settings`)."""
     rtype, namespace, name = parse_target(args.target, args.namespace)
@@ -306,8 +306,8 @@ def _preview(
         inputs = asyncio.run(from_cluster(args, rtype, namespace, name, cap, keys))
     if rtype is ResourceType.SECRETPROVIDERCLASS:
         inputs.notes.append(CSI_NOTE)
-    state = impact.State(cap=cap, freeze=opts.freeze, in_flight=in_flight(inputs.rolling, cap))
-    rows = impact.preview(
+    state = impacting.State(cap=cap, freeze=opts.freeze, in_flight=in_flight(inputs.rolling, cap))
+    rows = impacting.preview(
         inputs.change,
         inputs.workloads,
         config=opts.plan,

@@ -8,13 +8,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kube_reloader.core import impact, planning
+from kube_reloader.core import impacting, planning
 from kube_reloader.core.scheduling import Hold
 
 ORDER_TAIL = " to finish rolling out this change"
 
 
-def describe(row: impact.Row) -> str:
+def describe(row: impacting.Row) -> str:
     """`reload  env-vars  now`, `... held: window (opens ...)`, `... waits: slot #3`, `no: ...`."""
     v = row.verdict
     if v is None:
@@ -39,14 +39,14 @@ def _utc(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def summary(rows: Sequence[impact.Row]) -> dict[str, Any]:
+def summary(rows: Sequence[impacting.Row]) -> dict[str, Any]:
     held = Counter(str(r.verdict.hold) for r in rows if r.verdict and not r.verdict.write)
     now = sum(1 for r in rows if r.verdict is not None and r.verdict.write)
     return {"now": now, "held": dict(sorted(held.items())),
             "not_reloaded": sum(1 for r in rows if r.verdict is None)}  # fmt: skip
 
 
-def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impact.Row]) -> str:
+def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impacting.Row]) -> str:
     lines = [f"{c.rtype.kind} {c.namespace}/{c.name}: one content change (hash {c.hash})"]
     lines += [f"note: {n}" for n in notes]
     width = max((len(f"{r.workload.kind}/{r.workload.name}") for r in rows), default=0)
@@ -63,7 +63,7 @@ def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impact.
     return "\n".join(lines) + "\n"
 
 
-def row_dict(row: impact.Row) -> dict[str, Any]:
+def row_dict(row: impacting.Row) -> dict[str, Any]:
     out = dataclasses.asdict(row)
     out["workload"] = {"kind": row.workload.kind, "namespace": row.workload.namespace,
                        "name": row.workload.name}  # fmt: skip
@@ -74,8 +74,8 @@ def row_dict(row: impact.Row) -> dict[str, Any]:
     return out
 
 
-def to_json(c: planning.Change, notes: Sequence[str], rows: Sequence[impact.Row],
-            state: impact.State) -> dict[str, Any]:  # fmt: skip
+def to_json(c: planning.Change, notes: Sequence[str], rows: Sequence[impacting.Row],
+            state: impacting.State) -> dict[str, Any]:  # fmt: skip
     return {
         "resource": {"kind": c.rtype.kind, "namespace": c.namespace, "name": c.name},
         "hash": c.hash, "notes": list(notes),

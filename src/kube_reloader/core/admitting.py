@@ -13,7 +13,7 @@ controller, whose pauses, windows and rate limits then decide as they always do.
 Everything is total: a review that cannot be read, or an object of the wrong shape, is
 admitted unchanged with a one-line reason; nothing here raises on input.
 
-What an answer may reveal is decided by the runtime (`runtime.admission`): key-level hashes
+What an answer may reveal is decided by the runtime (`runtime.admitter`): key-level hashes
 (`key_scoped`) only to an authenticated API server; `answer_budget` is how long a review may
 wait and be looked at before the API server gives up on it.
 """

@@ -19,16 +19,16 @@ from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
-from kube_reloader.runtime import sources, strategies
+from kube_reloader.runtime import sources, writeseam
 from kube_reloader.runtime.clock import Clock, SystemClock
 from kube_reloader.runtime.coalescing import Coalescer
-from kube_reloader.runtime.discovery import Discovery
 from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.looplag import LoopLag
 from kube_reloader.runtime.observing import ControllerCollector
+from kube_reloader.runtime.optionalapis import Discovery
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
@@ -36,7 +36,7 @@ from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
-from kube_reloader.runtime.scheduling import Scheduler
+from kube_reloader.runtime.scheduler import Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -236,7 +236,7 @@ class Controller:
         while self.coalescer.active:
             waited = self.clock.monotonic() - started
             if waited > DRAIN_SECONDS and (
-                not self.fence.committed or waited > strategies.JOB_RECREATE_SECONDS
+                not self.fence.committed or waited > writeseam.JOB_RECREATE_SECONDS
             ):
                 break
             await asyncio.sleep(0.05)

@@ -1,5 +1,5 @@
 """The one registry of workload kinds: per kind, its API resource, the projection its watch
-events decode into, how it is reloaded (a `strategies.Strategy`), how its rollout state is
+events decode into, how it is reloaded (a `writeseam.Strategy`), how its rollout state is
 read, and whether the start-up catch-up and the pause period apply to it.
 
 Adding a kind is one `KindSpec` (plus, at most, one strategy). A registry is a value: a test
@@ -18,8 +18,8 @@ from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.kube import projections as p
 from kube_reloader.kube import resources
 from kube_reloader.kube.resources import Resource
-from kube_reloader.runtime import strategies
-from kube_reloader.runtime.strategies import Strategy
+from kube_reloader.runtime import writeseam
+from kube_reloader.runtime.writeseam import Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class Kinds:
 
 
 def _builtin(kind: WorkloadKind, strategy: Strategy, **kw: Any) -> KindSpec:
-    return KindSpec(kind, resources.WORKLOAD_RESOURCES[kind], strategies.fixed(strategy), **kw)
+    return KindSpec(kind, resources.WORKLOAD_RESOURCES[kind], writeseam.fixed(strategy), **kw)
 
 
 def custom(kind: str, ck: CustomKind) -> KindSpec:
@@ -117,25 +117,25 @@ def custom(kind: str, ck: CustomKind) -> KindSpec:
     resource = Resource(ck.group, ck.version, ck.plural, kind)
     path = ck.path
     if path == ("spec", "template"):
-        return KindSpec(kind, resource, strategies.fixed(strategies.CUSTOM_RESOURCE_PATCH),
+        return KindSpec(kind, resource, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH),
                         evictable=True)  # fmt: skip
     return KindSpec(
-        kind, resource, strategies.fixed(strategies.CustomResourcePatch(path)),
+        kind, resource, writeseam.fixed(writeseam.CustomResourcePatch(path)),
         projection=p.SpecObject, evictable=True, adapt=lambda obj: p.workload_at(obj, path),
     )  # fmt: skip
 
 
 BUILTIN = Kinds([
-    _builtin(WorkloadKind.DEPLOYMENT, strategies.TEMPLATE_PATCH, status=replica_status,
+    _builtin(WorkloadKind.DEPLOYMENT, writeseam.TEMPLATE_PATCH, status=replica_status,
              pausable=True, evictable=True),
-    _builtin(WorkloadKind.DAEMONSET, strategies.TEMPLATE_PATCH, status=daemonset_status,
+    _builtin(WorkloadKind.DAEMONSET, writeseam.TEMPLATE_PATCH, status=daemonset_status,
              evictable=True),
-    _builtin(WorkloadKind.STATEFULSET, strategies.TEMPLATE_PATCH, status=replica_status,
+    _builtin(WorkloadKind.STATEFULSET, writeseam.TEMPLATE_PATCH, status=replica_status,
              evictable=True),
-    _builtin(WorkloadKind.CRONJOB, strategies.CRONJOB_TRIGGER, projection=p.CronJob,
+    _builtin(WorkloadKind.CRONJOB, writeseam.CRONJOB_TRIGGER, projection=p.CronJob,
              catch_up=False),
-    _builtin(WorkloadKind.JOB, strategies.JOB_RECREATE, catch_up=False),
+    _builtin(WorkloadKind.JOB, writeseam.JOB_RECREATE, catch_up=False),
     KindSpec(WorkloadKind.ROLLOUT, resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],
-             strategies.rollout, status=replica_status, discovered=True),
-    _builtin(WorkloadKind.DEPLOYMENTCONFIG, strategies.CUSTOM_RESOURCE_PATCH, discovered=True),
+             writeseam.rollout, status=replica_status, discovered=True),
+    _builtin(WorkloadKind.DEPLOYMENTCONFIG, writeseam.CUSTOM_RESOURCE_PATCH, discovered=True),
 ])  # fmt: skip

@@ -30,7 +30,7 @@ from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
-from kube_reloader.runtime.admission import AdmissionSettings
+from kube_reloader.runtime.admitter import AdmissionSettings
 from kube_reloader.runtime.auditing import Auditing
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
@@ -41,7 +41,7 @@ from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.serving import Health, Server, build_app, build_debug_app, build_health_app
 
 if TYPE_CHECKING:
-    from kube_reloader.runtime import admissioncerts
+    from kube_reloader.runtime import servingcerts
 
 log = logging.getLogger("kube_reloader")
 
@@ -206,7 +206,7 @@ class Manager:
         self.health = Health()
         self.servers: list[Server] = []
         #: the admission webhook, once serving
-        self.admission: admissioncerts.Running | None = None
+        self.admission: servingcerts.Running | None = None
 
     async def run(self, conn: config.ConnectionConfig, stop: asyncio.Event) -> int:
         """Serve, then run the controller until `stop` is set (or the lease is lost)."""
@@ -257,7 +257,7 @@ class Manager:
     ) -> None:
         """Serve the admission webhook once it can, under the controller's supervisor (never
         stops the controller; its server is stopped with the others)."""
-        from kube_reloader.runtime import admissioncerts as certs  # cryptography: only here
+        from kube_reloader.runtime import servingcerts as certs  # cryptography: only here
 
         wanted = c.intake.namespace_wanted if isinstance(c, Controller) else None
         self.admission = certs.start(client, options, admission, self.clock, c.supervisor, wanted)

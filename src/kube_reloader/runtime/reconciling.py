@@ -27,7 +27,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
-from kube_reloader.runtime.scheduling import WINDOW_MARGIN, Scheduler
+from kube_reloader.runtime.scheduler import WINDOW_MARGIN, Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle

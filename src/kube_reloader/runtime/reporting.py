@@ -312,7 +312,7 @@ class Reporter(Counting):
             "reloader",
         )  # fmt: skip
 
-    # -- fleet-safe rotations (runtime/scheduling.py, runtime/breaker.py) --------------------
+    # -- fleet-safe rotations (runtime/scheduler.py, runtime/breaker.py) --------------------
     def held(self, workload: planning.Workload, hold: str, text: str, *, first: bool) -> None:
         """A reload waits (ReloadHalted when the circuit breaker holds it); one log line and
         one Event per hold (`first`), however often the workload is woken and held again."""

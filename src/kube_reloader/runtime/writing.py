@@ -17,7 +17,7 @@ from kube_reloader.kube import configfiles, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.pods import PodObject
 from kube_reloader.runtime.kinds import Kinds
-from kube_reloader.runtime.strategies import Target
+from kube_reloader.runtime.writeseam import Target
 
 
 class Writer(Protocol):

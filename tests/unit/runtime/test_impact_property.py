@@ -5,7 +5,7 @@ CronJobs) that do or do not reference the changed ConfigMap/Secret, with random 
 annotations, windows open or closed at the clock's time, `reload-after` lists (cycles,
 missing names, garbage), Job policies and running pods, `evict` strategies, a namespace that
 may be frozen or windowed, a rollout cap with rollouts already in flight, and a content the
-circuit breaker may hold. `core.impact.preview` says, per workload, write now or hold (why,
+circuit breaker may hold. `core.impacting.preview` says, per workload, write now or hold (why,
 which place in line); then the real rooms (fan-out, coalescer, reconciler, scheduler) handle
 the change with one worker until nothing is queued, and must have written exactly the
 workloads the preview said, holding every other one for the reason it said.
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kube_reloader.cli import impact as cli
-from kube_reloader.core import evicting, hashing, impact, matching, mutating, planning
+from kube_reloader.core import evicting, hashing, impacting, matching, mutating, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan
 from kube_reloader.core.strategies import PatchType, Strategy, env_var_name
@@ -38,7 +38,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotation, Rotations
-from kube_reloader.runtime.scheduling import Scheduler
+from kube_reloader.runtime.scheduler import Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -228,11 +228,11 @@ def options(c: Case) -> Options:
                    max_concurrent_rollouts=c.cap, freeze=c.freeze, default_strategy=c.default)  # fmt: skip
 
 
-def preview(c: Case) -> list[impact.Row]:
+def preview(c: Case) -> list[impacting.Row]:
     opts = options(c)
     halted = {} if c.halted is None else {(c.rtype, NS, CFG): c.halted}
-    state = impact.State(cap=c.cap, freeze=c.freeze, in_flight=c.in_flight, halted=halted)
-    return impact.preview(
+    state = impacting.State(cap=c.cap, freeze=c.freeze, in_flight=c.in_flight, halted=halted)
+    return impacting.preview(
         c.change, [cli.workload_of(d, NS) for d in c.manifests], config=opts.plan,
         now=EPOCH, state=state, namespace_annotations=c.ns_annotations,
         default_strategy=c.default, evictable=cli._evictable,
@@ -283,7 +283,7 @@ async def controller(c: Case) -> Done:
     return Done(written, held, list(scheduler._line))
 
 
-def check(c: Case) -> list[impact.Row]:
+def check(c: Case) -> list[impacting.Row]:
     rows = preview(c)
     done = asyncio.run(controller(c))
     assert len(done.written) == len(set(done.written)), "each workload is written once"

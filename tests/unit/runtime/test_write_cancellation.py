@@ -11,7 +11,7 @@ from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.core.planning import Outcome
 from kube_reloader.core.references import PodTemplate
 from kube_reloader.kube import errors, resources
-from kube_reloader.runtime import strategies
+from kube_reloader.runtime import writeseam
 from kube_reloader.runtime.fencing import Fence
 
 
@@ -74,10 +74,10 @@ async def test_a_job_write_reports_its_point_of_no_return_between_delete_and_cre
         outcome=Outcome.RELOAD,
         message="",
     )
-    target = strategies.Target(
+    target = writeseam.Target(
         workload, resources.JOBS, "Reloader", now=None,  # type: ignore[arg-type]
         committed=lambda: seen.append(list(jobs.calls)),
     )  # fmt: skip
-    await strategies.JOB_RECREATE.apply(jobs, target, [plan])  # type: ignore[arg-type]
+    await writeseam.JOB_RECREATE.apply(jobs, target, [plan])  # type: ignore[arg-type]
     assert seen == [["get", "delete"]], "committed once, right after the delete"
     assert jobs.calls == ["get", "delete", "create", "create", "create"]

@@ -202,7 +202,7 @@ class _Run:
         return None if w is None else w.annotations
 
     def _unfinished(self, k: ObjectKey) -> bool:
-        """Would a workload that follows `k` wait for it (as `runtime.scheduling` decides)?
+        """Would a workload that follows `k` wait for it (as `runtime.scheduler` decides)?
         A reload that leaves no hash on the template (evict, a CronJob's trigger) is pending
         only while its change waits: not handled yet, or held."""
         if k in self.in_flight or k in self.line:

@@ -1,4 +1,4 @@
-"""runtime.admission: the Admitter looks up what a workload references and answers with the
+"""runtime.admitter: the Admitter looks up what a workload references and answers with the
 controller's hashes, or admits unchanged with a reason; it never raises and never leaks a
 Secret's hash unless hashes are keyed. Unauthenticated (no `--admission-client-ca`), it
 answers only for a namespace that exists and is watched, never with key-level hashes, and
@@ -23,8 +23,8 @@ from kube_reloader.kube import admissioncerts as pki
 from kube_reloader.kube import errors
 from kube_reloader.kube.paging import ObjectList
 from kube_reloader.kube.projections import Object, ObjectMeta
-from kube_reloader.runtime import admission
-from kube_reloader.runtime.admission import Admitter
+from kube_reloader.runtime import admitter as room
+from kube_reloader.runtime.admitter import Admitter
 from kube_reloader.runtime.options import Options
 from tests import builders
 from tests.unit.runtime.fakes import FakeClock
@@ -151,11 +151,11 @@ async def test_a_flood_of_reviews_looks_up_at_most_the_cap_at_once_and_the_rest_
 ) -> None:  # fmt: skip
     client = FakeClient([cm({"v": "1"})], delay=0.2)
     admitter = Admitter(client, Options(namespaces=("ns",)), FakeClock(), deadline=2)  # type: ignore[arg-type]
-    n = admission.MAX_IN_FLIGHT + 3
+    n = room.MAX_IN_FLIGHT + 3
     answers = await asyncio.gather(*(admitter.answer(review(workload())) for _ in range(n)))
     patched = sum("patch" in json.loads(a)["response"] for a in answers)
     assert patched == n, "before: the 3 beyond the cap were admitted unchanged at once"
-    assert client.most == admission.MAX_IN_FLIGHT
+    assert client.most == room.MAX_IN_FLIGHT
 
 
 async def test_a_review_waits_for_a_lookup_turn_no_longer_than_its_budget(
@@ -164,7 +164,7 @@ async def test_a_review_waits_for_a_lookup_turn_no_longer_than_its_budget(
     client = FakeClient([cm({"v": "1"})], delay=0.5)
     admitter = Admitter(client, Options(namespaces=("ns",)), FakeClock(), deadline=0.2)  # type: ignore[arg-type]
     caplog.set_level(logging.INFO)
-    n = admission.MAX_IN_FLIGHT + 1
+    n = room.MAX_IN_FLIGHT + 1
     answers = await asyncio.gather(*(admitter.answer(review(workload())) for _ in range(n)))
     assert not any("patch" in json.loads(a)["response"] for a in answers)
     assert any(
@@ -227,8 +227,8 @@ def test_msgspec_decoding_reads_a_review_as_the_json_parser_does() -> None:
     doc = json.loads(review(obj, "UPDATE", old))
     doc["request"]["userInfo"] = {"username": "x", "groups": ["a"] * 1000}  # skipped
     body = json.dumps(doc).encode()
-    assert admission.decode_review(body) == admitting.parse_review(body)
-    assert admission.decode_review(body).review is not None
+    assert room.decode_review(body) == admitting.parse_review(body)
+    assert room.decode_review(body).review is not None
 
 
 HOSTILE = [
@@ -244,7 +244,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("what", "body"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_msgspec_decoding_of_a_hostile_body_gives_a_one_line_reason(what: str, body: bytes) -> None:
-    parsed = admission.decode_review(body)
+    parsed = room.decode_review(body)
     assert parsed.review is None, what
     assert parsed.error
     assert "\n" not in parsed.error
@@ -275,8 +275,8 @@ async def test_unauthenticated_a_key_level_workload_is_admitted_unchanged_and_no
 ) -> None:
     client = FakeClient([cm({"password": "hunter2", "other": "x"})])
     admitter = Admitter(client, Options(namespaces=("ns",)), FakeClock(), 0.5)  # type: ignore[arg-type]
-    assert await reason_of(admitter, review(keyed_workload()), caplog) == admission.NO_KEYS
-    assert admission.NO_KEYS == ("key-level hashes are written only for an authenticated API "
+    assert await reason_of(admitter, review(keyed_workload()), caplog) == room.NO_KEYS
+    assert room.NO_KEYS == ("key-level hashes are written only for an authenticated API "
                                  "server (--admission-client-ca)")  # fmt: skip
     assert client.calls == []
 
@@ -289,7 +289,7 @@ async def test_under_reload_scope_keys_by_default_too_no_key_level_hash_is_answe
     del obj["metadata"]["annotations"]["kube-reloader.io/reload-scope"]
     opts = Options(namespaces=("ns",), plan=Config(scope=scoping.Scope.KEYS))
     admitter = Admitter(client, opts, FakeClock(), 0.5)  # type: ignore[arg-type]
-    assert await reason_of(admitter, review(obj), caplog) == admission.NO_KEYS
+    assert await reason_of(admitter, review(obj), caplog) == room.NO_KEYS
 
 
 async def written_env(client: FakeClient, obj: dict[str, Any]) -> str | None:
@@ -323,7 +323,7 @@ async def test_unauthenticated_a_namespace_that_does_not_exist_is_never_looked_i
     assert await reason_of(admitter, review(workload()), caplog) == "namespace ns does not exist"
     assert client.calls == [("Namespace", "", "ns")], "one LIST, remembered"
     client.namespaces = ("ns",)
-    clock.advance(admission.KnownNamespaces.MISS_TTL)
+    clock.advance(room.KnownNamespaces.MISS_TTL)
     assert "patch" in json.loads(await admitter.answer(review(workload())))["response"]
     assert client.looked_up() == ("cfg",)
 
@@ -335,7 +335,7 @@ async def test_unauthenticated_a_namespace_that_exists_is_looked_up_once_a_minut
     for _ in range(3):
         assert "patch" in json.loads(await admitter.answer(review(workload())))["response"]
     assert client.looked_up("Namespace") == ("ns",)
-    clock.advance(admission.KnownNamespaces.TTL)
+    clock.advance(room.KnownNamespaces.TTL)
     await admitter.answer(review(workload()))
     assert client.looked_up("Namespace") == ("ns", "ns")
 
@@ -344,13 +344,13 @@ async def test_digests_are_computed_only_for_configmaps_the_object_names_and_onl
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[tuple[str, bool]] = []
-    real = admission.configmap_entry
+    real = room.configmap_entry
 
     def recording(obj: Any, *args: Any, per_key: bool = False) -> Any:
         seen.append((obj.metadata.name, per_key))
         return real(obj, *args, per_key=per_key)
 
-    monkeypatch.setattr(admission, "configmap_entry", recording)
+    monkeypatch.setattr(room, "configmap_entry", recording)
     other = builders.configmap("other", "ns", {"password": "hunter2"})
     client = FakeClient([cm({"v": "1"}), other])
     admitter = Admitter(client, Options(namespaces=("ns",)), FakeClock(), 0.5)  # type: ignore[arg-type]
@@ -371,7 +371,7 @@ async def test_a_reference_that_is_not_a_valid_name_is_never_put_into_a_field_se
 
 def test_a_request_naming_no_valid_namespace_is_not_a_review() -> None:
     body = review(workload()).replace(b'"namespace": "ns"', b'"namespace": "ns,x"', 1)
-    parsed = admission.decode_review(body)
+    parsed = room.decode_review(body)
     assert parsed.review is None
     assert parsed.error == "the request's namespace is not a namespace name"
 

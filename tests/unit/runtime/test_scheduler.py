@@ -26,7 +26,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
-from kube_reloader.runtime.scheduling import SLOT_SECONDS, Scheduler
+from kube_reloader.runtime.scheduler import SLOT_SECONDS, Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle

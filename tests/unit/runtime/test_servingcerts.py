@@ -1,4 +1,4 @@
-"""runtime.admissioncerts and the webhook's edge: admission never stops the controller (a
+"""runtime.servingcerts and the webhook's edge: admission never stops the controller (a
 failing start is retried, nothing serves meanwhile, no supervised task crashes), the CA bundle
 is checked against the live webhook configuration every time, and a body announced over the
 cap is refused before it is read (the edge's stages and their waiting: tests/unit/test_serving.py)."""
@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kube_reloader import admitserving
 from kube_reloader.kube import admissioncerts as pki
 from kube_reloader.kube import errors
-from kube_reloader.runtime import admissioncerts
-from kube_reloader.runtime.admission import AdmissionSettings
+from kube_reloader.runtime import servingcerts
+from kube_reloader.runtime.admitter import AdmissionSettings
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
 from tests.unit.runtime.fakes import FakeClock
@@ -103,7 +103,7 @@ async def spin(condition: Any, rounds: int = 200) -> None:
         await asyncio.sleep(0.01)
 
 
-def serving(running: admissioncerts.Running) -> bool:
+def serving(running: servingcerts.Running) -> bool:
     return running.serving
 
 
@@ -113,7 +113,7 @@ async def test_a_failing_admission_start_is_retried_without_stopping_or_souring_
 ) -> None:
     clock, sup = FakeClock(), Supervisor(unhealthy_after=1)
     client.fail = fail
-    running = admissioncerts.start(client, Options(), settings(), clock, sup)  # type: ignore[arg-type]
+    running = servingcerts.start(client, Options(), settings(), clock, sup)  # type: ignore[arg-type]
     for attempt in range(1, 4):
         await spin(lambda a=attempt: running.failures >= a)
         assert running.failures == attempt, what
@@ -133,7 +133,7 @@ async def test_a_failing_admission_start_is_retried_without_stopping_or_souring_
 
 async def test_a_caBundle_emptied_by_a_replace_is_patched_again_at_the_next_check() -> None:
     client = FakeClient()
-    keeper = admissioncerts.CertKeeper(client, settings(), FakeClock())  # type: ignore[arg-type]
+    keeper = servingcerts.CertKeeper(client, settings(), FakeClock())  # type: ignore[arg-type]
     await keeper.refresh()
     bundle = client.hook["webhooks"][0]["clientConfig"]["caBundle"]
     assert bundle

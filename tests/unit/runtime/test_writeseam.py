@@ -15,7 +15,7 @@ from kube_reloader.core.planning import Config, Plan
 from kube_reloader.core.strategies import Compat
 from kube_reloader.core.strategies import Strategy as PatchStrategy
 from kube_reloader.kube.client import PatchType
-from kube_reloader.runtime import strategies
+from kube_reloader.runtime import writeseam
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.writing import KubeWriter
 
@@ -171,4 +171,4 @@ def test_every_built_in_kind_has_a_strategy_and_its_resource() -> None:
     for spec in BUILTIN:
         assert spec.resource.kind == spec.kind
         assert isinstance(spec.strategy(workload(kind=spec.kind)).name, str)
-    assert strategies.rollout(workload(kind="Rollout")) is strategies.CUSTOM_RESOURCE_PATCH
+    assert writeseam.rollout(workload(kind="Rollout")) is writeseam.CUSTOM_RESOURCE_PATCH

@@ -31,7 +31,7 @@ from kube_reloader.admitserving import Gates, build_admission_app
 from kube_reloader.core import admitting, limiting
 from kube_reloader.kube import admissioncerts, errors
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.admission import AdmissionSettings, Admitter
+from kube_reloader.runtime.admitter import AdmissionSettings, Admitter
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
