@@ -264,33 +264,15 @@ def json_patch(
         return [], ["the object has no pod template"]
     base = "/" + "/".join(_escape(p) for p in path)
     tbody = podtemplates.mapping(podtemplates.mapping(body.get("spec")).get("template"))
-    ops: list[dict[str, Any]] = []
-    reasons: list[str] = []
     wanted = podtemplates.mapping(podtemplates.mapping(tbody.get("metadata")).get("annotations"))
-    if wanted:
-        meta = template.get("metadata")
-        if not isinstance(meta, Mapping):
-            ops.append({"op": "add", "path": f"{base}/metadata", "value": {"annotations": {
-                str(k): str(v) for k, v in wanted.items()}}})  # fmt: skip
-        elif not isinstance(meta.get("annotations"), Mapping):
-            ops.append({"op": "add", "path": f"{base}/metadata/annotations",
-                        "value": {str(k): str(v) for k, v in wanted.items()}})  # fmt: skip
-        else:
-            ops += [
-                {"op": "add", "path": f"{base}/metadata/annotations/{_escape(str(k))}",
-                 "value": str(v)}
-                for k, v in wanted.items()
-            ]  # fmt: skip
+    ops = _annotation_ops(template, base, wanted) if wanted else []
+    reasons: list[str] = []
     spec = podtemplates.pod_spec(template)
     raw = spec.get("containers")
     raw_containers = raw if isinstance(raw, list) else []
     for c in podtemplates.mappings(podtemplates.pod_spec(tbody).get("containers")):
         name = c.get("name")
-        index = next(
-            (i for i, rc in enumerate(raw_containers)
-             if isinstance(rc, Mapping) and rc.get("name") == name),
-            None,
-        )  # fmt: skip
+        index = _index_of(raw_containers, name)
         if index is None:
             reasons.append(f"container {parsing.quote(str(name))} not found; nothing set")
             continue
@@ -304,16 +286,33 @@ def json_patch(
             ops.append({"op": "add", "path": cpath, "value": variables})
             continue
         for var in variables:
-            at = next(
-                (j for j, e in enumerate(env)
-                 if isinstance(e, Mapping) and e.get("name") == var["name"]),
-                None,
-            )  # fmt: skip
+            at = _index_of(env, var["name"])
             if at is None:
                 ops.append({"op": "add", "path": f"{cpath}/-", "value": var})
             else:
                 ops.append({"op": "replace", "path": f"{cpath}/{at}", "value": var})
     return ops, reasons
+
+
+def _annotation_ops(
+    template: Mapping[str, Any], base: str, wanted: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The pod template's annotations `wanted`, added to what the template has: its
+    metadata, its annotations, or each annotation."""
+    values = {str(k): str(v) for k, v in wanted.items()}
+    meta = template.get("metadata")
+    if not isinstance(meta, Mapping):
+        return [{"op": "add", "path": f"{base}/metadata", "value": {"annotations": values}}]
+    at = f"{base}/metadata/annotations"
+    if not isinstance(meta.get("annotations"), Mapping):
+        return [{"op": "add", "path": at, "value": values}]
+    return [{"op": "add", "path": f"{at}/{_escape(k)}", "value": v} for k, v in values.items()]
+
+
+def _index_of(items: Sequence[Any], name: object) -> int | None:
+    """The index of the first mapping in `items` whose `name` is `name`."""
+    found = (i for i, e in enumerate(items) if isinstance(e, Mapping) and e.get("name") == name)
+    return next(found, None)
 
 
 def response(uid: str, ops: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
