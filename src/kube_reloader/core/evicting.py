@@ -278,9 +278,9 @@ def next_step(
     marks = [t for t in (last_eviction, started) if t is not None]
     if short and marks and now - max(marks) > rotation.deadline:
         since = "the last eviction" if last_eviction is not None else "the rotation began"
-        return Step(Phase.FAILED, remaining=len(remaining),
-                    reason=f"{short} of {rotation.replicas} pods not available "
-                           f"{rotation.deadline:g}s after {since}")  # fmt: skip
+        after = f"{rotation.deadline:g}s after {since}"
+        reason = f"{short} of {rotation.replicas} pods not available {after}"
+        return Step(Phase.FAILED, remaining=len(remaining), reason=reason)
     if not remaining:
         if short and last_eviction is not None:  # our replacements are not all there yet
             return Step(Phase.WAIT, reason=_short(short, rotation.replicas))
@@ -290,8 +290,8 @@ def next_step(
         if free:  # a pod that is down anyway goes first, still one at a time
             return Step(Phase.EVICT, (free[0],), remaining=len(remaining))
         if short:
-            return Step(Phase.WAIT, remaining=len(remaining),
-                        reason=_short(short, rotation.replicas))  # fmt: skip
+            reason = _short(short, rotation.replicas)
+            return Step(Phase.WAIT, remaining=len(remaining), reason=reason)
         return Step(Phase.EVICT, (min(remaining, key=_by_ordinal),), remaining=len(remaining))
     serving = sorted((p for p in remaining if p.ready), key=lambda p: (p.created, p.name))
     budget = max(0, rotation.max_unavailable - short)

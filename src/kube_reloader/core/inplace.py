@@ -103,8 +103,8 @@ def token_attempt(token: str | None) -> int:
 
 
 def signal_request(sig: str, digests: Mapping[str, str]) -> str:
-    return json.dumps({"signal": sig, "digests": dict(sorted(digests.items()))},
-                      separators=(",", ":"))  # fmt: skip
+    doc = {"signal": sig, "digests": dict(sorted(digests.items()))}
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def parse_request(text: str) -> tuple[str, dict[str, str]] | None:
@@ -170,10 +170,19 @@ def current(pod: Pod, mode: Mode, want: str, changed_at: float, restarted: froze
 
 
 def next_step(
-    pods: Iterable[Pod], mode: Mode, want: str, changed_at: float, now: float, *,
-    replicas: int, started: float, ordered: bool = False, last_action: float | None = None,
-    pending: frozenset[str] = frozenset(), restarted: frozenset[str] = frozenset(),
-) -> Step:  # fmt: skip
+    pods: Iterable[Pod],
+    mode: Mode,
+    want: str,
+    changed_at: float,
+    now: float,
+    *,
+    replicas: int,
+    started: float,
+    ordered: bool = False,
+    last_action: float | None = None,
+    pending: frozenset[str] = frozenset(),
+    restarted: frozenset[str] = frozenset(),
+) -> Step:
     """What to do now. `want`: the annotation value of this change (a restart token of
     attempt 0, or the signal request); `started`: when this rotation began; `last_action`:
     when it last wrote a pod; `pending`: pods it asked to restart that have not yet (whatever
@@ -191,9 +200,9 @@ def next_step(
             p = asked[0]
             # asked by an earlier run maybe: patience counts from this one's start at least
             if now - max(last_action or 0.0, started) > RESTART_PATIENCE:
-                attempt = token_attempt(p.request) + 1
-                return Step(Phase.ACT, p, restart_token(changed_at, attempt), len(todo),
-                            f"{p.name} did not restart; asking again")  # fmt: skip
+                token = restart_token(changed_at, token_attempt(p.request) + 1)
+                again = f"{p.name} did not restart; asking again"
+                return Step(Phase.ACT, p, token, len(todo), again)
             return Step(Phase.WAIT, remaining=len(todo), reason=f"waiting for {p.name} to restart")
     if not todo:
         if settling or (short and last_action is not None):

@@ -338,9 +338,12 @@ def carried(plan: Plan, workload: Workload, strategy: strategies.Strategy) -> st
 
 
 def missed_while_away(
-    *, plan: Plan, carried_hash: str | None, config_changed_at: float | None,
+    *,
+    plan: Plan,
+    carried_hash: str | None,
+    config_changed_at: float | None,
     template_changed_at: float | None,
-) -> tuple[bool, str]:  # fmt: skip
+) -> tuple[bool, str]:
     """At startup (or on becoming leader): did this resource change while nobody watched?
 
     Evidence, strongest first: the workload carries an older hash for it (it was reloaded
@@ -354,11 +357,14 @@ def missed_while_away(
     if carried_hash in (plan.written, plan.change.hash):  # (the object's hash: every key)
         return False, f"{what}: the workload already carries this content"
     if carried_hash is not None and not plan.exact:
-        return False, (f"{what}: the per-key digests of the keys it reads are not known "
-                       "until its next change; left alone")  # fmt: skip
+        why = "the per-key digests of the keys it reads are not known until its next change"
+        return False, f"{what}: {why}; left alone"
     keyed = plan.written != plan.change.hash
-    newer = (config_changed_at is not None and template_changed_at is not None
-             and template_changed_at >= config_changed_at)  # fmt: skip
+    newer = (
+        config_changed_at is not None
+        and template_changed_at is not None
+        and template_changed_at >= config_changed_at
+    )
     if keyed and carried_hash is not None and newer:  # e.g. it now reads one more key
         return False, f"{what}: the pod template is newer than its last write; current"
     if carried_hash is not None:

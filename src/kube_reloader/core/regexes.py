@@ -132,10 +132,8 @@ def _compile_entry(entry: str) -> Compiled:
     """Compile one list entry the way v1 does (`^entry$`, RE2), or say why it cannot be used."""
     shown = quote(entry)
     if len(entry) > MAX_PATTERN_LENGTH:
-        return Compiled(
-            entry, None, f"regular expression {shown} refused: longer than "
-            f"{MAX_PATTERN_LENGTH} characters",
-        )  # fmt: skip
+        why = f"longer than {MAX_PATTERN_LENGTH} characters"
+        return Compiled(entry, None, f"regular expression {shown} refused: {why}")
     problem = _go_dialect_problem(entry)
     if problem is not None:
         return Compiled(entry, None, f"invalid regular expression {shown}: {problem}")

@@ -130,8 +130,10 @@ def rules_of(
         frozen = f"namespace {own.namespace}"
     window: windows.Window | None = None
     window_from = ""
-    for source, values in (("workload", workload_annotations),
-                           ("namespace", namespace_annotations)):  # fmt: skip
+    for source, values in (
+        ("workload", workload_annotations),
+        ("namespace", namespace_annotations),
+    ):
         raw = values.get(a.RELOAD_WINDOW)
         if raw is None:
             continue
@@ -227,9 +229,12 @@ class Slots:
 
 
 def slots(
-    key: ObjectKey, cap: int, in_flight: Iterable[ObjectKey], line: Iterable[ObjectKey],
+    key: ObjectKey,
+    cap: int,
+    in_flight: Iterable[ObjectKey],
+    line: Iterable[ObjectKey],
     called: Collection[ObjectKey] = (),
-) -> Slots:  # fmt: skip
+) -> Slots:
     """The slot facts of `key`: rollouts in flight without it, how many of them are of its
     namespace, its namespace's share (`core.fairness`), and how many in `line` (first
     come, first served) are ahead of it: those of its namespace, and those of others that
@@ -283,30 +288,33 @@ def next_in_line(
 def decide(rules: Rules, facts: Facts) -> Verdict:
     """Write now, or wait (and why, and until when)."""
     if rules.frozen:
-        return Verdict(False, f"frozen ({rules.frozen}); applied once the freeze is lifted",
-                       Hold.FROZEN)  # fmt: skip
+        why = f"frozen ({rules.frozen}); applied once the freeze is lifted"
+        return Verdict(False, why, Hold.FROZEN)
     w = rules.window
     if w is not None and not facts.urgent and not w.is_open(facts.now):
         opens = w.next_open(facts.now)
         when = "never (the schedule has no future time)" if opens is None else _utc(opens)
-        return Verdict(
-            False, f"outside the maintenance window {w.source!r} of the {rules.window_from}; "
-            f"applied when it opens: {when}", Hold.WINDOW, opens,
-        )  # fmt: skip
+        why = (
+            f"outside the maintenance window {w.source!r} of the {rules.window_from}; "
+            f"applied when it opens: {when}"
+        )
+        return Verdict(False, why, Hold.WINDOW, opens)
     if facts.halted:
-        return Verdict(
-            False, f"halted by the circuit breaker: {', '.join(facts.halted)} broke rollouts; "
-            "the next change of its content resumes", Hold.HALTED,
-        )  # fmt: skip
+        why = (
+            f"halted by the circuit breaker: {', '.join(facts.halted)} broke rollouts; "
+            "the next change of its content resumes"
+        )
+        return Verdict(False, why, Hold.HALTED)
     if rules.job_policy is JobPolicy.AFTER_COMPLETION and facts.job_active > 0:
-        return Verdict(
-            False, f"the Job has {facts.job_active} running pod(s) ({a.JOB_POLICY}: "
-            "after-completion); re-created once it finishes", Hold.JOB_RUNNING,
-        )  # fmt: skip
+        why = (
+            f"the Job has {facts.job_active} running pod(s) ({a.JOB_POLICY}: "
+            "after-completion); re-created once it finishes"
+        )
+        return Verdict(False, why, Hold.JOB_RUNNING)
     if facts.waiting_on:
         names = ", ".join(f"{k.kind}/{k.name}" for k in facts.waiting_on)
-        return Verdict(False, f"waiting for {names} to finish rolling out this change",
-                       Hold.ORDER)  # fmt: skip
+        why = f"waiting for {names} to finish rolling out this change"
+        return Verdict(False, why, Hold.ORDER)
     share = facts.namespace_share > 0 and not fairness.may_take(
         facts.cap, facts.namespace_in_flight, facts.in_flight, facts.other_namespaces
     )
@@ -320,8 +328,8 @@ def decide(rules: Rules, facts: Facts) -> Verdict:
             )
         else:
             why = f"{facts.in_flight} of {facts.cap} rollouts in flight (--max-concurrent-rollouts)"
-        return Verdict(False, f"{why}; number {position} in line for a slot", Hold.SLOTS,
-                       position=position)  # fmt: skip
+        in_line = f"{why}; number {position} in line for a slot"
+        return Verdict(False, in_line, Hold.SLOTS, position=position)
     urgent = " (urgent: the maintenance window is bypassed)" if facts.urgent and w else ""
     return Verdict(True, f"written now{urgent}")
 

@@ -56,8 +56,10 @@ def scope_of(
 ) -> tuple[Scope, str | None]:
     """The workload's scope (its metadata first, then its pod template), and a one-line
     warning when the annotation's value is not one of the scopes (the default is used)."""
-    for where, found in (("workload", workload_annotations),
-                         ("pod template", template_annotations)):  # fmt: skip
+    for where, found in (
+        ("workload", workload_annotations),
+        ("pod template", template_annotations),
+    ):
         raw = found.get(SCOPE_ANNOTATION)
         if raw is None:
             continue
@@ -154,13 +156,12 @@ def value_for(
         return object_hash, "reload-scope keys: every key is consumed; the object's hash", True
     shown = ", ".join(quote(k) for k in sorted(keys))
     if packed == OVERFLOW:
-        return object_hash, (
-            f"reload-scope keys: consumes {shown}, but it has more than {MAX_KEYS} keys; "
-            "the object's hash"
-        ), True  # fmt: skip
+        why = f"consumes {shown}, but it has more than {MAX_KEYS} keys"
+        return object_hash, f"reload-scope keys: {why}; the object's hash", True
     if packed is None:
-        return object_hash, (
-            f"reload-scope keys: consumes {shown}, but no per-key digests are known for it "
-            "(not read since it was first needed); the object's hash"
-        ), False  # fmt: skip
+        why = (
+            f"consumes {shown}, but no per-key digests are known for it "
+            "(not read since it was first needed)"
+        )
+        return object_hash, f"reload-scope keys: {why}; the object's hash", False
     return scoped_hash(packed, keys), f"reload-scope keys: only {shown} count", True
