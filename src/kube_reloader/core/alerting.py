@@ -17,18 +17,27 @@ WEBHOOK_BODY = b'{"webhook":"update successful"}'
 
 
 def webhook_body_v2(
-    *, rtype: str, namespace: str, name: str, hash: str, timestamp: str,
+    *,
+    rtype: str,
+    namespace: str,
+    name: str,
+    hash: str,
+    timestamp: str,
     workloads: list[tuple[str, str, str]],
-) -> bytes:  # fmt: skip
+) -> bytes:
     """Reloader v2's webhook-mode body (its field names and order): the resource, its hash
     and the (kind, name, namespace) of each workload it would reload. `rtype` is v1's type
     token (`CONFIGMAP`); v2 writes it lower-case, in both `kind` and `resourceType`."""
     kind = rtype.lower()
     doc = {
-        "kind": kind, "namespace": namespace, "resourceName": name, "resourceType": kind,
-        "hash": hash, "timestamp": timestamp,
+        "kind": kind,
+        "namespace": namespace,
+        "resourceName": name,
+        "resourceType": kind,
+        "hash": hash,
+        "timestamp": timestamp,
         "workloads": [{"kind": k, "name": n, "namespace": ns} for k, n, ns in workloads],
-    }  # fmt: skip
+    }
     return _go_json(doc)
 
 
@@ -64,11 +73,20 @@ def _json(obj: object) -> bytes:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
 
 
+#: what Go's `json.Marshal` escapes that Python's `json.dumps` does not
+GO_ESCAPES = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
 def _go_json(obj: object) -> bytes:
     """Go's `json.Marshal`: the struct's field order, compact, HTML characters escaped."""
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
+    for char, escaped in GO_ESCAPES:
         text = text.replace(char, escaped)
     return text.encode()
 

@@ -89,14 +89,33 @@ class Keys:
         """Every key that matters on a workload or its pod template (for projections)."""
         return frozenset(
             {
-                self.auto, self.configmap_auto, self.secret_auto, self.spc_auto,
-                self.configmap_reload, self.secret_reload, self.spc_reload,
-                self.configmap_exclude, self.secret_exclude, self.spc_exclude,
-                self.search, self.pause_period, self.paused_at, ROLLOUT_STRATEGY,
-                LAST_RELOADED_FROM, RELOADED_HASHES, POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR,
-                SIGNAL, RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY, RELOAD_SCOPE, IGNORE_TLS,
+                self.auto,
+                self.configmap_auto,
+                self.secret_auto,
+                self.spc_auto,
+                self.configmap_reload,
+                self.secret_reload,
+                self.spc_reload,
+                self.configmap_exclude,
+                self.secret_exclude,
+                self.spc_exclude,
+                self.search,
+                self.pause_period,
+                self.paused_at,
+                ROLLOUT_STRATEGY,
+                LAST_RELOADED_FROM,
+                RELOADED_HASHES,
+                POD_STRATEGY,
+                MAX_UNAVAILABLE,
+                POD_SELECTOR,
+                SIGNAL,
+                RELOAD_WINDOW,
+                RELOAD_AFTER,
+                JOB_POLICY,
+                RELOAD_SCOPE,
+                IGNORE_TLS,
             }
-        )  # fmt: skip
+        )
 
     def resource_keys(self) -> frozenset[str]:
         """Keys that matter on a ConfigMap/Secret/SecretProviderClass."""

@@ -81,8 +81,15 @@ class Occurrence:
     @property
     def source_object(self) -> tuple[str, ...]:
         """Who says it about what, and how (client-go's spam key)."""
-        return (self.component, self.kind, self.namespace, self.name, self.uid,
-                self.api_version, self.event_type)  # fmt: skip
+        return (
+            self.component,
+            self.kind,
+            self.namespace,
+            self.name,
+            self.uid,
+            self.api_version,
+            self.event_type,
+        )
 
 
 @dataclass(frozen=True, slots=True)

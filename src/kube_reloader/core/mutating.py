@@ -22,6 +22,17 @@ JOB_CONTROLLER_LABELS = (
     "batch.kubernetes.io/job-name",
     "job-name",
 )
+#: a Job's metadata the API server sets: dropped from the copy a re-created Job is made of
+JOB_SERVER_FIELDS = (
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 
 
 def apply_strategic(template: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,8 +109,7 @@ def recreated_job(job: Mapping[str, Any], template: Mapping[str, Any]) -> dict[s
     (v1 keeps them, which leaves the new Job labelled with the old Job's uid)."""
     out = copy.deepcopy(dict(job))
     meta = out.setdefault("metadata", {})
-    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation",
-                "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"):  # fmt: skip
+    for key in JOB_SERVER_FIELDS:
         meta.pop(key, None)
     if meta.get("labels"):
         meta["labels"] = {k: v for k, v in meta["labels"].items() if k not in JOB_CONTROLLER_LABELS}

@@ -117,8 +117,10 @@ def env_sources(var: Mapping[str, Any]) -> tuple[Source, ...]:
     value_from = mapping(var.get("valueFrom"))
     base = f"env[{var.get('name')}].valueFrom"
     out: list[Source] = []
-    for field, rtype in (("configMapKeyRef", ResourceType.CONFIGMAP),
-                         ("secretKeyRef", ResourceType.SECRET)):  # fmt: skip
+    for field, rtype in (
+        ("configMapKeyRef", ResourceType.CONFIGMAP),
+        ("secretKeyRef", ResourceType.SECRET),
+    ):
         ref = mapping(value_from.get(field))
         if name := _name(ref, "name"):
             key = ref.get("key")

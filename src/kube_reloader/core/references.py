@@ -184,14 +184,17 @@ def _target_index(template: PodTemplate) -> dict[tuple[ResourceType, str], Targe
             c_name = mounted_by[volume.name]
             out[ref] = Target(c_name, f"container {c_name!r} mounts volume {volume.name!r}")
         elif volume is not None and volume.name in init_mounts:
-            out[ref] = Target(first, f"an init container mounts volume {volume.name!r}; "
-                                     "first container")  # fmt: skip
+            out[ref] = Target(
+                first, f"an init container mounts volume {volume.name!r}; first container"
+            )
         elif ref in env_of:
-            out[ref] = Target(env_of[ref], f"container {env_of[ref]!r} references it in "
-                                           "env/envFrom")  # fmt: skip
+            out[ref] = Target(
+                env_of[ref], f"container {env_of[ref]!r} references it in env/envFrom"
+            )
         elif ref in init_env:
-            out[ref] = Target(first, "an init container references it in env/envFrom; "
-                                     "first container")  # fmt: skip
+            out[ref] = Target(
+                first, "an init container references it in env/envFrom; first container"
+            )
     return out
 
 

@@ -80,12 +80,18 @@ class Finding:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "namespace": self.workload.namespace, "kind": self.workload.kind,
-            "name": self.workload.name, "resource": f"{self.rtype.kind}/{self.name}",
-            "reason": self.reason.value, "message": self.message,
-            "changedAt": iso(self.changed_at), "oldestPodStartedAt": iso(self.oldest_pod),
-            "podsBeforeChange": self.pods_before, "pods": self.pods, "tls": self.tls,
-        }  # fmt: skip
+            "namespace": self.workload.namespace,
+            "kind": self.workload.kind,
+            "name": self.workload.name,
+            "resource": f"{self.rtype.kind}/{self.name}",
+            "reason": self.reason.value,
+            "message": self.message,
+            "changedAt": iso(self.changed_at),
+            "oldestPodStartedAt": iso(self.oldest_pod),
+            "podsBeforeChange": self.pods_before,
+            "pods": self.pods,
+            "tls": self.tls,
+        }
         if self.validity is not None:
             out["certificate"] = self.validity.to_dict()
         return out
@@ -97,10 +103,14 @@ def is_tls(secret_type: str, annotations: Mapping[str, str]) -> bool:
 
 
 def unwatched(
-    *, namespace: str, rtype: ResourceType, namespaces: Sequence[str] | None,
-    namespaces_to_ignore: Iterable[str], resources: Sequence[ResourceType],
+    *,
+    namespace: str,
+    rtype: ResourceType,
+    namespaces: Sequence[str] | None,
+    namespaces_to_ignore: Iterable[str],
+    resources: Sequence[ResourceType],
     outside_selector: str | None = None,
-) -> Unwatched | None:  # fmt: skip
+) -> Unwatched | None:
     """Whether the controller's scope leaves this resource out (None: it is watched).
     `outside_selector` names the selector flag that leaves it out, when one does."""
     if namespace in set(namespaces_to_ignore):
@@ -143,9 +153,12 @@ class Candidate:
 
 
 def unreloaded(
-    *, workload: planning.Workload, consumed: Sequence[Consumed], config: planning.Config,
+    *,
+    workload: planning.Workload,
+    consumed: Sequence[Consumed],
+    config: planning.Config,
     now: int,
-) -> list[Candidate]:  # fmt: skip
+) -> list[Candidate]:
     """The consumed resources (with a known change time) no rule will reload for, and why;
     pods need to be read only for workloads with one."""
     out: list[Candidate] = []
@@ -158,8 +171,9 @@ def unreloaded(
         if c.unwatched is not None:
             out.append(Candidate(c, c.unwatched.reason, c.unwatched.message))
             continue
-        change = planning.Change(c.rtype, workload.namespace, c.name, "",
-                                 annotations=c.annotations, tls=c.tls)  # fmt: skip
+        change = planning.Change(
+            c.rtype, workload.namespace, c.name, "", annotations=c.annotations, tls=c.tls
+        )
         p = planning.plan(change=change, workload=workload, config=config, now=now)
         if p.outcome in (planning.Outcome.RELOAD, planning.Outcome.UP_TO_DATE):
             continue  # the rules reload it: reloaded, or about to be
@@ -188,10 +202,21 @@ def judge(
         if written is not None and written >= c.changed_at:
             continue
         before = sum(1 for t in pod_starts if t < c.changed_at - MARGIN)
-        out.append(Finding(
-            workload.key, c.rtype, c.name, cand.reason, cand.message, c.changed_at, oldest,
-            before, len(pod_starts), c.tls, c.validity,
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                workload.key,
+                c.rtype,
+                c.name,
+                cand.reason,
+                cand.message,
+                c.changed_at,
+                oldest,
+                before,
+                len(pod_starts),
+                c.tls,
+                c.validity,
+            )
+        )
     return out
 
 
@@ -205,9 +230,13 @@ def rolling_out(workload: planning.Workload) -> bool:
 
 
 def stale(
-    *, workload: planning.Workload, consumed: Sequence[Consumed], pod_starts: Sequence[float],
-    config: planning.Config, now: int,
-) -> list[Finding]:  # fmt: skip
+    *,
+    workload: planning.Workload,
+    consumed: Sequence[Consumed],
+    pod_starts: Sequence[float],
+    config: planning.Config,
+    now: int,
+) -> list[Finding]:
     """The stale (workload, resource) pairs: pods started before the resource's content
     last changed, and the rules (or the controller's scope) will not reload for it."""
     if not pod_starts:

@@ -101,11 +101,20 @@ def env_remove_patch(
     ]
 
 
+#: what Go's `json.Marshal` escapes that Python's `json.dumps` does not
+GO_ESCAPES = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
 def _go_json(doc: dict[str, Any]) -> str:
     """Go's `json.Marshal` of a struct: its field order, compact, HTML characters escaped."""
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):  # fmt: skip
+    for char, escaped in GO_ESCAPES:
         text = text.replace(char, escaped)
     return text
 
@@ -114,20 +123,30 @@ def annotation_value(
     *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, observed_at: int
 ) -> str:
     """v1's compact JSON, fields in Go's order."""
-    return _go_json({
-        "type": rtype.value, "name": name, "namespace": namespace, "hash": hash,
-        "containerRefs": [container], "observedAt": observed_at,
-    })  # fmt: skip
+    doc = {
+        "type": rtype.value,
+        "name": name,
+        "namespace": namespace,
+        "hash": hash,
+        "containerRefs": [container],
+        "observedAt": observed_at,
+    }
+    return _go_json(doc)
 
 
 def annotation_value_v2(
     *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, at: str
 ) -> str:
     """Reloader v2's compact JSON (its field names and order; `at` is RFC 3339, UTC)."""
-    return _go_json({
-        "kind": rtype.value.lower(), "name": name, "namespace": namespace, "hash": hash,
-        "containers": [container], "reloadedAt": at,
-    })  # fmt: skip
+    doc = {
+        "kind": rtype.value.lower(),
+        "name": name,
+        "namespace": namespace,
+        "hash": hash,
+        "containers": [container],
+        "reloadedAt": at,
+    }
+    return _go_json(doc)
 
 
 def last_reloaded(template: PodTemplate) -> tuple[ResourceType, str, str | None, str] | None:
