@@ -31,9 +31,12 @@ from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 
 MUTATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration", namespaced=False,
-)  # fmt: skip
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
 CA_CRT, CA_KEY, BUNDLE = "ca.crt", "ca.key", "bundle.crt"
 #: certificates are valid from a little before they are made (clock skew with the API server)
 _BACKDATE = dt.timedelta(minutes=5)
@@ -70,9 +73,10 @@ def serial(cert_pem: bytes) -> int:
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    )  # fmt: skip
+    )
 
 
 def new_ca(now: float, validity: float, previous: Ca | None = None) -> Ca:
@@ -183,8 +187,8 @@ def _decode(obj: dict[str, Any], where: str) -> Ca:
 
 
 def _data(ca: Ca) -> dict[str, str]:
-    return {k: base64.b64encode(v).decode() for k, v in
-            ((CA_CRT, ca.cert_pem), (CA_KEY, ca.key_pem), (BUNDLE, ca.bundle_pem))}  # fmt: skip
+    files = {CA_CRT: ca.cert_pem, CA_KEY: ca.key_pem, BUNDLE: ca.bundle_pem}
+    return {k: base64.b64encode(v).decode() for k, v in files.items()}
 
 
 async def ensure_ca(
@@ -198,11 +202,16 @@ async def ensure_ca(
         obj = await client.get(resources.SECRETS, name, namespace=namespace)
     except errors.NotFound:
         body = {
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "kube-reloader"}},
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "kube-reloader"},
+            },
             "data": _data(new_ca(now, validity)),
-        }  # fmt: skip
+        }
         try:
             return _decode(await client.create(resources.SECRETS, body), where)
         except errors.AlreadyExists:

@@ -164,10 +164,11 @@ class Client(Lister, Watcher):
         its replacement of the same name). A PodDisruptionBudget's refusal raises
         `TooManyRequests` at once, not retried here: the caller decides when to ask again."""
         body = {
-            "apiVersion": "policy/v1", "kind": "Eviction",
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
             "deleteOptions": {"preconditions": {"uid": uid}},
-        }  # fmt: skip
+        }
         await self.request(
             "POST",
             resource.path(namespace, name, "eviction"),

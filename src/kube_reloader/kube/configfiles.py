@@ -17,9 +17,11 @@ async def config_files(client: Client, namespace: str, name: str) -> dict[str, b
     """Each key's bytes of ConfigMap `namespace/name` as the kubelet writes the file (`data`
     as UTF-8, and `binaryData`). NotFound when it does not exist."""
     cms = await client.list(
-        resources.CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={name}",
+        resources.CONFIGMAPS,
+        namespace=namespace,
+        field_selector=f"metadata.name={name}",
         type=ConfigMapContent,
-    )  # fmt: skip
+    )
     if not cms.items:
         raise errors.NotFound(404, f"ConfigMap {namespace}/{name} not found")
     cm = cms.items[0]

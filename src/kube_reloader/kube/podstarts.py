@@ -83,9 +83,10 @@ def start_of(pod: PodStart) -> float | None:
     if not statuses:
         return epoch(pod.status.startTime)
     starts = [
-        t for c in statuses
+        t
+        for c in statuses
         if c.state.running is not None and (t := epoch(c.state.running.startedAt)) is not None
-    ]  # fmt: skip
+    ]
     return min(starts) if starts else None
 
 
@@ -99,9 +100,12 @@ async def pod_starts(client: Client, namespace: str) -> dict[tuple[str, str], li
             out[owner].append(start)
 
     await client.list_reduced(
-        resources.PODS, namespace=namespace, type=PodStart, reduce=reduce,
+        resources.PODS,
+        namespace=namespace,
+        type=PodStart,
+        reduce=reduce,
         page_bytes=DEFAULT_PAGE_BYTES,
-    )  # fmt: skip
+    )
     return dict(out)
 
 

@@ -76,22 +76,25 @@ SECRETPROVIDERCLASSES = Resource(
     "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasses", "SecretProviderClass"
 )
 SECRETPROVIDERCLASSPODSTATUSES = Resource(
-    "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
+    "secrets-store.csi.x-k8s.io",
+    "v1",
+    "secretproviderclasspodstatuses",
     "SecretProviderClassPodStatus",
-)  # fmt: skip
+)
 
 #: The one map from a built-in workload kind (a `WorkloadKind` value) to its REST resource.
 WORKLOAD_RESOURCES: dict[str, Resource] = {
     r.kind: r
-    for r in (
-        DEPLOYMENTS, DAEMONSETS, STATEFULSETS, CRONJOBS, JOBS, ROLLOUTS, DEPLOYMENTCONFIGS,
-    )
-}  # fmt: skip
+    for r in (DEPLOYMENTS, DAEMONSETS, STATEFULSETS, CRONJOBS, JOBS, ROLLOUTS, DEPLOYMENTCONFIGS)
+}
 #: kubectl's short names for the built-in workload resources that have one
 WORKLOAD_SHORT_NAMES: dict[str, Resource] = {
-    "deploy": DEPLOYMENTS, "sts": STATEFULSETS, "ds": DAEMONSETS, "cj": CRONJOBS,
+    "deploy": DEPLOYMENTS,
+    "sts": STATEFULSETS,
+    "ds": DAEMONSETS,
+    "cj": CRONJOBS,
     "dc": DEPLOYMENTCONFIGS,
-}  # fmt: skip
+}
 
 
 def workload_resource(name: str) -> Resource | None:

@@ -69,10 +69,8 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
             return min(retry_after, 30.0)
-        return limiting.backoff(
-            attempt, base=self.base_delay, cap=self.max_delay,
-            jitter=random.random(),  # noqa: S311 - jitter, not crypto
-        )  # fmt: skip
+        jitter = random.random()  # noqa: S311 - jitter, not crypto
+        return limiting.backoff(attempt, base=self.base_delay, cap=self.max_delay, jitter=jitter)
 
 
 class Transport:
