@@ -158,9 +158,11 @@ class _Edge(Generic[T]):
             self.gates.dropped += 1
             log.info(
                 "review dropped",
-                extra={"reason": f"its body did not arrive within {BODY_TIMEOUT:g}s",
-                       "client": client},
-            )  # fmt: skip
+                extra={
+                    "reason": f"its body did not arrive within {BODY_TIMEOUT:g}s",
+                    "client": client,
+                },
+            )
             return None
         except web.HTTPRequestEntityTooLarge:
             log.info("admitted unchanged", extra={"reason": f"review over {self.max_bytes} bytes"})

@@ -51,8 +51,18 @@ def _unquote(text: str) -> str | None:
     if len(text) < 2 or text[0] != '"' or text[-1] != '"':
         return None
     body, out, i = text[1:-1], [], 0
-    simple = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b",
-              "f": "\f", "v": "\v", "'": "'"}  # fmt: skip
+    simple = {
+        "n": "\n",
+        "t": "\t",
+        "r": "\r",
+        '"': '"',
+        "\\": "\\",
+        "a": "\a",
+        "b": "\b",
+        "f": "\f",
+        "v": "\v",
+        "'": "'",
+    }
     while i < len(body):
         ch = body[i]
         if ch != "\\":
@@ -222,8 +232,9 @@ class Agent:
 
 
 def main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="kube-reloader agent", allow_abbrev=False,
-                                description=__doc__.split("\n\n")[0])  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="kube-reloader agent", allow_abbrev=False, description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--annotations", required=True, help="the downward-API annotations file")
     p.add_argument(
         "--volume",
@@ -242,8 +253,9 @@ def main(argv: Sequence[str]) -> int:
         if not (name and sep and path):
             p.error(f"--volume {spec!r}: want NAME=PATH")
         volumes[name] = Path(path)
-    agent = Agent(Path(args.annotations), volumes, args.process,
-                  Path(args.state) if args.state else None)  # fmt: skip
+    agent = Agent(
+        Path(args.annotations), volumes, args.process, Path(args.state) if args.state else None
+    )
     agent.start()
     interval = min(max(args.interval, 0.1), 60.0)
     while True:

@@ -107,16 +107,24 @@ class AlertSender:
     ) -> None:
         if self.structured:
             body = alerting.structured(
-                workload_kind=kind, workload=workload, workload_namespace=namespace,
-                resource_kind=alerting.resource_kind(rtype), resource=resource,
-                resource_namespace=namespace, when=dt.datetime.now().astimezone(),
+                workload_kind=kind,
+                workload=workload,
+                workload_namespace=namespace,
+                resource_kind=alerting.resource_kind(rtype),
+                resource=resource,
+                resource_namespace=namespace,
+                when=dt.datetime.now().astimezone(),
                 additional_info=self.additional_info,
-            ).body  # fmt: skip
+            ).body
         else:
             text = alerting.message(
-                resource=resource, rtype=rtype, namespace=namespace, workload=workload,
-                kind=kind, additional_info=self.additional_info,
-            )  # fmt: skip
+                resource=resource,
+                rtype=rtype,
+                namespace=namespace,
+                workload=workload,
+                kind=kind,
+                additional_info=self.additional_info,
+            )
             body = alerting.payload(self.sink, text).body
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
@@ -196,8 +204,10 @@ class WebhookNotifier(Generic[T]):
                 dropped = self._queue.get_nowait()
             self.stats.dropped += 1
             if self.stats.dropped in (1, 10, 100) or self.stats.dropped % 1000 == 0:
-                log.warning("webhook queue full, dropped the oldest change",
-                            extra={"dropped": self.stats.dropped})  # fmt: skip
+                log.warning(
+                    "webhook queue full, dropped the oldest change",
+                    extra={"dropped": self.stats.dropped},
+                )
         self._queue.put_nowait(item)
         return dropped
 

@@ -59,8 +59,14 @@ class JsonFormatter(logging.Formatter):
 
 
 #: zerolog's level names, and the logr verbosity zerologr writes as `v` (info and below only)
-_ZEROLOG = {5: ("trace", 2), 10: ("debug", 1), 20: ("info", 0), 30: ("warn", None),
-            40: ("error", None), 50: ("fatal", None)}  # fmt: skip
+_ZEROLOG = {
+    5: ("trace", 2),
+    10: ("debug", 1),
+    20: ("info", 0),
+    30: ("warn", None),
+    40: ("error", None),
+    50: ("fatal", None),
+}
 _V2_RESERVED = frozenset({"level", "v", "logger", "time", "message"})
 
 

@@ -55,12 +55,14 @@ class Recorder:
         ProcessCollector(registry=r)
 
         self._reloader_v1(r)
+        self._reloader_v1_events(r)
         self._client_go(r)
         self._ours(r)
         self._ours_state(r)
 
     def _reloader_v1(self, r: CollectorRegistry) -> None:
-        """Reloader v1's families (compat-spec §8.2), named, typed and labelled exactly."""
+        """Reloader v1's families (compat-spec §8.2), named, typed and labelled exactly: reloads,
+        reconciles, writes, skips here; the work queue, errors and events next."""
         self.reload_executed = Counter(
             "reloader_reload_executed", "Reloads executed, by success", ["success"], registry=r
         )
@@ -70,9 +72,12 @@ class Recorder:
             "reloader_reconcile", "Reconciles, by result", ["result"], registry=r
         )
         self.reconcile_duration = Histogram(
-            "reloader_reconcile_duration_seconds", "Reconcile duration", ["result"],
-            buckets=RECONCILE_BUCKETS, registry=r,
-        )  # fmt: skip
+            "reloader_reconcile_duration_seconds",
+            "Reconcile duration",
+            ["result"],
+            buckets=RECONCILE_BUCKETS,
+            registry=r,
+        )
         self.action = Counter(
             "reloader_action",
             "Workload writes, by kind and result",
@@ -80,28 +85,40 @@ class Recorder:
             registry=r,
         )
         self.action_latency = Histogram(
-            "reloader_action_latency_seconds", "Workload write latency", ["workload_kind"],
-            buckets=ACTION_BUCKETS, registry=r,
-        )  # fmt: skip
+            "reloader_action_latency_seconds",
+            "Workload write latency",
+            ["workload_kind"],
+            buckets=ACTION_BUCKETS,
+            registry=r,
+        )
         self.skipped = Counter(
             "reloader_skipped", "Skipped reloads, by reason", ["reason"], registry=r
         )
+
+    def _reloader_v1_events(self, r: CollectorRegistry) -> None:
+        """Reloader v1's work queue, error, event and workload families (compat-spec §8.2)."""
         self.queue_depth = Gauge("reloader_workqueue_depth", "Work queue depth", registry=r)
         self.queue_adds = Counter("reloader_workqueue_adds", "Work queue adds", registry=r)
         self.queue_latency = Histogram(
-            "reloader_workqueue_latency_seconds", "Time from queued to picked by a worker",
-            buckets=QUEUE_BUCKETS, registry=r,
-        )  # fmt: skip
+            "reloader_workqueue_latency_seconds",
+            "Time from queued to picked by a worker",
+            buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
         self.errors = Counter("reloader_errors", "Errors, by type", ["type"], registry=r)
         self.retries = Counter("reloader_retries", "Retried reloads", registry=r)
         self.events_received = Counter(
-            "reloader_events_received", "Watch events received",
-            ["event_type", "resource_type"], registry=r,
-        )  # fmt: skip
+            "reloader_events_received",
+            "Watch events received",
+            ["event_type", "resource_type"],
+            registry=r,
+        )
         self.events_processed = Counter(
-            "reloader_events_processed", "Changes processed",
-            ["event_type", "resource_type", "result"], registry=r,
-        )  # fmt: skip
+            "reloader_events_processed",
+            "Changes processed",
+            ["event_type", "resource_type", "result"],
+            registry=r,
+        )
         self.workloads_scanned = Counter(
             "reloader_workloads_scanned", "Workloads examined for a change", ["kind"], registry=r
         )
@@ -112,22 +129,28 @@ class Recorder:
     def _client_go(self, r: CollectorRegistry) -> None:
         """client-go's request metrics, with the labels Reloader v1's adapters give them."""
         self.rest_requests = Counter(
-            "rest_client_requests", "API server requests (each attempt), by code, method, host",
-            ["code", "method", "host"], registry=r,
-        )  # fmt: skip
+            "rest_client_requests",
+            "API server requests (each attempt), by code, method, host",
+            ["code", "method", "host"],
+            registry=r,
+        )
         self.rest_latency = Histogram(
             "rest_client_request_duration_seconds",
             "API server request duration with its retries (watches excepted), by verb and host",
-            ["verb", "host"], buckets=REST_CLIENT_BUCKETS, registry=r,
-        )  # fmt: skip
+            ["verb", "host"],
+            buckets=REST_CLIENT_BUCKETS,
+            registry=r,
+        )
 
     def _ours(self, r: CollectorRegistry) -> None:
         """kube-reloader's own: reloads, decisions, holds, rollouts."""
         self.reload_latency = Histogram(
             "kube_reloader_reload_latency_seconds",
             "Config change observed to workload write accepted",
-            ["workload_kind"], buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            ["workload_kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.decisions = Counter(
             "kube_reloader_decisions",
             "Decisions, by outcome and reason",
@@ -146,27 +169,37 @@ class Recorder:
         self.halted = Gauge(
             "kube_reloader_halted",
             "1 while the circuit breaker holds reloads for a resource's content",
-            ["namespace", "resource"], registry=r,
-        )  # fmt: skip
+            ["namespace", "resource"],
+            registry=r,
+        )
         self.api_requests = Counter(
-            "kube_reloader_api_requests", "Kubernetes API requests, by verb and code",
-            ["verb", "code"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_api_requests",
+            "Kubernetes API requests, by verb and code",
+            ["verb", "code"],
+            registry=r,
+        )
         self.side_channel = Counter(
-            "kube_reloader_side_channel", "Alerts and webhooks, by channel and result",
-            ["channel", "result"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_side_channel",
+            "Alerts and webhooks, by channel and result",
+            ["channel", "result"],
+            registry=r,
+        )
         self.pauses = Counter(
             "kube_reloader_pauses", "Deployment pauses and resumes", ["action"], registry=r
         )
         self.rollouts = Counter(
-            "kube_reloader_rollouts", "Rollouts started by a reload, by outcome",
-            ["workload_kind", "result"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_rollouts",
+            "Rollouts started by a reload, by outcome",
+            ["workload_kind", "result"],
+            registry=r,
+        )
         self.rollout_duration = Histogram(
-            "kube_reloader_rollout_duration_seconds", "Reload write to rollout complete",
-            ["workload_kind"], buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r,
-        )  # fmt: skip
+            "kube_reloader_rollout_duration_seconds",
+            "Reload write to rollout complete",
+            ["workload_kind"],
+            buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+            registry=r,
+        )
 
     def _ours_state(self, r: CollectorRegistry) -> None:
         """kube-reloader's own: leadership, readiness, the audit, tasks, the event loop."""
@@ -178,27 +211,35 @@ class Recorder:
             "kube_reloader_stale_workloads",
             "1 per workload whose pods predate the last change of a ConfigMap/Secret they "
             "consume that no rule reloads (the staleness audit)",
-            ["namespace", "kind", "name", "resource"], registry=r,
-        )  # fmt: skip
+            ["namespace", "kind", "name", "resource"],
+            registry=r,
+        )
         self._stale: set[tuple[str, str, str, str]] = set()
         self.task_restarts = Counter(
-            "kube_reloader_task_restarts", "Background tasks restarted after a crash, by task",
-            ["task"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_task_restarts",
+            "Background tasks restarted after a crash, by task",
+            ["task"],
+            registry=r,
+        )
         self.evictions = Counter(
-            "kube_reloader_evictions", "Pod evictions of pod-level reloads, by result",
-            ["result"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_evictions",
+            "Pod evictions of pod-level reloads, by result",
+            ["result"],
+            registry=r,
+        )
         self.reverted = Counter(
-            "kube_reloader_reverted", "Template reloads undone within a minute, by workload kind",
-            ["workload_kind"], registry=r,
-        )  # fmt: skip
+            "kube_reloader_reverted",
+            "Template reloads undone within a minute, by workload kind",
+            ["workload_kind"],
+            registry=r,
+        )
         self.loop_lag = Histogram(
             "kube_reloader_event_loop_lag_seconds",
             "How late the event loop ran a timer due now (sampled every 0.1 s): the longest "
             "any one step held the loop",
-            buckets=LAG_BUCKETS, registry=r,
-        )  # fmt: skip
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.loop_lag_max = Gauge(
             "kube_reloader_event_loop_lag_max_seconds",
             "The worst event-loop lag of the last minute",
@@ -208,13 +249,15 @@ class Recorder:
             "kube_reloader_dropped",
             "Events and metric series left out because their namespace was over its share of "
             "a shared limit, by namespace and what (event, stale_series)",
-            ["namespace", "what"], registry=r,
-        )  # fmt: skip
+            ["namespace", "what"],
+            registry=r,
+        )
         self.object_errors = Counter(
             "kube_reloader_object_errors",
             "Objects whose handling failed unexpectedly (that object skipped), by stage",
-            ["stage"], registry=r,
-        )  # fmt: skip
+            ["stage"],
+            registry=r,
+        )
 
     # ------------------------------------------------------------------ domain methods
 

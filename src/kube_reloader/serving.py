@@ -230,9 +230,14 @@ class Edge:
             self._logged_at = now
             log.warning(
                 "http connections dropped",
-                extra={"shed": self.shed, "timed_out": self.timed_out, "refused": self.refused,
-                       "open": len(self.open), "max_connections": self.limits.max_connections},
-            )  # fmt: skip
+                extra={
+                    "shed": self.shed,
+                    "timed_out": self.timed_out,
+                    "refused": self.refused,
+                    "open": len(self.open),
+                    "max_connections": self.limits.max_connections,
+                },
+            )
 
 
 class _Guard(asyncio.Protocol):
@@ -392,6 +397,3 @@ class Server:
             guard.drop()
         if self._listener is not None:
             await self._listener.wait_closed()
-
-
-Updater = Callable[[], None]
