@@ -64,10 +64,15 @@ class AuditReports:
         left_out = update.left_out
         if left_out and left_out != self._stale_left_out:
             total = sum(left_out.values())
-            log.warning("staleness audit: too many stale pairs to export them all", extra={
-                "stale": len(series), "exported": len(series) - total, "left_out": total,
-                "namespaces_cut": len(left_out),
-            })  # fmt: skip
+            log.warning(
+                "staleness audit: too many stale pairs to export them all",
+                extra={
+                    "stale": len(series),
+                    "exported": len(series) - total,
+                    "left_out": total,
+                    "namespaces_cut": len(left_out),
+                },
+            )
         self._stale_left_out = left_out
 
     def stale_certificates(self, found: Sequence[StaleCertificate]) -> None:
@@ -93,5 +98,7 @@ class AuditReports:
                 continue
             by_ns[ns] += 1
             self._stale_certs.add(c.marker)
-            log.warning("pods run a rotated certificate", extra={
-                "workload": str(c.workload.key), "problem": c.text})  # fmt: skip
+            log.warning(
+                "pods run a rotated certificate",
+                extra={"workload": str(c.workload.key), "problem": c.text},
+            )

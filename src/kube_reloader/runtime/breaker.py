@@ -45,15 +45,18 @@ class Breaker:
     def holding(self, todo: list[Plan]) -> tuple[str, ...]:
         """The resources of `todo` whose content to write is halted."""
         return tuple(
-            str(p.change) for p in todo
-            if self.halted.get((p.change.rtype, p.change.namespace, p.change.name))
-            == p.change.hash
-        )  # fmt: skip
+            str(p.change)
+            for p in todo
+            if self.halted.get((p.change.rtype, p.change.namespace, p.change.name)) == p.change.hash
+        )
 
     def observe(
-        self, workload: planning.Workload, strategy: strategies.Strategy, progressing: bool,
+        self,
+        workload: planning.Workload,
+        strategy: strategies.Strategy,
+        progressing: bool,
         field_manager: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A workload's status: a failed rollout of a template we wrote last counts against
         the current content it carries (not an image change, not older content); a finished
         one no longer counts."""
@@ -65,8 +68,11 @@ class Breaker:
                 return  # someone else's change failed
             for (rtype, name), h in planning.carried_hashes(workload, strategy).items():
                 entry = self.stores.config(rtype, workload.namespace, name)
-                if rtype is not ResourceType.SECRETPROVIDERCLASS and entry is not None \
-                        and _current(workload, entry, h):  # fmt: skip
+                if (
+                    rtype is not ResourceType.SECRETPROVIDERCLASS
+                    and entry is not None
+                    and _current(workload, entry, h)
+                ):
                     self.fail(workload.key, ((rtype, workload.namespace, name), entry.hash))
         elif not progressing:
             self.recovered(workload.key)

@@ -63,9 +63,13 @@ class Clock(Protocol):
 
 class EventSink(Protocol):
     async def send(
-        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        self,
+        workload: planning.Workload,
+        event_type: str,
+        reason: str,
+        message: str,
         component: str,
-    ) -> None: ...  # fmt: skip
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +83,13 @@ class Pending:
 
 class EventQueue:
     def __init__(
-        self, sink: EventSink, fence: Fence, spawn: Spawn, monotonic: Callable[[], float],
+        self,
+        sink: EventSink,
+        fence: Fence,
+        spawn: Spawn,
+        monotonic: Callable[[], float],
         dropped: Callable[[str], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.sink = sink
         self.fence = fence
         self.spawn = spawn
@@ -114,9 +122,15 @@ class EventQueue:
         self.dropped += 1
         self.on_dropped(ns)
         if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
-            log.warning("too many Events waiting, dropped one", extra={
-                "namespace": ns, "reason": p.reason, "dropped": self.dropped,
-                "waiting_in_namespace": self._waiting[ns]})  # fmt: skip
+            log.warning(
+                "too many Events waiting, dropped one",
+                extra={
+                    "namespace": ns,
+                    "reason": p.reason,
+                    "dropped": self.dropped,
+                    "waiting_in_namespace": self._waiting[ns],
+                },
+            )
         self._notice(p)
         return False
 
@@ -162,11 +176,13 @@ class EventQueue:
             while (p := self._next()) is not None:
                 try:
                     if self.fence.may_write():  # Events are writes too: the leader's only
-                        await self.sink.send(p.workload, p.event_type, p.reason, p.message,
-                                             p.component)  # fmt: skip
+                        await self.sink.send(
+                            p.workload, p.event_type, p.reason, p.message, p.component
+                        )
                 except errors.KubeError as exc:
-                    log.warning("could not record event",
-                                extra={"reason": p.reason, "error": str(exc)})  # fmt: skip
+                    log.warning(
+                        "could not record event", extra={"reason": p.reason, "error": str(exc)}
+                    )
                 except Exception:
                     log.exception("could not record event", extra={"reason": p.reason})
                 finally:
@@ -240,19 +256,34 @@ class EventRecorder:
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def send(
-        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        self,
+        workload: planning.Workload,
+        event_type: str,
+        reason: str,
+        message: str,
         component: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         kind = str(workload.kind)
-        o = Occurrence(component, kind, self.api_version(kind), workload.namespace,
-                       workload.name, workload.uid, event_type, reason, message)  # fmt: skip
+        o = Occurrence(
+            component,
+            kind,
+            self.api_version(kind),
+            workload.namespace,
+            workload.name,
+            workload.uid,
+            event_type,
+            reason,
+            message,
+        )
         r = self.correlator.correlate(
             o, wall=self.clock.wall(), now=self.clock.monotonic(), fresh_name=fresh_name(o.name)
         )
         if r is None:
             where = f"{kind} {o.namespace}/{o.name}"
-            log.debug("event not recorded: too many about this object",
-                      extra={"object": where, "reason": reason})  # fmt: skip
+            log.debug(
+                "event not recorded: too many about this object",
+                extra={"object": where, "reason": reason},
+            )
             return
         async with self._turn(r.name):
             await self._write(o, r)
@@ -261,15 +292,23 @@ class EventRecorder:
         if r.update and not self.patch_forbidden:
             patch = {"count": r.count, "lastTimestamp": stamp(r.last), "message": r.message}
             try:
-                await self.client.patch(resources.EVENTS, r.name, patch, namespace=o.namespace,
-                                        patch_type=PatchType.STRATEGIC)  # fmt: skip
+                await self.client.patch(
+                    resources.EVENTS,
+                    r.name,
+                    patch,
+                    namespace=o.namespace,
+                    patch_type=PatchType.STRATEGIC,
+                )
                 return
             except errors.NotFound:
                 pass  # gone (Events expire): created again under its name, with its count
             except errors.Forbidden as exc:
                 self.patch_forbidden = True
-                log.warning("cannot patch Events: repeated Events are created as new ones "
-                            "(grant patch on events)", extra={"error": exc.message})  # fmt: skip
+                log.warning(
+                    "cannot patch Events: repeated Events are created as new ones "
+                    "(grant patch on events)",
+                    extra={"error": exc.message},
+                )
         if r.update and self.patch_forbidden:
             r = Record(fresh_name(o.name), r.message, 1, r.last, r.last)
         await self.client.create(resources.EVENTS, body(o, r), namespace=o.namespace)

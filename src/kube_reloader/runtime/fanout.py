@@ -130,9 +130,13 @@ class FanOut:
             return b""
         stamp = dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).isoformat()
         return alerting.webhook_body_v2(
-            rtype=change.rtype.value, namespace=change.namespace, name=change.name,
-            hash=change.hash, timestamp=stamp.replace("+00:00", "Z"), workloads=found,
-        )  # fmt: skip
+            rtype=change.rtype.value,
+            namespace=change.namespace,
+            name=change.name,
+            hash=change.hash,
+            timestamp=stamp.replace("+00:00", "Z"),
+            workloads=found,
+        )
 
     async def send_webhooks(self) -> None:
         """Webhook mode: one POST per queued change, in order (the queue is bounded: a

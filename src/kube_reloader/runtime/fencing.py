@@ -36,8 +36,9 @@ class Fence:
             if write not in self.committed:  # a half-done Job re-creation must finish
                 write.cancel()
         if self.writing:
-            log.warning("leadership lost: in-flight writes cancelled",
-                        extra={"writes": len(self.writing)})  # fmt: skip
+            log.warning(
+                "leadership lost: in-flight writes cancelled", extra={"writes": len(self.writing)}
+            )
 
     async def guarded(self, write: asyncio.Task[Any]) -> bool:
         """Await `write` as a write in flight: True when it ran to its end (its exception,

@@ -97,9 +97,11 @@ class Intake:
             await asyncio.sleep(0.1)
             listed = policies is None or policies.synced.is_set() or policies.forbidden
         if policies is not None and not policies.synced.is_set():
-            log.warning("namespaces cannot be listed: freeze and reload-window annotations "
-                        "on namespaces are not read (grant list/watch on namespaces, or set "
-                        "--namespace-policies=false)")  # fmt: skip
+            log.warning(
+                "namespaces cannot be listed: freeze and reload-window annotations "
+                "on namespaces are not read (grant list/watch on namespaces, or set "
+                "--namespace-policies=false)"
+            )
 
     def _deliver(self, change: Change, observed: float) -> None:
         """Put `change` in its namespace's lane (joining a change of the same resource still

@@ -79,10 +79,12 @@ def replica_status(obj: p.Workload) -> rollouts.Status:
 def daemonset_status(obj: p.Workload) -> rollouts.Status:
     st = obj.status
     return rollouts.Status(
-        generation=obj.metadata.generation, observed_generation=st.observedGeneration,
-        replicas=st.desiredNumberScheduled, updated=st.updatedNumberScheduled,
+        generation=obj.metadata.generation,
+        observed_generation=st.observedGeneration,
+        replicas=st.desiredNumberScheduled,
+        updated=st.updatedNumberScheduled,
         available=st.numberAvailable,
-    )  # fmt: skip
+    )
 
 
 class Kinds:
@@ -117,25 +119,51 @@ def custom(kind: str, ck: CustomKind) -> KindSpec:
     resource = Resource(ck.group, ck.version, ck.plural, kind)
     path = ck.path
     if path == ("spec", "template"):
-        return KindSpec(kind, resource, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH),
-                        evictable=True)  # fmt: skip
+        return KindSpec(
+            kind, resource, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH), evictable=True
+        )
     return KindSpec(
-        kind, resource, writeseam.fixed(writeseam.CustomResourcePatch(path)),
-        projection=p.SpecObject, evictable=True, adapt=lambda obj: p.workload_at(obj, path),
-    )  # fmt: skip
+        kind,
+        resource,
+        writeseam.fixed(writeseam.CustomResourcePatch(path)),
+        projection=p.SpecObject,
+        evictable=True,
+        adapt=lambda obj: p.workload_at(obj, path),
+    )
 
 
-BUILTIN = Kinds([
-    _builtin(WorkloadKind.DEPLOYMENT, writeseam.TEMPLATE_PATCH, status=replica_status,
-             pausable=True, evictable=True),
-    _builtin(WorkloadKind.DAEMONSET, writeseam.TEMPLATE_PATCH, status=daemonset_status,
-             evictable=True),
-    _builtin(WorkloadKind.STATEFULSET, writeseam.TEMPLATE_PATCH, status=replica_status,
-             evictable=True),
-    _builtin(WorkloadKind.CRONJOB, writeseam.CRONJOB_TRIGGER, projection=p.CronJob,
-             catch_up=False),
-    _builtin(WorkloadKind.JOB, writeseam.JOB_RECREATE, catch_up=False),
-    KindSpec(WorkloadKind.ROLLOUT, resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],
-             writeseam.rollout, status=replica_status, discovered=True),
-    _builtin(WorkloadKind.DEPLOYMENTCONFIG, writeseam.CUSTOM_RESOURCE_PATCH, discovered=True),
-])  # fmt: skip
+BUILTIN = Kinds(
+    [
+        _builtin(
+            WorkloadKind.DEPLOYMENT,
+            writeseam.TEMPLATE_PATCH,
+            status=replica_status,
+            pausable=True,
+            evictable=True,
+        ),
+        _builtin(
+            WorkloadKind.DAEMONSET,
+            writeseam.TEMPLATE_PATCH,
+            status=daemonset_status,
+            evictable=True,
+        ),
+        _builtin(
+            WorkloadKind.STATEFULSET,
+            writeseam.TEMPLATE_PATCH,
+            status=replica_status,
+            evictable=True,
+        ),
+        _builtin(
+            WorkloadKind.CRONJOB, writeseam.CRONJOB_TRIGGER, projection=p.CronJob, catch_up=False
+        ),
+        _builtin(WorkloadKind.JOB, writeseam.JOB_RECREATE, catch_up=False),
+        KindSpec(
+            WorkloadKind.ROLLOUT,
+            resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],
+            writeseam.rollout,
+            status=replica_status,
+            discovered=True,
+        ),
+        _builtin(WorkloadKind.DEPLOYMENTCONFIG, writeseam.CUSTOM_RESOURCE_PATCH, discovered=True),
+    ]
+)

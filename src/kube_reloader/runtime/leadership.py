@@ -307,8 +307,9 @@ class LeaderElector:
         self.leading.clear()
         self.on_stopped_leading()
         if not self.release_on_cancel:
-            log.info("stopped leading; the lease is left to expire",
-                     extra={"identity": self.identity})  # fmt: skip
+            log.info(
+                "stopped leading; the lease is left to expire", extra={"identity": self.identity}
+            )
             return
         now = self.wall_clock()
         try:

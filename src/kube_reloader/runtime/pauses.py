@@ -38,9 +38,12 @@ class Pauses:
         Warning and no pause)."""
         keys = self.keys
         decision = pausing.plan_pause(
-            annotations=dict(workload.annotations), paused=workload.paused, now=now,
-            period_key=keys.pause_period, paused_at_key=keys.paused_at,
-        )  # fmt: skip
+            annotations=dict(workload.annotations),
+            paused=workload.paused,
+            now=now,
+            period_key=keys.pause_period,
+            paused_at_key=keys.paused_at,
+        )
         if decision.action is pausing.PauseAction.INVALID:
             self.reporter.warn_once(workload, (decision.message,))
         elif decision.action is pausing.PauseAction.PAUSE:
@@ -52,10 +55,12 @@ class Pauses:
     def observe(self, workload: planning.Workload) -> None:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
         _due, when = pausing.resume_due(
-            annotations=dict(workload.annotations), paused=workload.paused,
-            now=utc(self.clock), period_key=self.keys.pause_period,
+            annotations=dict(workload.annotations),
+            paused=workload.paused,
+            now=utc(self.clock),
+            period_key=self.keys.pause_period,
             paused_at_key=self.keys.paused_at,
-        )  # fmt: skip
+        )
         if when is None:
             self.forget(workload.key)
         elif workload.key not in self._resumes:

@@ -37,7 +37,12 @@ def in_place_view(pod: PodObject, annotation: str) -> inplace.Pod:
         else min(s for s in starts if s is not None)
     )
     return inplace.Pod(
-        uid=base.uid, name=base.name, ready=base.ready, terminating=base.terminating,
-        started=started, request=pod.metadata.annotations.get(annotation),
-        ordinal=base.ordinal, restarts=sum(c.restartCount for c in pod.status.containerStatuses),
-    )  # fmt: skip
+        uid=base.uid,
+        name=base.name,
+        ready=base.ready,
+        terminating=base.terminating,
+        started=started,
+        request=pod.metadata.annotations.get(annotation),
+        ordinal=base.ordinal,
+        restarts=sum(c.restartCount for c in pod.status.containerStatuses),
+    )

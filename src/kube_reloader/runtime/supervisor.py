@@ -109,14 +109,19 @@ class Supervisor:
             if self.on_crash is not None:
                 self.on_crash(state.name)
             delay = limiting.backoff(
-                min(state.consecutive - 1, 16), base=self.base_delay, cap=self.max_delay,
+                min(state.consecutive - 1, 16),
+                base=self.base_delay,
+                cap=self.max_delay,
                 jitter=random.random(),  # noqa: S311 - jitter, not crypto
-            )  # fmt: skip
+            )
             log.warning(
                 "restarting task",
-                extra={"task": state.name, "in_seconds": round(delay, 2),
-                       "consecutive_crashes": state.consecutive},
-            )  # fmt: skip
+                extra={
+                    "task": state.name,
+                    "in_seconds": round(delay, 2),
+                    "consecutive_crashes": state.consecutive,
+                },
+            )
             await asyncio.sleep(delay)
 
     async def _once(self, name: str, coro: Coroutine[Any, Any, None]) -> None:

@@ -76,9 +76,13 @@ class TemplatePatch:
         answer = None
         for ptype, body in planning.combine(reloading(plans)):
             answer = await client.patch(
-                target.resource, w.name, body, namespace=w.namespace, patch_type=_WIRE[ptype],
+                target.resource,
+                w.name,
+                body,
+                namespace=w.namespace,
+                patch_type=_WIRE[ptype],
                 field_manager=target.field_manager,
-            )  # fmt: skip
+            )
         return answer
 
 
@@ -108,8 +112,10 @@ class CustomResourcePatch:
         json_ops: list[dict[str, Any]] = []
         for p in reloading(plans):
             if p.patch_type is strategies.PatchType.JSON:  # env removal on delete
-                json_ops += [{**op, "path": self.base + op["path"].removeprefix("/spec/template")}
-                             for op in p.patch]  # fmt: skip
+                json_ops += [
+                    {**op, "path": self.base + op["path"].removeprefix("/spec/template")}
+                    for op in p.patch
+                ]
                 continue
             annotations.update(
                 p.patch["spec"]["template"].get("metadata", {}).get("annotations") or {}
@@ -122,18 +128,25 @@ class CustomResourcePatch:
                     json_ops += ops or []
         if annotations and not json_ops:
             return await client.patch(
-                res, w.name, self._nested({"metadata": {"annotations": annotations}}),
-                namespace=w.namespace, patch_type=PatchType.MERGE,
+                res,
+                w.name,
+                self._nested({"metadata": {"annotations": annotations}}),
+                namespace=w.namespace,
+                patch_type=PatchType.MERGE,
                 field_manager=target.field_manager,
-            )  # fmt: skip
+            )
         if annotations:
             json_ops = await self._annotation_ops(client, target, annotations) + json_ops
         if not json_ops:
             return None
         return await client.patch(
-            res, w.name, json_ops, namespace=w.namespace, patch_type=PatchType.JSON,
+            res,
+            w.name,
+            json_ops,
+            namespace=w.namespace,
+            patch_type=PatchType.JSON,
             field_manager=target.field_manager,
-        )  # fmt: skip
+        )
 
     async def _annotation_ops(
         self, client: Client, target: Target, annotations: dict[str, str]
@@ -144,8 +157,9 @@ class CustomResourcePatch:
         replaced."""
         w = target.workload
         if w.template.annotations:
-            return mutating.annotation_json_ops(annotations, metadata={"annotations": {}},
-                                                base=self.base)  # fmt: skip
+            return mutating.annotation_json_ops(
+                annotations, metadata={"annotations": {}}, base=self.base
+            )
         obj = await client.get(target.resource, w.name, namespace=w.namespace)
         node: Any = obj
         for segment in self.path:
@@ -165,9 +179,13 @@ class ArgoRestart:
     ) -> dict[str, Any] | None:
         w = target.workload
         return await client.patch(
-            target.resource, w.name, {"spec": {"restartAt": format_time(target.now)}},
-            namespace=w.namespace, patch_type=PatchType.MERGE, field_manager=target.field_manager,
-        )  # fmt: skip
+            target.resource,
+            w.name,
+            {"spec": {"restartAt": format_time(target.now)}},
+            namespace=w.namespace,
+            patch_type=PatchType.MERGE,
+            field_manager=target.field_manager,
+        )
 
 
 class JobRecreate:
@@ -182,9 +200,12 @@ class JobRecreate:
             job, _apply(job["spec"].get("template") or {}, reloading(plans))
         )
         await client.delete(
-            res, w.name, namespace=w.namespace, propagation_policy="Background",
+            res,
+            w.name,
+            namespace=w.namespace,
+            propagation_policy="Background",
             preconditions_uid=job["metadata"].get("uid"),
-        )  # fmt: skip
+        )
         if target.committed is not None:
             target.committed()
         return await _create_when_gone(client, res, fresh, target.field_manager)

@@ -22,9 +22,13 @@ from kube_reloader.runtime.writeseam import Target
 
 class Writer(Protocol):
     async def reload(
-        self, workload: planning.Workload, plans: list[Plan], *, now: dt.datetime,
+        self,
+        workload: planning.Workload,
+        plans: list[Plan],
+        *,
+        now: dt.datetime,
         committed: Callable[[], None] | None = None,
-    ) -> dict[str, Any] | None: ...  # fmt: skip
+    ) -> dict[str, Any] | None: ...
 
     async def read(self, key: ObjectKey) -> dict[str, Any]: ...
 
@@ -52,9 +56,13 @@ class KubeWriter:
         self.field_manager = field_manager
 
     async def reload(
-        self, workload: planning.Workload, plans: list[Plan], *, now: dt.datetime,
+        self,
+        workload: planning.Workload,
+        plans: list[Plan],
+        *,
+        now: dt.datetime,
         committed: Callable[[], None] | None = None,
-    ) -> dict[str, Any] | None:  # fmt: skip
+    ) -> dict[str, Any] | None:
         """Apply the reloading plans with the kind's strategy; returns the written object
         when the answer is the workload itself. `committed` is called once the write can no
         longer be abandoned half-way (a Job deleted, not yet re-created)."""
@@ -68,15 +76,21 @@ class KubeWriter:
 
     async def pause(self, key: ObjectKey, paused_at_key: str, now: dt.datetime) -> None:
         await self.client.patch(
-            resources.DEPLOYMENTS, key.name, pausing.pause_patch(paused_at_key, now),
-            namespace=key.namespace, field_manager=self.field_manager,
-        )  # fmt: skip
+            resources.DEPLOYMENTS,
+            key.name,
+            pausing.pause_patch(paused_at_key, now),
+            namespace=key.namespace,
+            field_manager=self.field_manager,
+        )
 
     async def resume(self, key: ObjectKey, paused_at_key: str) -> None:
         await self.client.patch(
-            resources.DEPLOYMENTS, key.name, pausing.resume_patch(paused_at_key),
-            namespace=key.namespace, field_manager=self.field_manager,
-        )  # fmt: skip
+            resources.DEPLOYMENTS,
+            key.name,
+            pausing.resume_patch(paused_at_key),
+            namespace=key.namespace,
+            field_manager=self.field_manager,
+        )
 
     async def pods(self, namespace: str, selector: str) -> list[PodObject]:
         """The pods a rotation looks at (a LIST by label selector, decoded small)."""
@@ -94,9 +108,13 @@ class KubeWriter:
         by merge patch carrying the UID: a pod re-created under the name refuses it."""
         body = {"metadata": {"uid": uid, "annotations": {key: value}}}
         await self.client.patch(
-            resources.PODS, name, body, namespace=namespace, patch_type=PatchType.MERGE,
+            resources.PODS,
+            name,
+            body,
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
             field_manager=self.field_manager,
-        )  # fmt: skip
+        )
 
     async def config_files(
         self, rtype: ResourceType, namespace: str, name: str
