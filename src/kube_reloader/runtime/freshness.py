@@ -62,9 +62,14 @@ class Suspect:
 
 class Freshness:
     def __init__(
-        self, clock: Clock, writer: Writer, fence: Fence, reporter: Reporter,
-        supervisor: Supervisor, queue: Callable[[ObjectKey, Change], None],
-    ) -> None:  # fmt: skip
+        self,
+        clock: Clock,
+        writer: Writer,
+        fence: Fence,
+        reporter: Reporter,
+        supervisor: Supervisor,
+        queue: Callable[[ObjectKey, Change], None],
+    ) -> None:
         self.clock = clock
         self.writer = writer
         self.fence = fence
@@ -144,14 +149,18 @@ class Freshness:
             if pods is not None and not evicting.targets(pods, s.changed_at + MARGIN):
                 self._remember((key, s.change.rtype, s.change.name), (s.change.hash, s.changed_at))
                 self.reporter.log_change(
-                    "its pods already run this content; nothing to roll", s.change,
-                    workload=str(key), pods=len(pods),
-                )  # fmt: skip
+                    "its pods already run this content; nothing to roll",
+                    s.change,
+                    workload=str(key),
+                    pods=len(pods),
+                )
                 continue
             self.reporter.log_change(
-                "reloading a change missed while not watching", s.change,
-                workload=str(key), reason=s.why,
-            )  # fmt: skip
+                "reloading a change missed while not watching",
+                s.change,
+                workload=str(key),
+                reason=s.why,
+            )
             self.queue(key, s.change)
 
     async def _pods(self, workload: planning.Workload) -> tuple[evicting.Pod, ...] | None:
@@ -166,7 +175,7 @@ class Freshness:
                     log.warning(
                         "cannot list the workload's pods; catching up without looking",
                         extra={"workload": str(workload.key), "error": str(exc)[:200]},
-                    )  # fmt: skip
+                    )
                     return None
                 await self._sleep(pause)
             except errors.Forbidden as exc:
@@ -175,13 +184,13 @@ class Freshness:
                     "pods cannot be listed (grant pods: list); workloads changed while no "
                     "replica ran are rolled without looking at their pods",
                     extra={"error": str(exc)[:200]},
-                )  # fmt: skip
+                )
                 return None
             except (errors.KubeError, selectors.SelectorError) as exc:
                 log.warning(
                     "cannot list the workload's pods; catching up without looking",
                     extra={"workload": str(workload.key), "error": str(exc)[:200]},
-                )  # fmt: skip
+                )
                 return None
         return None
 
@@ -194,9 +203,10 @@ class Freshness:
         listed = await self.writer.pods(workload.namespace, selector)
         uid = str((obj.get("metadata") or {}).get("uid") or workload.uid)
         mine = tuple(
-            view(p) for p in listed
+            view(p)
+            for p in listed
             if _running(p) and owned(p, workload.kind, workload.name, uid, None)
-        )  # fmt: skip
+        )
         if not any(not p.terminating for p in mine):
             return None  # no live pod: not evidence of anything
         return mine

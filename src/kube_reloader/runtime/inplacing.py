@@ -120,14 +120,19 @@ async def rotate(
 
 
 async def _want(
-    rs: Rotations, rotation: Rotation, st: _Progress, w: planning.Workload,
+    rs: Rotations,
+    rotation: Rotation,
+    st: _Progress,
+    w: planning.Workload,
     obj: Mapping[str, Any],
-) -> bool | None:  # fmt: skip
+) -> bool | None:
     """Compute what to write when the change (or its content) is new; None: ready, True: a
     config could not be read (look again), False: the request cannot be written (failed)."""
     # a newer change, or newer content of one (same second, another write), takes over
-    key = (rotation.changed_at, sorted((p.change.rtype, p.change.name, p.change.hash)
-                                       for p in rotation.plans))  # fmt: skip
+    key = (
+        rotation.changed_at,
+        sorted((p.change.rtype, p.change.name, p.change.hash) for p in rotation.plans),
+    )
     if st.want_for == key:
         return None
     st.want_for = key
@@ -139,28 +144,34 @@ async def _want(
         digests = await volume_digests(rs, w.namespace, obj, rotation)
     except errors.Transient as exc:
         st.want_for = None
-        log.warning("in-place: reading a config failed, will retry",
-                    extra={"workload": str(w.key), "error": str(exc)})  # fmt: skip
+        log.warning(
+            "in-place: reading a config failed, will retry",
+            extra={"workload": str(w.key), "error": str(exc)},
+        )
         await rs.pause(POLL_SECONDS)
         return True
     st.want = inplace.signal_request(rotation.policy.signal, digests)
     if len(st.want) > inplace.MAX_REQUEST_TEXT:
-        rs.reporter.rotation_failed(w, "too many volumes to name in one signal request", 0,
-                                    how=st.mode.value)  # fmt: skip
+        rs.reporter.rotation_failed(
+            w, "too many volumes to name in one signal request", 0, how=st.mode.value
+        )
         return False
     return None
 
 
 async def _look_and_act(
-    rs: Rotations, rotation: Rotation, st: _Progress, w: planning.Workload, selector: str,
+    rs: Rotations,
+    rotation: Rotation,
+    st: _Progress,
+    w: planning.Workload,
+    selector: str,
     uid: str,
-) -> bool | None:  # fmt: skip
+) -> bool | None:
     """One look at the pods and what it calls for: True (each is current) or False (failed)
     to end the rotation, None to look again."""
     listed = await rs.list_pods(w.namespace, selector)
     pick = rotation.policy.pod_selector
-    mine = [in_place_view(p, st.annotation) for p in listed
-            if owned(p, w.kind, w.name, uid, pick)]  # fmt: skip
+    mine = [in_place_view(p, st.annotation) for p in listed if owned(p, w.kind, w.name, uid, pick)]
     for p in mine:  # asked, and restarted since: current, whatever its start time says
         fresh = inplace.current(p, st.mode, st.want, rotation.changed_at, frozenset())
         if p.uid in st.pending and (p.restarts > st.pending[p.uid] or fresh):
@@ -169,16 +180,11 @@ async def _look_and_act(
     for gone in set(st.pending) - {p.uid for p in mine}:
         del st.pending[gone]
     now = rs.clock.wall()
-    replicas = w.status.replicas if w.status is not None else len(mine)
-    step = inplace.next_step(
-        mine, st.mode, st.want, rotation.changed_at, now, replicas=replicas,
-        started=st.started, ordered=w.kind == "StatefulSet", last_action=st.last_action,
-        pending=frozenset(st.pending), restarted=frozenset(st.restarted),
-    )  # fmt: skip
+    step = _next_step(rotation, st, w, mine, now)
     if step.phase is inplace.Phase.DONE:
         if st.asked:
-            rs.reporter.rotation_done(w, rotation.plans, len(st.asked), rs.clock.monotonic()
-                                      - rotation.started, how=st.mode.value)  # fmt: skip
+            elapsed = rs.clock.monotonic() - rotation.started
+            rs.reporter.rotation_done(w, rotation.plans, len(st.asked), elapsed, how=st.mode.value)
         return True
     if st.left is None or step.remaining < st.left:  # a pod became current: progress
         st.progress_at = now
@@ -186,8 +192,8 @@ async def _look_and_act(
     deadline = rollouts.held_deadline(w.status)  # a tenant's own: capped
     if now - st.progress_at > deadline:  # no pod became current for that long
         reason = step.reason or f"{step.remaining} pods not reloaded"
-        rs.reporter.rotation_failed(w, f"{reason} for {deadline:g}s", len(st.asked),
-                                    how=st.mode.value)  # fmt: skip
+        why = f"{reason} for {deadline:g}s"
+        rs.reporter.rotation_failed(w, why, len(st.asked), how=st.mode.value)
         return False
     if step.phase is inplace.Phase.WAIT:
         await rs.pause(evicting.poll_seconds(now - st.progress_at))
@@ -199,11 +205,38 @@ async def _look_and_act(
         st.pending[step.pod.uid] = step.pod.restarts
     st.asked.add(step.pod.uid)
     st.last_action = rs.clock.wall()
-    log.info("in-place reload requested", extra={
-        "workload": str(w.key), "pod": step.pod.name, "strategy": st.mode.value,
-        "value": step.value[:80], "remaining": step.remaining})  # fmt: skip
+    log.info(
+        "in-place reload requested",
+        extra={
+            "workload": str(w.key),
+            "pod": step.pod.name,
+            "strategy": st.mode.value,
+            "value": step.value[:80],
+            "remaining": step.remaining,
+        },
+    )
     await rs.pause(POLL_SECONDS)
     return None
+
+
+def _next_step(
+    rotation: Rotation, st: _Progress, w: planning.Workload, mine: list[inplace.Pod], now: float
+) -> inplace.Step:
+    """The rotation's next step among `mine`, the pods of `w` it looked at."""
+    replicas = w.status.replicas if w.status is not None else len(mine)
+    return inplace.next_step(
+        mine,
+        st.mode,
+        st.want,
+        rotation.changed_at,
+        now,
+        replicas=replicas,
+        started=st.started,
+        ordered=w.kind == "StatefulSet",
+        last_action=st.last_action,
+        pending=frozenset(st.pending),
+        restarted=frozenset(st.restarted),
+    )
 
 
 async def _annotate(
@@ -221,8 +254,10 @@ async def _annotate(
     except (errors.NotFound, errors.Conflict, errors.Invalid):
         return True
     except errors.Transient as exc:
-        log.warning("in-place: writing a pod's request failed, will retry",
-                    extra={"workload": str(w.key), "pod": pod, "error": str(exc)})  # fmt: skip
+        log.warning(
+            "in-place: writing a pod's request failed, will retry",
+            extra={"workload": str(w.key), "pod": pod, "error": str(exc)},
+        )
         return True
 
 
@@ -278,8 +313,11 @@ def volume_sources(
         if not isinstance(name, str):
             continue
         items = src.get("items")
-        keys = (frozenset(str(i.get("key")) for i in items if isinstance(i, dict))
-                if isinstance(items, list) and items else None)  # fmt: skip
+        keys = (
+            frozenset(str(i.get("key")) for i in items if isinstance(i, dict))
+            if isinstance(items, list) and items
+            else None
+        )
         rtype = ResourceType.CONFIGMAP if kind == "configMap" else ResourceType.SECRET
         out.append((rtype, name, keys))
     return out

@@ -37,6 +37,11 @@ from kube_reloader.runtime.writing import Writer
 #: retry backoff: 0.2 s doubling per consecutive failure, at most a minute
 BACKOFF_BASE = 0.2
 MAX_BACKOFF = 60.0
+#: per-pod statuses, no content time: a rotation could not tell old from new
+CSI_NOT_FOLLOWED = (
+    "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
+    "not reloaded for them"
+)
 
 
 @dataclass
@@ -89,12 +94,9 @@ class Reconciler:
             self.scheduler.idle(key)  # a slot it was called for goes to the next in line
             workload = self.stores.workload(key)
             if workload is not None:
-                self.reporter.warn_once(
-                    workload,
-                    (f"kube-reloader failed to reload this workload and will retry: "
-                     f"{type(exc).__name__}",),
-                    "ReloadError",
-                )  # fmt: skip
+                error = type(exc).__name__
+                retry = f"kube-reloader failed to reload this workload and will retry: {error}"
+                self.reporter.warn_once(workload, (retry,), "ReloadError")
             self._retry(key)
         finally:
             self.coalescer.done(key)
@@ -130,10 +132,11 @@ class Reconciler:
         workload = self.stores.resolve(cached)
         now = int(self.clock.wall())
         plans = [
-            planning.plan(change=self._current(c), workload=workload, config=self.options.plan,
-                          now=now)
+            planning.plan(
+                change=self._current(c), workload=workload, config=self.options.plan, now=now
+            )
             for c in item.changes.values()
-        ]  # fmt: skip
+        ]
         todo = [p for p in plans if p.outcome is Outcome.RELOAD]
         if not todo:
             self.failures.pop(key, None)
@@ -141,9 +144,11 @@ class Reconciler:
             return
         kind = self.kinds.get(workload.kind)
         policy, warnings = evicting.policy_of(
-            workload.kind, workload.annotations, self.options.default_strategy,
+            workload.kind,
+            workload.annotations,
+            self.options.default_strategy,
             evictable=kind is not None and kind.evictable,
-        )  # fmt: skip
+        )
         self.reporter.warn_once(workload, warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
             self.failures.pop(key, None)
@@ -233,9 +238,13 @@ class Reconciler:
         self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
 
     def _written(
-        self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan],
-        answer: dict[str, Any] | None, write_started: float,
-    ) -> bool:  # fmt: skip
+        self,
+        item: WorkItem,
+        workload: planning.Workload,
+        todo: list[planning.Plan],
+        answer: dict[str, Any] | None,
+        write_started: float,
+    ) -> bool:
         """Account for a write the API server accepted; True when its rollout is followed."""
         key = workload.key
         self.failures.pop(key, None)
@@ -264,9 +273,7 @@ class Reconciler:
         one was started (or took the change over)."""
         csi = [p for p in todo if p.change.rtype is ResourceType.SECRETPROVIDERCLASS]
         if csi:  # per-pod statuses, no content time: a rotation could not tell old from new
-            self.reporter.warn_once(workload, (
-                "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
-                "not reloaded for them",))  # fmt: skip
+            self.reporter.warn_once(workload, (CSI_NOT_FOLLOWED,))
             todo = [p for p in todo if p not in csi]
             if not todo:
                 return False

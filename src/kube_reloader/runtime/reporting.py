@@ -51,9 +51,13 @@ class KubeEvents(EventRecorder):
 
 class Reporter(Counting):
     def __init__(
-        self, metrics: Recorder, sink: EventSink, fence: Fence, spawn: Spawn,
+        self,
+        metrics: Recorder,
+        sink: EventSink,
+        fence: Fence,
+        spawn: Spawn,
         clock: Clock,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(metrics)
         self.fence = fence
         self.alerts: AlertSender | None = None
@@ -99,9 +103,13 @@ class Reporter(Counting):
             )
 
     def event(
-        self, workload: planning.Workload, event_type: str, reason: str, message: str,
+        self,
+        workload: planning.Workload,
+        event_type: str,
+        reason: str,
+        message: str,
         component: str,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Queue an Event (`eventing.EventQueue`); False when its namespace is over its share
         of the queue and it was dropped."""
         return self.events.offer(Pending(workload, event_type, reason, message, component))
@@ -138,10 +146,13 @@ class Reporter(Counting):
         self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
         log.debug(
             "not reloading",
-            extra={"workload": str(workload.key), "resource": str(change),
-                   "outcome": p.outcome.value,
-                   "reason": "" if change.rtype is ResourceType.SECRET else p.message},
-        )  # fmt: skip
+            extra={
+                "workload": str(workload.key),
+                "resource": str(change),
+                "outcome": p.outcome.value,
+                "reason": "" if change.rtype is ResourceType.SECRET else p.message,
+            },
+        )
 
     def deferred(
         self, workload: planning.Workload, reason: str, until: str, min_interval: float
@@ -152,12 +163,11 @@ class Reporter(Counting):
             return  # said when the reason began; the counter counts every deferral
         log.info("reload deferred", extra={"workload": str(key), "reason": reason, "until": until})
         if reason == "min_interval":
-            self.event(
-                workload, "Normal", "ReloadDeferred",
+            message = (
                 f"Reload of '{key.name}' deferred until {until}: at most one "
-                f"reload every {min_interval:g}s per workload",
-                "reloader",
-            )  # fmt: skip
+                f"reload every {min_interval:g}s per workload"
+            )
+            self.event(workload, "Normal", "ReloadDeferred", message, "reloader")
 
     # -- writes -----------------------------------------------------------------------------
     def written(self, kind: str, seconds: float) -> None:
@@ -172,18 +182,14 @@ class Reporter(Counting):
             kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
         )
         self.log_change("reloaded workload", c, workload=str(key), reason=p.message)
-        self.event(
-            workload, "Normal", "Reloaded",
+        message = (
             f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
             f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
-            f"'{key.namespace}'",
-            f"reloader-{c.rtype.plural}",
-        )  # fmt: skip
+            f"'{key.namespace}'"
+        )
+        self.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
         if self.alerts is not None:
-            self.alerts.reloaded(
-                resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
-                workload=key.name, kind=key.kind,
-            )  # fmt: skip
+            self._alert_reloaded(self.alerts, c, key)
 
     def reload_failed(
         self, workload: planning.Workload, plans: list[Plan], exc: errors.KubeError
@@ -200,12 +206,12 @@ class Reporter(Counting):
                 "reload failed",
                 extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
             )
-            self.event(
-                workload, "Warning", "ReloadFail",
+            message = (
                 f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
-                f"failed with error {errors.client_go_error(exc)}",
-                f"reloader-{p.change.rtype.plural}",
-            )  # fmt: skip
+                f"failed with error {errors.client_go_error(exc)}"
+            )
+            component = f"reloader-{p.change.rtype.plural}"
+            self.event(workload, "Warning", "ReloadFail", message, component)
 
     def paused(self, key: ObjectKey, until: str) -> None:
         self.stats.pauses += 1
@@ -257,9 +263,13 @@ class Reporter(Counting):
         log.info("pod eviction", extra=extra)
 
     def rotation_done(
-        self, workload: planning.Workload, plans: list[Plan], pods: int, seconds: float,
+        self,
+        workload: planning.Workload,
+        plans: list[Plan],
+        pods: int,
+        seconds: float,
         how: str = "evict",
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Every pod older than the change was replaced (or reloaded in place, `how`): one
         reload (of each change)."""
         key = workload.key
@@ -270,20 +280,28 @@ class Reporter(Counting):
             self.metrics.reload_done(
                 kind=key.kind, namespace=key.namespace, success=True, seconds=None
             )
-            self.log_change("reloaded workload", c, workload=str(key), pods=pods,
-                            seconds=round(seconds, 2), strategy=how)  # fmt: skip
-            self.event(
-                workload, "Normal", "Reloaded",
+            took = round(seconds, 2)
+            self.log_change(
+                "reloaded workload", c, workload=str(key), pods=pods, seconds=took, strategy=how
+            )
+            message = (
                 f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
                 f"'{c.namespace}', {_DONE[how]} {pods} pods of '{key.name}' of type "
-                f"'{key.kind}' in namespace '{key.namespace}' {_BY[how]} in {seconds:.1f}s",
-                f"reloader-{c.rtype.plural}",
-            )  # fmt: skip
+                f"'{key.kind}' in namespace '{key.namespace}' {_BY[how]} in {seconds:.1f}s"
+            )
+            self.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
             if self.alerts is not None and self.fence.may_write():
-                self.alerts.reloaded(
-                    resource=c.name, rtype=c.rtype.value, namespace=c.namespace,
-                    workload=key.name, kind=key.kind,
-                )  # fmt: skip
+                self._alert_reloaded(self.alerts, c, key)
+
+    @staticmethod
+    def _alert_reloaded(alerts: AlertSender, c: Change, key: ObjectKey) -> None:
+        alerts.reloaded(
+            resource=c.name,
+            rtype=c.rtype.value,
+            namespace=c.namespace,
+            workload=key.name,
+            kind=key.kind,
+        )
 
     def rotation_failed(
         self, workload: planning.Workload, reason: str, pods: int, how: str = "evict"
@@ -303,14 +321,13 @@ class Reporter(Counting):
         key, c = workload.key, p.change
         self.metrics.reverted.labels(workload_kind=key.kind).inc()
         log.warning("reload reverted", extra={"workload": str(key), "resource": str(c)})
-        self.event(
-            workload, "Warning", "ReloadReverted",
+        message = (
             f"The reload of '{key.name}' for {c.rtype.kind} '{c.name}' was undone: its pod "
             "template no longer carries it, so its pods keep the old content (does another "
             "controller own this template?). Set kube-reloader.io/strategy: evict to replace "
-            "its pods instead of writing the template.",
-            "reloader",
-        )  # fmt: skip
+            "its pods instead of writing the template."
+        )
+        self.event(workload, "Warning", "ReloadReverted", message, "reloader")
 
     # -- fleet-safe rotations (runtime/scheduler.py, runtime/breaker.py) --------------------
     def held(self, workload: planning.Workload, hold: str, text: str, *, first: bool) -> None:
@@ -321,8 +338,10 @@ class Reporter(Counting):
         if first:  # the scheduler's own memory: it forgets a hold as soon as it ends
             log.info("reload held", extra={"workload": str(workload.key), "reason": hold})
             warn = hold == "halted"
-            self.event(workload, "Warning" if warn else "Normal",
-                       "ReloadHalted" if warn else "ReloadDeferred", text, "reloader")  # fmt: skip
+            event_type, reason = (
+                ("Warning", "ReloadHalted") if warn else ("Normal", "ReloadDeferred")
+            )
+            self.event(workload, event_type, reason, text, "reloader")
 
     def _new_hold(self, key: ObjectKey, reason: str) -> bool:
         """Remember `key`'s hold reason; True when it differs from the last one."""

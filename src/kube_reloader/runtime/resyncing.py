@@ -83,12 +83,9 @@ class Resync:
                 queued += await self._catch_up(candidate, now, names, pacer)
             except Exception as exc:  # noqa: BLE001 - one workload never stops the catch-up
                 self.reporter.object_failed("catch-up", candidate.key, exc)
-                self.reporter.warn_once(
-                    candidate,
-                    (f"kube-reloader could not check this workload at start: "
-                     f"{type(exc).__name__}",),
-                    "ReloadError",
-                )  # fmt: skip
+                error = type(exc).__name__
+                unchecked = f"kube-reloader could not check this workload at start: {error}"
+                self.reporter.warn_once(candidate, (unchecked,), "ReloadError")
         log.info("startup reconciliation done", extra={"workloads_queued": queued})
         return queued
 
@@ -100,9 +97,11 @@ class Resync:
         workload = self.stores.resolve(candidate)
         kind = self.kinds.get(workload.kind)
         policy, _ = evicting.policy_of(
-            workload.kind, workload.annotations, self.options.default_strategy,
+            workload.kind,
+            workload.annotations,
+            self.options.default_strategy,
             evictable=kind is not None and kind.evictable,
-        )  # fmt: skip
+        )
         evicts = policy is not None and policy.strategy.pod_level
         queued = 0
         on_time: list[Suspect] = []
@@ -119,9 +118,11 @@ class Resync:
             else:
                 carried = planning.carried(p, workload, self.options.plan.strategy)
                 missed, why = planning.missed_while_away(
-                    plan=p, carried_hash=carried, config_changed_at=entry.changed_at,
+                    plan=p,
+                    carried_hash=carried,
+                    config_changed_at=entry.changed_at,
                     template_changed_at=workload.template_changed_at,
-                )  # fmt: skip
+                )
                 on_time_only = missed and carried is None and entry.changed_at is not None
                 if on_time_only and self.freshness is not None:  # time alone: ask its pods
                     on_time.append(Suspect(change, entry.changed_at or 0.0, why))
@@ -129,9 +130,11 @@ class Resync:
             if not missed:
                 continue
             self.reporter.log_change(
-                "reloading a change missed while not watching", change,
-                workload=str(workload.key), reason=why,
-            )  # fmt: skip
+                "reloading a change missed while not watching",
+                change,
+                workload=str(workload.key),
+                reason=why,
+            )
             if workload.key not in self.coalescer:
                 queued = 1
             self.coalescer.add(workload.key, change, None, self.options.coalesce_window)

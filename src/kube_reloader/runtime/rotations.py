@@ -102,9 +102,12 @@ class Rotations:
         return len(self._running)
 
     def start(
-        self, workload: planning.Workload, policy: evicting.PodPolicy, plans: list[Plan],
+        self,
+        workload: planning.Workload,
+        policy: evicting.PodPolicy,
+        plans: list[Plan],
         changed_at: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Replace `workload`'s pods older than `changed_at`. A rotation already running for
         it takes the newer change over (its pods older than that one are replaced too)."""
         running = self._running.get(workload.key)
@@ -146,7 +149,7 @@ class Rotations:
                 rotation.workload,
                 (f"kube-reloader could not replace this workload's pods: {type(exc).__name__}",),
                 "ReloadError",
-            )  # fmt: skip
+            )
         finally:
             if self._running.get(key) is rotation:  # not a newer one started after `forget`
                 del self._running[key]
@@ -158,10 +161,11 @@ class Rotations:
         ns = rotation.workload.namespace
         if self._active.room(ns):
             return
-        self.reporter.warn_once(rotation.workload, (
+        waits = (
             f"the pod-level reload waits for a rotation slot: namespace {ns} runs its share "
-            f"of the {MAX_ACTIVE} rotations the controller runs at once",
-        ), "ReloadDeferred")  # fmt: skip
+            f"of the {MAX_ACTIVE} rotations the controller runs at once"
+        )
+        self.reporter.warn_once(rotation.workload, (waits,), "ReloadDeferred")
 
     async def _rotate(self, rotation: Rotation) -> bool | None:
         """Replace the pods; True when every one was replaced, False when it failed, None
@@ -211,30 +215,13 @@ class Rotations:
             listed = await self.list_pods(w.namespace, selector)
             pick = rotation.policy.pod_selector
             mine = [view(p) for p in listed if owned(p, w.kind, w.name, uid, pick)]
-            if rotation.targets_for != rotation.changed_at:  # fixed at the first look
-                rotation.targets = evicting.targets(mine, rotation.changed_at)
-                rotation.targets_for = rotation.changed_at
-                rotation.seen = max(rotation.seen, len(mine))
-            replicas = _replicas(w, obj, rotation.seen)
-            plan = evicting.Rotation(
-                replicas=replicas,
-                max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
-                min_ready_seconds=min_ready, ordered=w.kind == "StatefulSet",
-                deadline=rollouts.held_deadline(w.status),
-            )  # fmt: skip
             now = self.clock.wall()
-            step = evicting.next_step(
-                mine, rotation.targets, plan, now,
-                last_eviction=rotation.last_eviction, started=rotation.progress_at,
-                evicting=frozenset(rotation.evicting),
-            )  # fmt: skip
+            plan, step = self._step(rotation, w, obj, mine, min_ready, now)
             rotation.evicting &= {p.uid for p in mine if not p.terminating}
             if step.phase is evicting.Phase.DONE:
                 if rotation.evicted:
-                    self.reporter.rotation_done(
-                        w, rotation.plans, rotation.evicted,
-                        self.clock.monotonic() - rotation.started,
-                    )  # fmt: skip
+                    elapsed = self.clock.monotonic() - rotation.started
+                    self.reporter.rotation_done(w, rotation.plans, rotation.evicted, elapsed)
                 return True
             if step.phase is evicting.Phase.FAILED:
                 self.reporter.rotation_failed(w, step.reason, rotation.evicted)
@@ -244,15 +231,46 @@ class Rotations:
                 await self.pause(evicting.poll_seconds(now - rotation.progress_at))
                 continue
             if now - rotation.progress_at > plan.deadline:  # refused for too long
-                self.reporter.rotation_failed(
-                    w, f"evictions refused for {plan.deadline:g}s: {rotation.last_error}",
-                    rotation.evicted,
-                )  # fmt: skip
+                why = f"evictions refused for {plan.deadline:g}s: {rotation.last_error}"
+                self.reporter.rotation_failed(w, why, rotation.evicted)
                 return False
             await self.pause(
                 limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
             )
         return None  # forgotten: gone, or reloaded by patch again
+
+    @staticmethod
+    def _step(
+        rotation: Rotation,
+        w: planning.Workload,
+        obj: dict[str, Any],
+        mine: list[evicting.Pod],
+        min_ready: float,
+        now: float,
+    ) -> tuple[evicting.Rotation, evicting.Step]:
+        """How `w`'s pods may be replaced as it is now, and the next step among `mine`."""
+        if rotation.targets_for != rotation.changed_at:  # fixed at the first look
+            rotation.targets = evicting.targets(mine, rotation.changed_at)
+            rotation.targets_for = rotation.changed_at
+            rotation.seen = max(rotation.seen, len(mine))
+        replicas = _replicas(w, obj, rotation.seen)
+        plan = evicting.Rotation(
+            replicas=replicas,
+            max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
+            min_ready_seconds=min_ready,
+            ordered=w.kind == "StatefulSet",
+            deadline=rollouts.held_deadline(w.status),
+        )
+        step = evicting.next_step(
+            mine,
+            rotation.targets,
+            plan,
+            now,
+            last_eviction=rotation.last_eviction,
+            started=rotation.progress_at,
+            evicting=frozenset(rotation.evicting),
+        )
+        return plan, step
 
     async def _evict(self, rotation: Rotation, pods: tuple[evicting.Pod, ...]) -> bool:
         """Evict `pods` in order; True when one was refused (the rest wait for the retry)."""
@@ -290,8 +308,10 @@ class Rotations:
             try:
                 return await self.writer.read(key)
             except errors.Transient as exc:
-                log.warning("rotation: read failed, will retry",
-                            extra={"workload": str(key), "error": str(exc)})  # fmt: skip
+                log.warning(
+                    "rotation: read failed, will retry",
+                    extra={"workload": str(key), "error": str(exc)},
+                )
                 await self.pause(POLL_SECONDS)
 
     async def list_pods(self, namespace: str, selector: str) -> list[PodObject]:
@@ -301,8 +321,10 @@ class Rotations:
             try:
                 return await self.writer.pods(namespace, selector)
             except errors.Transient as exc:
-                log.warning("rotation: listing pods failed, will retry",
-                            extra={"namespace": namespace, "error": str(exc)})  # fmt: skip
+                log.warning(
+                    "rotation: listing pods failed, will retry",
+                    extra={"namespace": namespace, "error": str(exc)},
+                )
                 await self.pause(POLL_SECONDS)
 
     async def pause(self, seconds: float) -> None:

@@ -72,9 +72,11 @@ class Scheduler:
         key = workload.key
         self.breaker.resume(todo)
         rules, warnings = scheduling.rules_of(
-            key, workload.annotations, self.stores.namespace_annotations(workload.namespace),
+            key,
+            workload.annotations,
+            self.stores.namespace_annotations(workload.namespace),
             freeze=self.options.freeze,
-        )  # fmt: skip
+        )
         self.reporter.warn_once(workload, tuple(warnings))
         facts = self._facts(workload, rules, todo)
         verdict = scheduling.decide(rules, facts)
@@ -120,9 +122,11 @@ class Scheduler:
         waiting: list[ObjectKey] = []
         for k in after:
             if scheduling.follows(k, workload.key, self._annotations):
-                self.reporter.warn_once(workload, (
+                cycle = (
                     f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this workload "
-                    "too (a cycle); that order is ignored",))  # fmt: skip
+                    "too (a cycle); that order is ignored"
+                )
+                self.reporter.warn_once(workload, (cycle,))
                 continue
             if self._unfinished(k, todo):
                 waiting.append(k)
@@ -288,8 +292,9 @@ class Scheduler:
         st = workload.status
         rolling = rollouts.rolling(str(workload.kind), st)
         if st is not None:
-            self.breaker.observe(workload, self.options.plan.strategy, rolling,
-                                 self.options.field_manager)  # fmt: skip
+            self.breaker.observe(
+                workload, self.options.plan.strategy, rolling, self.options.field_manager
+            )
         if key in self._adopted and st is not None and not rolling:
             self._adopted.discard(key)
             failed = st.progress_deadline_exceeded
@@ -329,8 +334,9 @@ class Scheduler:
         for follower in sorted(self._followers.pop(key, ())):
             self._wake(follower)
 
-    def _report(self, workload: planning.Workload, verdict: Verdict, todo: list[Plan],
-                first: bool) -> None:  # fmt: skip
+    def _report(
+        self, workload: planning.Workload, verdict: Verdict, todo: list[Plan], first: bool
+    ) -> None:
         what = ", ".join(sorted({str(p.change) for p in todo}))
         verb = "held" if verdict.hold is Hold.HALTED else "deferred"
         text = f"Reload of '{workload.name}' for {what} {verb}: {verdict.message}"
@@ -347,7 +353,9 @@ class Scheduler:
 def _evicts(w: planning.Workload, options: Options) -> bool:
     kind = options.kinds.get(w.kind)
     policy, _ = evicting.policy_of(
-        w.kind, w.annotations, options.default_strategy,
+        w.kind,
+        w.annotations,
+        options.default_strategy,
         evictable=kind is not None and kind.evictable,
-    )  # fmt: skip
+    )
     return policy is not None and policy.strategy.pod_level
