@@ -97,12 +97,17 @@ def decode_review(body: bytes) -> admitting.ParsedReview:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         return admitting.ParsedReview(error=f"review: not valid JSON: {first[:200]}")
     req = doc.request
-    request = None if req is None else {
-        "uid": req.uid, "operation": req.operation, "namespace": req.namespace,
-        "object": req.object, "oldObject": req.oldObject, "dryRun": req.dryRun,
-    }  # fmt: skip
-    return admitting.review_of({"apiVersion": doc.apiVersion, "kind": doc.kind,
-                                "request": request})  # fmt: skip
+    request: dict[str, Any] | None = None
+    if req is not None:
+        request = {
+            "uid": req.uid,
+            "operation": req.operation,
+            "namespace": req.namespace,
+            "object": req.object,
+            "oldObject": req.oldObject,
+            "dryRun": req.dryRun,
+        }
+    return admitting.review_of({"apiVersion": doc.apiVersion, "kind": doc.kind, "request": request})
 
 
 @dataclass(frozen=True)
@@ -154,9 +159,10 @@ class KnownNamespaces:
         if hit is not None and now < hit[1]:
             return hit[0]
         listed = await self.client.list(
-            resources.NAMESPACES, field_selector=f"metadata.name={namespace}",
+            resources.NAMESPACES,
+            field_selector=f"metadata.name={namespace}",
             type=projections.Object,
-        )  # fmt: skip
+        )
         found = bool(listed.items)
         self.seen[namespace] = (found, now + (self.TTL if found else self.MISS_TTL))
         self.seen.move_to_end(namespace)
@@ -169,9 +175,15 @@ class Admitter:
     """One AdmissionReview in, one answer out; `answer` never raises."""
 
     def __init__(
-        self, client: Client, options: Options, clock: Clock, deadline: float,
-        namespace_wanted: Callable[[str], bool] | None = None, *, authenticated: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        client: Client,
+        options: Options,
+        clock: Clock,
+        deadline: float,
+        namespace_wanted: Callable[[str], bool] | None = None,
+        *,
+        authenticated: bool = False,
+    ) -> None:
         self.client = client
         self.options = options
         self.clock = clock
@@ -205,8 +217,11 @@ class Admitter:
         except Exception as exc:  # noqa: BLE001 - admission never fails the write
             ops, what = [], f"{type(exc).__name__}: {str(exc)[:200]}"
         name = str(podtemplates.mapping(review.obj.get("metadata")).get("name") or "")
-        where = {"workload": f"{review.obj.get('kind')} {review.namespace}/{name}",
-                 "operation": review.operation, "uid": review.uid}  # fmt: skip
+        where = {
+            "workload": f"{review.obj.get('kind')} {review.namespace}/{name}",
+            "operation": review.operation,
+            "uid": review.uid,
+        }
         if ops:
             self.mutated += 1
             log.info("admission wrote current hashes", extra={**where, "reason": what})
@@ -274,10 +289,14 @@ class Admitter:
         opts = self.options
         kind = opts.kinds.get(workload.kind)
         result = admitting.admit(
-            workload=workload, obj=review.obj, changes=found, config=opts.plan,
-            now=int(self.clock.wall()), default_strategy=opts.default_strategy,
+            workload=workload,
+            obj=review.obj,
+            changes=found,
+            config=opts.plan,
+            now=int(self.clock.wall()),
+            default_strategy=opts.default_strategy,
             evictable=None if kind is None else kind.evictable,
-        )  # fmt: skip
+        )
         log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
         names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(found))
         if result.ops:
@@ -317,8 +336,9 @@ class Admitter:
         if not configmaps.items:
             return None
         opts = self.options
-        entry = configmap_entry(configmaps.items[0], opts.plan.match.keys, opts.hash_key,
-                                per_key=keys)  # fmt: skip
+        entry = configmap_entry(
+            configmaps.items[0], opts.plan.match.keys, opts.hash_key, per_key=keys
+        )
         return entry.change(Event.UPDATED)
 
 

@@ -109,10 +109,16 @@ class Certificates:
 
 
 async def audit(
-    client: Client, workloads: Iterable[planning.Workload], lookup: Lookup,
-    config: planning.Config, now: int, certificates: Certificates, *,
-    versions: Callable[[str, str], str] | None = None, clock: Clock | None = None,
-) -> Report:  # fmt: skip
+    client: Client,
+    workloads: Iterable[planning.Workload],
+    lookup: Lookup,
+    config: planning.Config,
+    now: int,
+    certificates: Certificates,
+    *,
+    versions: Callable[[str, str], str] | None = None,
+    clock: Clock | None = None,
+) -> Report:
     """One audit pass. `lookup` gives a consumed resource as it is now (None: absent);
     `versions` a Secret's resourceVersion (the certificate cache's key), when known. The
     certificate of each stale TLS Secret is read (one LIST by name, unless its version is
@@ -152,9 +158,11 @@ async def audit(
 
 
 async def _certificate(
-    f: Finding, certificates: Certificates, versions: Callable[[str, str], str] | None,
+    f: Finding,
+    certificates: Certificates,
+    versions: Callable[[str, str], str] | None,
     report: Report,
-) -> Finding:  # fmt: skip
+) -> Finding:
     if not f.tls:
         return f
     ns = f.workload.namespace
@@ -189,9 +197,15 @@ class Auditing:
     """The controller's periodic audit (see the module docstring)."""
 
     def __init__(
-        self, client: Client, options: Options, clock: Clock, stores: Stores, fence: Fence,
-        reporter: Reporter, ready: asyncio.Event,
-    ) -> None:  # fmt: skip
+        self,
+        client: Client,
+        options: Options,
+        clock: Clock,
+        stores: Stores,
+        fence: Fence,
+        reporter: Reporter,
+        ready: asyncio.Event,
+    ) -> None:
         self.client = client
         self.options = options
         self.clock = clock
@@ -225,9 +239,15 @@ class Auditing:
         self.lookup_errors = []
         self._read, self._reads, self._unread = {}, Counter(), Counter()
         report = await audit(
-            self.client, workloads, self._lookup, self.options.plan, int(self.clock.wall()),
-            self.certificates, versions=self._version, clock=self.clock,
-        )  # fmt: skip
+            self.client,
+            workloads,
+            self._lookup,
+            self.options.plan,
+            int(self.clock.wall()),
+            self.certificates,
+            versions=self._version,
+            clock=self.clock,
+        )
         report.errors[:0] = self.lookup_errors + [
             f"namespace {ns}: {n} references of unwatched resources not read this round (at "
             f"most {READS_PER_NAMESPACE} reads per namespace and round)"
@@ -244,15 +264,21 @@ class Auditing:
         for f in report.findings:
             workload = stores.workload(f.workload) if f.tls else None
             if workload is not None:
-                certs.append(StaleCertificate(workload, f.name, f.changed_at,
-                                              stale_certificate_text(f)))  # fmt: skip
+                certs.append(
+                    StaleCertificate(workload, f.name, f.changed_at, stale_certificate_text(f))
+                )
         self.reporter.audit.stale_certificates(certs)
         for problem in report.errors[:5]:
             log.warning("staleness audit: a read failed", extra={"problem": problem})
-        log.info("staleness audit", extra={
-            "workloads": report.workloads, "stale": len(report.findings),
-            "namespaces_read": report.namespaces_read, "errors": len(report.errors),
-        })  # fmt: skip
+        log.info(
+            "staleness audit",
+            extra={
+                "workloads": report.workloads,
+                "stale": len(report.findings),
+                "namespaces_read": report.namespaces_read,
+                "errors": len(report.errors),
+            },
+        )
         self.last = report
         return report
 
@@ -268,8 +294,9 @@ class Auditing:
     async def _lookup(self, rtype: ResourceType, namespace: str, name: str) -> Consumed | None:
         entry = self.stores.config(rtype, namespace, name)
         if entry is not None:
-            return Consumed(rtype, name, entry.changed_at, entry.metadata.annotations,
-                            tls=entry.tls)  # fmt: skip
+            return Consumed(
+                rtype, name, entry.changed_at, entry.metadata.annotations, tls=entry.tls
+            )
         opts = self.options
         selector = opts.resource_label_selector
         if rtype in opts.resources and not selector:
@@ -292,9 +319,11 @@ class Auditing:
         res = resources.CONFIGMAPS if rtype is ResourceType.CONFIGMAP else resources.SECRETS
         try:  # not watched: one LIST by name tells whether it exists and when it changed
             listed = await self.client.list(
-                res, namespace=namespace, field_selector=f"metadata.name={name}",
+                res,
+                namespace=namespace,
+                field_selector=f"metadata.name={name}",
                 type=podstarts.ConfigMeta,
-            )  # fmt: skip
+            )
         except errors.KubeError as exc:
             self.lookup_errors.append(
                 f"{rtype.kind} {namespace}/{name}: cannot list: {str(exc)[:200]}"
@@ -304,12 +333,18 @@ class Auditing:
             return None
         obj = listed.items[0]
         meta: ObjectMeta = obj.metadata
-        outside = Unwatched(Reason.EXCLUDED, f"the {rtype.kind} does not match "
-                                             f"--resource-label-selector={selector}")  # fmt: skip
-        scope = staleness.unwatched(
-            namespace=namespace, rtype=rtype, namespaces=opts.namespaces,
-            namespaces_to_ignore=opts.namespaces_to_ignore, resources=opts.resources,
-        ) or outside  # fmt: skip
+        outside = Unwatched(
+            Reason.EXCLUDED, f"the {rtype.kind} does not match --resource-label-selector={selector}"
+        )
+        unwatched = staleness.unwatched(
+            namespace=namespace,
+            rtype=rtype,
+            namespaces=opts.namespaces,
+            namespaces_to_ignore=opts.namespaces_to_ignore,
+            resources=opts.resources,
+        )
+        scope = unwatched or outside
         tls = staleness.is_tls(obj.type, meta.annotations)
-        return Consumed(rtype, name, podstarts.changed_at(meta), meta.annotations, tls=tls,
-                        unwatched=scope)  # fmt: skip
+        return Consumed(
+            rtype, name, podstarts.changed_at(meta), meta.annotations, tls=tls, unwatched=scope
+        )

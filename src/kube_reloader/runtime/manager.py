@@ -224,9 +224,11 @@ class Manager:
             return 1
         try:
             async with self.new_client(
-                conn, user_agent=f"kube-reloader/{__version__}", observer=self.recorder,
+                conn,
+                user_agent=f"kube-reloader/{__version__}",
+                observer=self.recorder,
                 monotonic=self.clock.monotonic,
-            ) as client:  # fmt: skip
+            ) as client:
                 options = await self._options(client)
                 if options is None:
                     return 1
@@ -237,8 +239,9 @@ class Manager:
                     self._admission(client, options, settings.admission, controller)
                 if options.audit_interval > 0 and isinstance(controller, Controller):
                     c = controller  # the staleness audit reads its caches, reports through it
-                    room = Auditing(client, options, c.clock, c.stores, c.fence, c.reporter,
-                                    c.ready)  # fmt: skip
+                    room = Auditing(
+                        client, options, c.clock, c.stores, c.fence, c.reporter, c.ready
+                    )
                     c.supervisor.spawn("staleness-audit", room.loop)
                 code = await self._run_controller(client, controller, stop)
                 if code:
@@ -287,16 +290,20 @@ class Manager:
             try:
                 kind = await discovery.kind_of(client, ck.group, ck.version, ck.plural)
             except errors.KubeError as exc:
-                log.error("cannot look up a --workload-kind",
-                          extra={"kind": str(ck), "error": str(exc)})  # fmt: skip
+                log.error(
+                    "cannot look up a --workload-kind", extra={"kind": str(ck), "error": str(exc)}
+                )
                 return None
             if kind is None:
-                log.error("--workload-kind is not served by the API server",
-                          extra={"kind": str(ck)})  # fmt: skip
+                log.error(
+                    "--workload-kind is not served by the API server", extra={"kind": str(ck)}
+                )
                 return None
             if kind in kinds:
-                log.error("--workload-kind names a kind already registered",
-                          extra={"kind": str(ck), "name": kind})  # fmt: skip
+                log.error(
+                    "--workload-kind names a kind already registered",
+                    extra={"kind": str(ck), "name": kind},
+                )
                 return None
             kinds = kinds.with_kind(custom(kind, ck))
             watched = (*watched, kind)

@@ -94,9 +94,11 @@ class CertKeeper:
             self.renew_at = now + (expires - now) * 2 / 3
             log.info(
                 "admission serving certificate installed",
-                extra={"expires_in_s": round(expires - now),
-                       "serial": hex(admissioncerts.serial(cert))},
-            )  # fmt: skip
+                extra={
+                    "expires_in_s": round(expires - now),
+                    "serial": hex(admissioncerts.serial(cert)),
+                },
+            )
 
     async def _patch_bundle(self, ca: admissioncerts.Ca) -> None:
         try:
@@ -125,8 +127,10 @@ class CertKeeper:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - the certificate in use keeps serving
-                log.warning("admission certificate refresh failed; retried at the next check",
-                            extra={"error": _short(exc)})  # fmt: skip
+                log.warning(
+                    "admission certificate refresh failed; retried at the next check",
+                    extra={"error": _short(exc)},
+                )
 
 
 @dataclass
@@ -154,14 +158,19 @@ class Running:
                     await self.server.stop()  # a half-started listener
                 self.failures += 1
                 delay = limiting.backoff(
-                    min(self.failures - 1, 16), base=1.0, cap=60.0,
+                    min(self.failures - 1, 16),
+                    base=1.0,
+                    cap=60.0,
                     jitter=random.random(),  # noqa: S311 - jitter, not crypto
-                )  # fmt: skip
+                )
                 log.warning(
                     "admission is not serving; the controller reloads without it",
-                    extra={"error": _short(exc), "retry_in_s": round(delay, 1),
-                           "failures": self.failures},
-                )  # fmt: skip
+                    extra={
+                        "error": _short(exc),
+                        "retry_in_s": round(delay, 1),
+                        "failures": self.failures,
+                    },
+                )
                 await sleep(clock, delay)
         await self.keeper.loop()
 
@@ -171,16 +180,24 @@ def _short(exc: BaseException) -> str:
 
 
 def start(
-    client: Client, options: Options, settings: AdmissionSettings, clock: Clock,
-    supervisor: Supervisor, namespace_wanted: Callable[[str], bool] | None = None,
-) -> Running:  # fmt: skip
+    client: Client,
+    options: Options,
+    settings: AdmissionSettings,
+    clock: Clock,
+    supervisor: Supervisor,
+    namespace_wanted: Callable[[str], bool] | None = None,
+) -> Running:
     """Serve `POST /mutate` over TLS on `settings.addr` once a first certificate is
     installed, and keep it fresh, under the supervisor (`Running.serve`). Never raises."""
     keeper = CertKeeper(client, settings, clock)
     admitter = Admitter(
-        client, options, clock, settings.lookup_deadline, namespace_wanted,
+        client,
+        options,
+        clock,
+        settings.lookup_deadline,
+        namespace_wanted,
         authenticated=settings.authenticated,
-    )  # fmt: skip
+    )
     gates = Gates()
     busy = json.dumps(admitting.response(""), separators=(",", ":")).encode()
     app = build_admission_app(
