@@ -16,7 +16,7 @@ from typing import Any
 
 from kube_reloader.alerts import AlertSender, WebhookNotifier
 from kube_reloader.core import planning
-from kube_reloader.core.objects import ObjectKey, WorkloadKind
+from kube_reloader.core.objects import ObjectKey
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import sources, writeseam
@@ -62,46 +62,48 @@ class Controller:
         clock = self.clock = clock or SystemClock()
         self.metrics = metrics or Recorder(by_namespace=False)
         kinds = self.kinds = options.kinds
-        self.ready = asyncio.Event()
-        self.fence = Fence()
-        self.leading = self.fence.leading
+        ready = self.ready = asyncio.Event()
+        fence = self.fence = Fence()
+        self.leading = fence.leading
         #: every background task runs under it: a crash is logged, counted and restarted
-        self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
-        events, spawn = KubeEvents(client, kinds, clock), self.supervisor.oneshot
-        self.reporter = Reporter(self.metrics, events, self.fence, spawn, clock)
-        self.stats = self.reporter.stats
-        self.stores = Stores(options.plan.match.keys, options.plan.scope)
-        self.index = self.stores.index
-        self.coalescer = Coalescer(self.clock, on_queued=self.reporter.queued)
-        self.writer = writer or KubeWriter(client, kinds, options.field_manager)
-        self.throttle = Throttle(self.clock, min_interval=options.min_interval,
-                                 rate=options.reload_rate, burst=options.reload_burst)  # fmt: skip
-        self.pauses = Pauses(self.clock, self.stores.keys, self.writer, self.fence, self.reporter,
-                             spawn)  # fmt: skip
-        self.tracker = RolloutTracker(self.clock, self.reporter, self.stores.workload)
-        self.fanout = FanOut(options, self.clock, self.stores, self.coalescer, self.fence,
-                             self.reporter)  # fmt: skip
-        self.resync = Resync(
-            options, kinds, self.clock, self.stores, self.coalescer, self.fence, self.reporter,
-            self.ready,
-        )  # fmt: skip
-        self.rotations = Rotations(
-            self.clock, self.writer, self.fence, self.reporter, self.supervisor,
-            self.stores.workload,
-        )  # fmt: skip
-        self.resync.freshness = Freshness(self.clock, self.writer, self.fence, self.reporter,
-                                          self.supervisor, self.resync.queue)  # fmt: skip
-        self.reverts = Reverts(self.clock, self.reporter, options.plan.strategy)
-        self.scheduler = Scheduler(options, self.clock, self.stores, self.coalescer, self.reporter)
+        sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
+        events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
+        reporter = self.reporter = Reporter(self.metrics, events, fence, spawn, clock)
+        self.stats = reporter.stats
+        stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
+        self.index = stores.index
+        coalescer = self.coalescer = Coalescer(clock, on_queued=reporter.queued)
+        writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager)
+        rate, burst = options.reload_rate, options.reload_burst
+        self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
+        self.pauses = Pauses(clock, stores.keys, writer, fence, reporter, spawn)
+        self.tracker = RolloutTracker(clock, reporter, stores.workload)
+        self.fanout = FanOut(options, clock, stores, coalescer, fence, reporter)
+        self.resync = Resync(options, kinds, clock, stores, coalescer, fence, reporter, ready)
+        self.rotations = Rotations(clock, writer, fence, reporter, sup, stores.workload)
+        self.resync.freshness = Freshness(clock, writer, fence, reporter, sup, self.resync.queue)
+        self.reverts = Reverts(clock, reporter, options.plan.strategy)
+        self.scheduler = Scheduler(options, clock, stores, coalescer, reporter)
         self.reconciler = Reconciler(
-            options, kinds, self.clock, self.stores, self.coalescer, self.throttle, self.pauses,
-            self.tracker, self.writer, self.fence, self.reporter, self.supervisor, self.rotations,
-            self.reverts, self.scheduler,
-        )  # fmt: skip
-        self.intake = Intake(options, self.clock, self.stores, self.reporter, self.supervisor,
-                             self.ready)  # fmt: skip
+            options,
+            kinds,
+            clock,
+            stores,
+            coalescer,
+            self.throttle,
+            self.pauses,
+            self.tracker,
+            writer,
+            fence,
+            reporter,
+            sup,
+            self.rotations,
+            self.reverts,
+            self.scheduler,
+        )
+        self.intake = Intake(options, clock, stores, reporter, sup, ready)
         self._connect()
-        self.discovery = Discovery(client, options, self.stores, self.intake, self.supervisor)
+        self.discovery = Discovery(client, options, stores, self.intake, sup)
         self.metrics.loop_registry.register(ControllerCollector(self))
 
     def _connect(self) -> None:
@@ -166,25 +168,19 @@ class Controller:
         if self.options.reconcile_on_start and self.fanout.webhook is None:
             await self.reconcile_missed()
 
-    def _build(self) -> None:
-        opts, stores = self.options, self.stores
-        for ns in sources.scopes(opts):
-            stores.configs += sources.configs(self.client, opts, ns, stores.index.wants_keys)
-            for kind in opts.workload_kinds:
-                spec = self.kinds[kind]
-                if not spec.discovered:
-                    stores.workloads.append(sources.workloads(self.client, opts, spec, ns))
-        stores.namespaces = sources.namespaces(self.client, opts)
-        stores.namespaces_select = bool(opts.namespace_selector)
-
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""
-        self._build()
+        sources.build(self.client, self.options, self.stores)
         opts, intake, sup = self.options, self.intake, self.supervisor
         if opts.alerts is not None:
             a = opts.alerts
-            alerts = AlertSender(url=a.url, sink=a.sink, additional_info=a.additional_info,
-                                 proxy=a.proxy or None, structured=a.structured)  # fmt: skip
+            alerts = AlertSender(
+                url=a.url,
+                sink=a.sink,
+                additional_info=a.additional_info,
+                proxy=a.proxy or None,
+                structured=a.structured,
+            )
             self.reporter.alerts = alerts
             alerts.start()
             sup.spawn("alerts", alerts.run)
@@ -197,14 +193,7 @@ class Controller:
             intake.watch(c, intake.consume_configs)
         if self.stores.namespaces is not None:
             intake.watch(self.stores.namespaces, intake.consume_namespaces)
-        if opts.argo_rollouts:
-            spec = self.kinds[WorkloadKind.ROLLOUT]
-            await self.discovery.kind(spec, what="--is-Argo-Rollouts", required=True)
-        if opts.deployment_configs:
-            spec = self.kinds[WorkloadKind.DEPLOYMENTCONFIG]
-            await self.discovery.kind(spec, what="DeploymentConfig support", required=False)
-        if opts.csi:
-            await self.discovery.csi()
+        await self.discovery.start()
         for i in range(opts.workers):
             sup.spawn(f"worker@{i}", self.reconciler.worker)
         if opts.reconcile_on_start and self.fanout.webhook is None:
@@ -217,10 +206,10 @@ class Controller:
 
     async def _synced(self, started: float) -> None:
         await self.intake.synced()  # the initial LISTs' garbage goes back to the OS there
-        log.info("caches synced", extra={
-            "seconds": round(self.clock.monotonic() - started, 3), "workloads": len(self.index),
-            "configs": sum(len(r.store) for r in self.stores.configs),
-        })  # fmt: skip
+        seconds = round(self.clock.monotonic() - started, 3)
+        configs = sum(len(r.store) for r in self.stores.configs)
+        extra = {"seconds": seconds, "workloads": len(self.index), "configs": configs}
+        log.info("caches synced", extra=extra)
 
     async def _stop(self) -> None:
         log.info(

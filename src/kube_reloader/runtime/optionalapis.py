@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.kube import discovery, errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
@@ -49,6 +50,17 @@ class Discovery:
             if await self.served(res):
                 log.info("API found, watching it", extra={"resource": str(res), "feature": what})
                 return
+
+    async def start(self) -> None:
+        """Watch, or look for, every optional API the options turn on."""
+        opts, kinds = self.options, self.options.kinds
+        if opts.argo_rollouts:
+            await self.kind(kinds[WorkloadKind.ROLLOUT], what="--is-Argo-Rollouts", required=True)
+        if opts.deployment_configs:
+            spec = kinds[WorkloadKind.DEPLOYMENTCONFIG]
+            await self.kind(spec, what="DeploymentConfig support", required=False)
+        if opts.csi:
+            await self.csi()
 
     async def kind(self, spec: KindSpec, *, what: str, required: bool) -> None:
         """Watch `spec`'s kind now if its API is served; otherwise poll in the background."""

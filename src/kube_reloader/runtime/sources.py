@@ -23,6 +23,7 @@ from kube_reloader.runtime.cache import (
 )
 from kube_reloader.runtime.kinds import KindSpec
 from kube_reloader.runtime.options import Options
+from kube_reloader.runtime.stores import Stores
 
 CONTENT_TYPES: dict[ResourceType, type[Any]] = {
     ResourceType.CONFIGMAP: projections.ConfigMapContent,
@@ -40,9 +41,11 @@ WantsKeys = Callable[[str, ResourceType, str], bool]
 
 
 def config_transform(
-    rtype: ResourceType, keys: Keys, hash_key: bytes | None,
+    rtype: ResourceType,
+    keys: Keys,
+    hash_key: bytes | None,
     wants_keys: WantsKeys = lambda _ns, _t, _n: False,
-) -> Callable[[Any], ConfigEntry]:  # fmt: skip
+) -> Callable[[Any], ConfigEntry]:
     def transform(obj: Any) -> ConfigEntry:
         per_key = wants_keys(obj.metadata.namespace, rtype, obj.metadata.name)
         if rtype is ResourceType.CONFIGMAP:
@@ -53,9 +56,11 @@ def config_transform(
 
 
 def configs(
-    client: Client, options: Options, ns: str | None,
+    client: Client,
+    options: Options,
+    ns: str | None,
     wants_keys: WantsKeys = lambda _ns, _t, _n: False,
-) -> list[Reflector[ConfigEntry]]:  # fmt: skip
+) -> list[Reflector[ConfigEntry]]:
     keys = options.plan.match.keys
     out: list[Reflector[ConfigEntry]] = []
     for rtype in options.resources:
@@ -86,9 +91,14 @@ def workloads(
         return status_entry(spec.kind, spec.workload(obj), old, keys, spec.status)
 
     return Reflector(
-        client, spec.resource, type=spec.projection, namespace=ns, transform=transform,
-        poll_interval=options.poll_interval, update=update,
-    )  # fmt: skip
+        client,
+        spec.resource,
+        type=spec.projection,
+        namespace=ns,
+        transform=transform,
+        poll_interval=options.poll_interval,
+        update=update,
+    )
 
 
 def namespaces(client: Client, options: Options) -> Reflector[projections.Object] | None:
@@ -97,9 +107,11 @@ def namespaces(client: Client, options: Options) -> Reflector[projections.Object
     if options.namespaces or not (options.namespace_selector or options.namespace_policies):
         return None
     return Reflector(
-        client, resources.NAMESPACES, type=projections.Object,
+        client,
+        resources.NAMESPACES,
+        type=projections.Object,
         label_selector=options.namespace_selector,
-    )  # fmt: skip
+    )
 
 
 def spc_transform(keys: Keys) -> Callable[[Any], projections.Object]:
@@ -122,13 +134,32 @@ def spc_transform(keys: Keys) -> Callable[[Any], projections.Object]:
 
 def spc_classes(client: Client, options: Options, ns: str | None) -> Reflector[projections.Object]:
     return Reflector(
-        client, resources.SECRETPROVIDERCLASSES, type=projections.Object, namespace=ns,
+        client,
+        resources.SECRETPROVIDERCLASSES,
+        type=projections.Object,
+        namespace=ns,
         transform=spc_transform(options.plan.match.keys),
-    )  # fmt: skip
+    )
 
 
 def spc_statuses(client: Client, options: Options, ns: str | None) -> Reflector[ConfigEntry]:
     return Reflector(
-        client, resources.SECRETPROVIDERCLASSPODSTATUSES, type=projections.SpcPodStatus,
-        namespace=ns, transform=functools.partial(spc_status_entry, hash_key=options.hash_key),
-    )  # fmt: skip
+        client,
+        resources.SECRETPROVIDERCLASSPODSTATUSES,
+        type=projections.SpcPodStatus,
+        namespace=ns,
+        transform=functools.partial(spc_status_entry, hash_key=options.hash_key),
+    )
+
+
+def build(client: Client, options: Options, stores: Stores) -> None:
+    """The reflectors that run from the start, into `stores` (optional kinds are added when
+    their APIs are served: `optionalapis`)."""
+    for ns in scopes(options):
+        stores.configs += configs(client, options, ns, stores.index.wants_keys)
+        for kind in options.workload_kinds:
+            spec = options.kinds[kind]
+            if not spec.discovered:
+                stores.workloads.append(workloads(client, options, spec, ns))
+    stores.namespaces = namespaces(client, options)
+    stores.namespaces_select = bool(options.namespace_selector)
