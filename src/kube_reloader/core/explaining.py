@@ -18,6 +18,7 @@ from kube_reloader.core import evicting, pausing, planning, scheduling, scoping
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.references import Reference, references_with_fields
 
 TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
 
@@ -32,14 +33,6 @@ class Found(NamedTuple):
     digests: bytes | None = None
     tls: bool = False
     changed_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reference:
-    rtype: str
-    name: str
-    container: str
-    field: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,38 +87,6 @@ class Explanation:
         return asdict(self)
 
 
-def references_with_fields(template: Mapping[str, Any]) -> list[Reference]:
-    """Every ConfigMap and Secret reference, with the container and the field it comes
-    through: per container, its mounted volumes, env and envFrom; then unmounted volumes."""
-    out: list[Reference] = []
-    volumes = {v.get("name"): v for v in pt.volumes(template)}
-    kept = (ResourceType.CONFIGMAP, ResourceType.SECRET)
-    groups = ((pt.containers(template), ""), (pt.init_containers(template), "init container "))
-    mounted = set()
-    for group, prefix in groups:
-        for c in group:
-            cname = f"{prefix}{c.get('name')}"
-            for m in pt.mounts(c):
-                mounted.add(m.get("name"))
-                path = f"volumeMounts[{m.get('name')}] -> volume"
-                out += [
-                    Reference(s.rtype.value, s.name, cname, f"{path}.{s.field}")
-                    for s in pt.volume_sources(volumes.get(m.get("name")) or {})
-                    if s.rtype in kept
-                ]
-            sources = [s for e in pt.env(c) for s in pt.env_sources(e)]
-            sources += pt.env_from_sources(c)
-            out += [Reference(s.rtype.value, s.name, cname, s.field) for s in sources]
-    for vname, vol in volumes.items():
-        if vname not in mounted:
-            out += [
-                Reference(s.rtype.value, s.name, "(none)", f"volume {vname} (not mounted)")
-                for s in pt.volume_sources(vol)
-                if s.field in ("configMap", "secret")  # projected ones are not listed here
-            ]
-    return out
-
-
 def explain(
     *,
     workload: Mapping[str, Any],
@@ -168,10 +129,16 @@ def explain(
         for rtype, name in wanted
     ]
     return Explanation(
-        kind=str(w.kind), namespace=w.namespace, name=w.name, annotations=tuple(sources),
-        references=tuple(refs), verdicts=tuple(verdicts), pause=_pause(workload, w, config, now),
-        reload_by=_reload_by(w, default_strategy), schedule=schedule(w, now),
-    )  # fmt: skip
+        kind=str(w.kind),
+        namespace=w.namespace,
+        name=w.name,
+        annotations=tuple(sources),
+        references=tuple(refs),
+        verdicts=tuple(verdicts),
+        pause=_pause(workload, w, config, now),
+        reload_by=_reload_by(w, default_strategy),
+        schedule=schedule(w, now),
+    )
 
 
 def _verdict(
@@ -188,9 +155,15 @@ def _verdict(
     found = None if raw is None else Found(*raw)
     got = found if found is not None else Found("", {})
     change = planning.Change(
-        rtype, w.namespace, name, got.hash, planning.Event.UPDATED, dict(got.annotations),
-        digests=got.digests, tls=got.tls,
-    )  # fmt: skip
+        rtype,
+        w.namespace,
+        name,
+        got.hash,
+        planning.Event.UPDATED,
+        dict(got.annotations),
+        digests=got.digests,
+        tls=got.tls,
+    )
     p = planning.plan(change=change, workload=w, config=config, now=int(now))
     current = p.written or got.hash
     scope, _ = scoping.scope_of(w.annotations, w.template.annotations, config.scope)
@@ -246,9 +219,11 @@ def _at_start(
     if not reconcile_on_start:
         return False, "not due at controller start: --reconcile-on-start=false catches nothing up"
     due, why = planning.missed_while_away(
-        plan=p, carried_hash=carried, config_changed_at=found.changed_at,
+        plan=p,
+        carried_hash=carried,
+        config_changed_at=found.changed_at,
         template_changed_at=w.template_changed_at,
-    )  # fmt: skip
+    )
     if due:
         return True, why
     if carried is None and None in (found.changed_at, w.template_changed_at):
@@ -287,20 +262,28 @@ def _reload_by(w: planning.Workload, default: evicting.PodStrategy) -> str:
         return "patch: the pod template is written (Reloader's way)"
     warn = "".join(f"; warning: {p}" for p in problems)
     if policy.strategy is evicting.PodStrategy.RESTART_IN_PLACE:
-        return ("restart-in-place: its pods' containers are restarted in place by the "
-                "kube-reloader agent sidecar (same pods, UIDs and IPs; no new ReplicaSet), one "
-                "pod at a time, waiting for Ready; pods whose containers started after the "
-                "change are skipped" + warn)  # fmt: skip
-    if policy.strategy is evicting.PodStrategy.SIGNAL:
-        return (f"signal: the kube-reloader agent sidecar sends {policy.signal} to the "
-                "application once the mounted files carry the new content (no restart), one "
-                "pod at a time" + warn)  # fmt: skip
-    pace = ("one pod at a time, highest ordinal first" if w.kind == WorkloadKind.STATEFULSET
-            else f"at most {policy.max_unavailable} unavailable")  # fmt: skip
-    pods = f"pods matching {policy.pod_selector!r}" if policy.pod_selector else "its pods"
-    return (f"evict: {pods} older than the change are evicted ({pace}; disruption budgets "
-            f"honoured); the template is never written"
-            + "".join(f"; warning: {p}" for p in problems))  # fmt: skip
+        how = (
+            "restart-in-place: its pods' containers are restarted in place by the "
+            "kube-reloader agent sidecar (same pods, UIDs and IPs; no new ReplicaSet), one "
+            "pod at a time, waiting for Ready; pods whose containers started after the "
+            "change are skipped"
+        )
+    elif policy.strategy is evicting.PodStrategy.SIGNAL:
+        how = (
+            f"signal: the kube-reloader agent sidecar sends {policy.signal} to the "
+            "application once the mounted files carry the new content (no restart), one "
+            "pod at a time"
+        )
+    else:
+        pace = f"at most {policy.max_unavailable} unavailable"
+        if w.kind == WorkloadKind.STATEFULSET:
+            pace = "one pod at a time, highest ordinal first"
+        pods = f"pods matching {policy.pod_selector!r}" if policy.pod_selector else "its pods"
+        how = (
+            f"evict: {pods} older than the change are evicted ({pace}; disruption budgets "
+            "honoured); the template is never written"
+        )
+    return how + warn
 
 
 def secret_hash_prefix(digest: str) -> str:
@@ -315,16 +298,19 @@ def _pause(
     if w.kind != WorkloadKind.DEPLOYMENT or keys.pause_period not in w.annotations:
         return "no pause period"
     paused = bool((obj.get("spec") or {}).get("paused"))
+    at = dt.datetime.fromtimestamp(now, dt.UTC)
     due, when = pausing.resume_due(
-        annotations=dict(w.annotations), paused=paused, now=dt.datetime.fromtimestamp(now, dt.UTC),
-        period_key=keys.pause_period, paused_at_key=keys.paused_at,
-    )  # fmt: skip
+        annotations=dict(w.annotations),
+        paused=paused,
+        now=at,
+        period_key=keys.pause_period,
+        paused_at_key=keys.paused_at,
+    )
     period = w.annotations[keys.pause_period]
     if when is None:
         return f"pause period {period}; " + ("paused by someone else" if paused else "not paused")
-    return f"paused by kube-reloader; resumes at {pausing.format_time(when)}" + (
-        " (due now)" if due else ""
-    )
+    due_now = " (due now)" if due else ""
+    return f"paused by kube-reloader; resumes at {pausing.format_time(when)}{due_now}"
 
 
 def _head(v: ResourceVerdict) -> str:

@@ -266,3 +266,47 @@ def _items(sources: list[pt.Source]) -> tuple[tuple[str, ...] | None, ...]:
     if all(s.items is None for s in sources):
         return ()
     return tuple(s.items for s in sources)
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A ConfigMap or Secret reference as `explain` shows it: the container and the field
+    it comes through."""
+
+    rtype: str
+    name: str
+    container: str
+    field: str
+
+
+def references_with_fields(template: Mapping[str, Any]) -> list[Reference]:
+    """Every ConfigMap and Secret reference, with the container and the field it comes
+    through (as `explain` lists them): per container, its mounted volumes, env and envFrom;
+    then unmounted volumes."""
+    out: list[Reference] = []
+    volumes = {v.get("name"): v for v in pt.volumes(template)}
+    kept = (ResourceType.CONFIGMAP, ResourceType.SECRET)
+    groups = ((pt.containers(template), ""), (pt.init_containers(template), "init container "))
+    mounted = set()
+    for group, prefix in groups:
+        for c in group:
+            cname = f"{prefix}{c.get('name')}"
+            for m in pt.mounts(c):
+                mounted.add(m.get("name"))
+                path = f"volumeMounts[{m.get('name')}] -> volume"
+                out += [
+                    Reference(s.rtype.value, s.name, cname, f"{path}.{s.field}")
+                    for s in pt.volume_sources(volumes.get(m.get("name")) or {})
+                    if s.rtype in kept
+                ]
+            sources = [s for e in pt.env(c) for s in pt.env_sources(e)]
+            sources += pt.env_from_sources(c)
+            out += [Reference(s.rtype.value, s.name, cname, s.field) for s in sources]
+    for vname, vol in volumes.items():
+        if vname not in mounted:
+            out += [
+                Reference(s.rtype.value, s.name, "(none)", f"volume {vname} (not mounted)")
+                for s in pt.volume_sources(vol)
+                if s.field in ("configMap", "secret")  # projected ones are not listed here
+            ]
+    return out
