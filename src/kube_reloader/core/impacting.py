@@ -22,10 +22,14 @@ from kube_reloader.core.planning import Change, Outcome
 from kube_reloader.core.scheduling import Hold, Verdict
 
 #: kinds whose rollout the controller follows (a write holds a slot until it finishes)
-FOLLOWED_KINDS = frozenset({
-    WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFULSET, WorkloadKind.DAEMONSET,
-    WorkloadKind.ROLLOUT,
-})  # fmt: skip
+FOLLOWED_KINDS = frozenset(
+    {
+        WorkloadKind.DEPLOYMENT,
+        WorkloadKind.STATEFULSET,
+        WorkloadKind.DAEMONSET,
+        WorkloadKind.ROLLOUT,
+    }
+)
 
 Resource = tuple[ResourceType, str, str]
 
@@ -60,9 +64,11 @@ class Row:
 
 
 def strategy_of(
-    w: planning.Workload, config: planning.Config, default: evicting.PodStrategy,
+    w: planning.Workload,
+    config: planning.Config,
+    default: evicting.PodStrategy,
     evictable: bool,
-) -> str | None:  # fmt: skip
+) -> str | None:
     """env-vars / annotations (the template written), evict, or None when unreadable."""
     policy, _ = evicting.policy_of(w.kind, w.annotations, default, evictable=evictable)
     if policy is None:
@@ -85,10 +91,14 @@ def preview(
 ) -> list[Row]:
     """Every workload of the change's namespace, what the change would do to it."""
     mine = sorted((w for w in workloads if w.namespace == change.namespace), key=lambda w: w.key)
-    run = _Run(change, {w.key: w for w in mine}, config, now, state, namespace_annotations or {},
-               default_strategy, evictable)  # fmt: skip
-    rows = {w.key: Row(w.key, p.outcome.value, p.message)
-            for w in mine if (p := run.plans[w.key]).outcome is not Outcome.RELOAD}  # fmt: skip
+    by_key = {w.key: w for w in mine}
+    ns_annotations = namespace_annotations or {}
+    run = _Run(change, by_key, config, now, state, ns_annotations, default_strategy, evictable)
+    rows = {
+        w.key: Row(w.key, p.outcome.value, p.message)
+        for w in mine
+        if (p := run.plans[w.key]).outcome is not Outcome.RELOAD
+    }
     # the reloads are handled in key order, as the fan-out queues them; a workload held
     # because it follows one is looked at again (at the end of the queue) when that one is
     # written and nothing follows its rollout (Jobs, CronJobs), as the controller does
@@ -135,8 +145,10 @@ class _Run:
 
     def __post_init__(self) -> None:
         now = int(self.now)
-        self.plans = {k: planning.plan(change=self.change, workload=w, config=self.config, now=now)
-                      for k, w in self.by_key.items()}  # fmt: skip
+        self.plans = {
+            k: planning.plan(change=self.change, workload=w, config=self.config, now=now)
+            for k, w in self.by_key.items()
+        }
         self.in_flight = set(self.state.in_flight)
         self.line = list(self.state.line)
 
@@ -158,44 +170,75 @@ class _Run:
             unreadable = ("kube-reloader.io/strategy is unreadable: not reloaded",)
             return Row(w.key, p.outcome.value, p.message, warnings=unreadable)
         if how == "evict" and change.rtype is ResourceType.SECRETPROVIDERCLASS:
-            csi = ("kube-reloader.io/strategy: evict does not follow Secrets Store CSI "
-                   "rotations; not reloaded for them",)  # fmt: skip
+            csi = (
+                "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
+                "not reloaded for them",
+            )
             return Row(w.key, p.outcome.value, p.message, how, warnings=csi)
-        rules, warnings = scheduling.rules_of(w.key, w.annotations, self.ns_annotations,
-                                              freeze=state.freeze)  # fmt: skip
-        waiting: list[ObjectKey] = []
-        for k in rules.after:
-            if scheduling.follows(k, w.key, self._annotations):
-                warnings.append(f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this "
-                                "workload too (a cycle); that order is ignored")  # fmt: skip
-            elif k not in self.written and self._unfinished(k):
-                waiting.append(k)
-                self.followers.setdefault(k, set()).add(w.key)
-        line = self.line
-        resource = (change.rtype, change.namespace, change.name)
-        sl = scheduling.slots(w.key, state.cap, self.in_flight, line)
-        facts = scheduling.Facts(
-            now=self.now, urgent=scheduling.urgent(change.annotations),
-            halted=(str(change),) if state.halted.get(resource) == change.hash else (),
-            job_active=w.active, waiting_on=tuple(waiting), cap=state.cap,
-            in_flight=sl.in_flight, namespace_in_flight=sl.namespace_in_flight,
-            ahead=sl.ahead, namespace_share=sl.share, other_namespaces=sl.others,
-        )  # fmt: skip
-        verdict = scheduling.decide(rules, facts)
+        rules, warnings = scheduling.rules_of(
+            w.key, w.annotations, self.ns_annotations, freeze=state.freeze
+        )
+        waiting = self._waiting(w.key, rules.after, warnings)
+        verdict = scheduling.decide(rules, self._facts(w, waiting))
         if verdict.write and (how == "evict" or w.kind in FOLLOWED_KINDS):
             self.in_flight.add(w.key)
         elif verdict.write:
             self.written.add(w.key)
+        line = self.line
         if verdict.hold is Hold.SLOTS:
             if w.key not in line:
                 line.append(w.key)
         elif w.key in line:
             line.remove(w.key)
+        window = "" if rules.window is None else f"{rules.window.source} ({rules.window_from})"
+        after = tuple(f"{k.kind}/{k.name}" for k in rules.after)
         return Row(
-            w.key, p.outcome.value, p.message, how, verdict,
-            window="" if rules.window is None else f"{rules.window.source} ({rules.window_from})",
-            after=tuple(f"{k.kind}/{k.name}" for k in rules.after), warnings=tuple(warnings),
-        )  # fmt: skip
+            w.key,
+            p.outcome.value,
+            p.message,
+            how,
+            verdict,
+            window=window,
+            after=after,
+            warnings=tuple(warnings),
+        )
+
+    def _waiting(
+        self, key: ObjectKey, after: Sequence[ObjectKey], warnings: list[str]
+    ) -> list[ObjectKey]:
+        """The workloads of reload-after that `key` waits for (each remembers it as a
+        follower); one that follows `key` too is a cycle, warned about and ignored."""
+        waiting: list[ObjectKey] = []
+        for k in after:
+            if scheduling.follows(k, key, self._annotations):
+                warnings.append(
+                    f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this "
+                    "workload too (a cycle); that order is ignored"
+                )
+            elif k not in self.written and self._unfinished(k):
+                waiting.append(k)
+                self.followers.setdefault(k, set()).add(key)
+        return waiting
+
+    def _facts(self, w: planning.Workload, waiting: list[ObjectKey]) -> scheduling.Facts:
+        """What the scheduler knows of `w` now: its slot, the breaker, the Job, the order."""
+        state, change = self.state, self.change
+        resource = (change.rtype, change.namespace, change.name)
+        halted = (str(change),) if state.halted.get(resource) == change.hash else ()
+        sl = scheduling.slots(w.key, state.cap, self.in_flight, self.line)
+        return scheduling.Facts(
+            now=self.now,
+            urgent=scheduling.urgent(change.annotations),
+            halted=halted,
+            job_active=w.active,
+            waiting_on=tuple(waiting),
+            cap=state.cap,
+            in_flight=sl.in_flight,
+            namespace_in_flight=sl.namespace_in_flight,
+            ahead=sl.ahead,
+            namespace_share=sl.share,
+            other_namespaces=sl.others,
+        )
 
     def _annotations(self, key: ObjectKey) -> Mapping[str, str] | None:
         w = self.by_key.get(key)
