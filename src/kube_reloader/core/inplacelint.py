@@ -90,32 +90,46 @@ def _annotations_file(
 ) -> list[Issue]:
     """The agent's --annotations file must be a downwardAPI item of metadata.annotations."""
     file = _flag(_args(agent), "--annotations")[0]
-    vol = volumes.get(_mounted_at(agent, posixpath.dirname(file)) or "")
+    folder, name = posixpath.dirname(file), posixpath.basename(file)
+    vol = volumes.get(_mounted_at(agent, folder) or "")
     items = _list(((vol or {}).get("downwardAPI") or {}).get("items"))
-    if any(i.get("path") == posixpath.basename(file)
-           and (i.get("fieldRef") or {}).get("fieldPath") == "metadata.annotations"
-           for i in items):  # fmt: skip
+    if any(_field_path(i) == "metadata.annotations" and i.get("path") == name for i in items):
         return []
-    return [(at, f"the agent reads {file}, which no downwardAPI volume of metadata."
-                 "annotations provides there: it never sees a request",
-             f"mount a downwardAPI volume with item path {posixpath.basename(file)!r} "
-             f"(fieldPath metadata.annotations) at {posixpath.dirname(file)}",
-             True)]  # fmt: skip
+    text = (
+        f"the agent reads {file}, which no downwardAPI volume of metadata.annotations "
+        "provides there: it never sees a request"
+    )
+    fix = (
+        f"mount a downwardAPI volume with item path {name!r} "
+        f"(fieldPath metadata.annotations) at {folder}"
+    )
+    return [(at, text, fix, True)]
+
+
+def _field_path(item: Mapping[str, Any]) -> object:
+    return (item.get("fieldRef") or {}).get("fieldPath")
 
 
 def _restart_rule(agent: Mapping[str, Any], at: tuple[str | int, ...]) -> list[Issue]:
     """restart-in-place: the agent's exit code must restart every container of the pod."""
-    rules = _list(agent.get("restartPolicyRules"))
-    if any(r.get("action") == "RestartAllContainers"
-           and (r.get("exitCodes") or {}).get("operator") == "In"
-           and inplace.RESTART_EXIT_CODE in ((r.get("exitCodes") or {}).get("values") or ())
-           for r in rules):  # fmt: skip
-        return []
-    return [(at, "the agent has no restart rule RestartAllContainers on exit code "
-                 f"{inplace.RESTART_EXIT_CODE}: when it exits only the agent restarts",
-             "add restartPolicyRules: [{action: RestartAllContainers, exitCodes: "
-             f"{{operator: In, values: [{inplace.RESTART_EXIT_CODE}]}}}}] (Kubernetes "
-             "1.36+)", True)]  # fmt: skip
+    code = inplace.RESTART_EXIT_CODE
+    for rule in _list(agent.get("restartPolicyRules")):
+        exit_codes = rule.get("exitCodes") or {}
+        if (
+            rule.get("action") == "RestartAllContainers"
+            and exit_codes.get("operator") == "In"
+            and code in (exit_codes.get("values") or ())
+        ):
+            return []
+    text = (
+        f"the agent has no restart rule RestartAllContainers on exit code {code}: "
+        "when it exits only the agent restarts"
+    )
+    fix = (
+        "add restartPolicyRules: [{action: RestartAllContainers, exitCodes: "
+        f"{{operator: In, values: [{code}]}}}}] (Kubernetes 1.36+)"
+    )
+    return [(at, text, fix, True)]
 
 
 def _signal(
@@ -129,36 +143,77 @@ def _signal(
     watched (the agent must not signal before the kubelet has updated the files)."""
     out: list[Issue] = []
     if spec.get("shareProcessNamespace") is not True:
-        out.append((sp, "signal needs shareProcessNamespace: true; without it the agent "
-                         "cannot see the application's process", "set it", True))  # fmt: skip
+        text = (
+            "signal needs shareProcessNamespace: true; without it the agent "
+            "cannot see the application's process"
+        )
+        out.append((sp, text, "set it", True))
     if not _flag(_args(agent), "--process"):
-        out.append((at, "the agent has no --process: it never knows which process to signal",
-                    "add --process NAME (the application's command name)", True))  # fmt: skip
+        text = "the agent has no --process: it never knows which process to signal"
+        out.append((at, text, "add --process NAME (the application's command name)", True))
     watched = dict(v.split("=", 1) for v in _flag(_args(agent), "--volume") if "=" in v)
+    out += _watched_volumes(agent, volumes, watched, at)
+    for c in _list(spec.get("containers")):
+        out += _unwatched_config(c, volumes, watched, sp, at)
+    return out
+
+
+def _watched_volumes(
+    agent: Mapping[str, Any],
+    volumes: Mapping[str, Any],
+    watched: Mapping[str, str],
+    at: tuple[str | int, ...],
+) -> list[Issue]:
+    """signal: each volume the agent watches is mounted in the agent where it says, and
+    projects ConfigMaps and Secrets only."""
+    out: list[Issue] = []
     for name, path in sorted(watched.items()):
         if _mounted_at(agent, path) != name:
-            out.append((at, f"the agent watches volume {name!r} at {path}, but {name!r} is not "
-                            "mounted there in the agent: it waits forever",
-                        f"mount {name!r} at {path} in the agent (readOnly)", True))  # fmt: skip
+            text = (
+                f"the agent watches volume {name!r} at {path}, but {name!r} is not "
+                "mounted there in the agent: it waits forever"
+            )
+            out.append((at, text, f"mount {name!r} at {path} in the agent (readOnly)", True))
         sources = ((volumes.get(name) or {}).get("projected") or {}).get("sources")
         if any(not ({"configMap", "secret"} & set(s)) for s in _list(sources)):
-            out.append((at, f"volume {name!r} projects more than ConfigMaps and Secrets: its "
-                            "files never match the digest kube-reloader publishes",
-                        "watch a volume of ConfigMaps and Secrets only", True))  # fmt: skip
-    for c in _list(spec.get("containers")):
-        for m in _list(c.get("volumeMounts")):
-            v = volumes.get(str(m.get("name")), {})
-            if ("configMap" in v or "secret" in v or "projected" in v) and m.get(
-                "name"
-            ) not in watched:
-                out.append((at, f"volume {m.get('name')!r} (mounted in {c.get('name')!r}) is not "
-                                "watched by the agent: it may signal before the kubelet updates it",
-                            f"add --volume {m.get('name')}={m.get('mountPath')} to the agent and "
-                            "mount it there", False))  # fmt: skip
-        refs = ({"configMapKeyRef", "secretKeyRef"} & set(e.get("valueFrom") or {})
-                for e in _list(c.get("env")))  # fmt: skip
-        if c.get("envFrom") or any(refs):
-            out.append(((*sp, "containers"), f"container {c.get('name')!r} reads ConfigMaps or "
-                        "Secrets through its environment, which a signal cannot change",
-                        "mount them as files, or use restart-in-place", False))  # fmt: skip
+            text = (
+                f"volume {name!r} projects more than ConfigMaps and Secrets: its "
+                "files never match the digest kube-reloader publishes"
+            )
+            out.append((at, text, "watch a volume of ConfigMaps and Secrets only", True))
+    return out
+
+
+def _unwatched_config(
+    c: Mapping[str, Any],
+    volumes: Mapping[str, Any],
+    watched: Mapping[str, str],
+    sp: tuple[str | int, ...],
+    at: tuple[str | int, ...],
+) -> list[Issue]:
+    """signal: container `c`'s config volumes the agent does not watch (warnings), and its
+    ConfigMaps and Secrets read through the environment."""
+    out: list[Issue] = []
+    for m in _list(c.get("volumeMounts")):
+        v = volumes.get(str(m.get("name")), {})
+        config = "configMap" in v or "secret" in v or "projected" in v
+        name = m.get("name")
+        if config and name not in watched:
+            text = (
+                f"volume {name!r} (mounted in {c.get('name')!r}) is not "
+                "watched by the agent: it may signal before the kubelet updates it"
+            )
+            fix = f"add --volume {name}={m.get('mountPath')} to the agent and mount it there"
+            out.append((at, text, fix, False))
+    refs = (
+        {"configMapKeyRef", "secretKeyRef"} & set(e.get("valueFrom") or {})
+        for e in _list(c.get("env"))
+    )
+    if c.get("envFrom") or any(refs):
+        text = (
+            f"container {c.get('name')!r} reads ConfigMaps or "
+            "Secrets through its environment, which a signal cannot change"
+        )
+        fix = "mount them as files, or use restart-in-place"
+        out.append(((*sp, "containers"), text, fix, False))
     return out
