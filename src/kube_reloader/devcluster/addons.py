@@ -30,9 +30,13 @@ from kube_reloader.kube.client import Client
 
 
 async def install_crds(
-    client: Client, crds: Path, files: Iterable[str], served: Iterable[resources.Resource],
-    *, wait_seconds: float = 60.0,
-) -> None:  # fmt: skip
+    client: Client,
+    crds: Path,
+    files: Iterable[str],
+    served: Iterable[resources.Resource],
+    *,
+    wait_seconds: float = 60.0,
+) -> None:
     """Create (or replace with these) the CRDs in `files`, then wait until every resource of
     `served` can be listed."""
     for name in files:
@@ -82,9 +86,14 @@ class AddonBuilder(GoBuilder):
     controller_component = ""
 
     def __init__(
-        self, *, version: str, controller: bool = True, root: Path | None = None,
-        report: Reporter = _stderr, go: str = "go",
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        version: str,
+        controller: bool = True,
+        root: Path | None = None,
+        report: Reporter = _stderr,
+        go: str = "go",
+    ) -> None:
         self.version = version
         self.controller = controller
         super().__init__(root or cache_root() / f"{self.slug}-v{version}", report=report, go=go)
@@ -118,9 +127,13 @@ class LocalController:
     health_path = "/healthz"
 
     def __init__(
-        self, binary: Path, kubeconfig: Path, log: Path, *,
+        self,
+        binary: Path,
+        kubeconfig: Path,
+        log: Path,
+        *,
         report: Callable[[str], None] = _stderr,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.binary, self.kubeconfig, self.log = binary, kubeconfig, log
         self.report = report
         self.metrics_port = self.healthz_port = 0
@@ -138,9 +151,12 @@ class LocalController:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, env=self.environment(),
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
                 start_new_session=True,
-            )  # fmt: skip
+            )
         url = f"http://127.0.0.1:{self.healthz_port}{self.health_path}"
         deadline = time.monotonic() + timeout
         while not http_ok(url):

@@ -52,9 +52,14 @@ class ArgoBuilder(addons.AddonBuilder):
     controller_component = "argo-rollouts"
 
     def __init__(
-        self, *, controller: bool = True, version: str = ARGO_ROLLOUTS, root: Path | None = None,
-        report: Reporter = _stderr, go: str = "go",
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        controller: bool = True,
+        version: str = ARGO_ROLLOUTS,
+        root: Path | None = None,
+        report: Reporter = _stderr,
+        go: str = "go",
+    ) -> None:
         super().__init__(version=version, controller=controller, root=root, report=report, go=go)
 
     def _stamp_text(self, component: str) -> str:
@@ -104,20 +109,32 @@ class RolloutsController(addons.LocalController):
     label = "argo rollouts-controller"
 
     def __init__(
-        self, binary: Path, kubeconfig: Path, log: Path, *, namespace: str = "default",
+        self,
+        binary: Path,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        namespace: str = "default",
         report: Callable[[str], None] = _stderr,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(binary, kubeconfig, log, report=report)
         #: where it looks for its notification ConfigMap/Secret (POD_NAMESPACE)
         self.namespace = namespace
 
     def command(self) -> list[str]:
         return [
-            str(self.binary), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-            f"--metricsPort={self.metrics_port}", f"--healthzPort={self.healthz_port}",
-            "--loglevel=info", "--rollout-threads=2", "--experiment-threads=1",
-            "--analysis-threads=1", "--service-threads=1", "--ingress-threads=1",
-        ]  # fmt: skip
+            str(self.binary),
+            f"--kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            f"--metricsPort={self.metrics_port}",
+            f"--healthzPort={self.healthz_port}",
+            "--loglevel=info",
+            "--rollout-threads=2",
+            "--experiment-threads=1",
+            "--analysis-threads=1",
+            "--service-threads=1",
+            "--ingress-threads=1",
+        ]
 
     def environment(self) -> dict[str, str]:
         return {**os.environ, "POD_NAMESPACE": self.namespace}

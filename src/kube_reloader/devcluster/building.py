@@ -174,9 +174,12 @@ class Builder(PeerBuilds):
             wanted = f"github.com/openshift/api@{pinned.group(1)}"
             probe = subprocess.run(
                 [self.go, "mod", "download", "-json", wanted],
-                cwd=self.root / "src" / "reloader-dl", env=self._env(),
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
+                cwd=self.root / "src" / "reloader-dl",
+                env=self._env(),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if probe.returncode != 0:
                 served = f"github.com/openshift/api@{OPENSHIFT_API_FALLBACK}"
                 run(
@@ -206,16 +209,19 @@ class Builder(PeerBuilds):
         )
 
     def _build_kubernetes(self) -> None:
-        build_kubernetes_commands(
-            self, "kubernetes", "kube-reloader.local/k8sbin", self.versions, K8S_COMMANDS,
-            ["-o", str(self.binaries.bin) + "/"],
-        )  # fmt: skip
+        module = "kube-reloader.local/k8sbin"
+        out = ["-o", str(self.binaries.bin) + "/"]
+        build_kubernetes_commands(self, "kubernetes", module, self.versions, K8S_COMMANDS, out)
 
 
 def build_kubernetes_commands(
-    b: GoBuilder, component: str, module: str, v: Versions, commands: Sequence[str],
+    b: GoBuilder,
+    component: str,
+    module: str,
+    v: Versions,
+    commands: Sequence[str],
     out_args: Sequence[str],
-) -> None:  # fmt: skip
+) -> None:
     """Build `k8s.io/kubernetes/cmd/<command>` for each of `commands` from a wrapper module
     (`wrapper_go_mod`) in `src/<component>`, with upstream's version stamped in."""
     work = b._workdir(component, module)
@@ -240,8 +246,8 @@ def build_kubernetes_commands(
             ("gitTreeState", "clean"),
         )
     )
-    b._compile(run, component, pkgs, [*out_args, "-tags=selinux,notest,grpcnotrace"],
-               ldflags=f"all={ver} -s -w")  # fmt: skip
+    out = [*out_args, "-tags=selinux,notest,grpcnotrace"]
+    b._compile(run, component, pkgs, out, ldflags=f"all={ver} -s -w")
 
 
 def wrapper_go_mod(upstream: str, module: str, versions: Versions) -> str:

@@ -71,9 +71,14 @@ class CertManagerBuilder(addons.AddonBuilder):
     controller_component = "cert-manager"
 
     def __init__(
-        self, *, controller: bool = True, version: str = CERT_MANAGER, root: Path | None = None,
-        report: Reporter = _stderr, go: str = "go",
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        controller: bool = True,
+        version: str = CERT_MANAGER,
+        root: Path | None = None,
+        report: Reporter = _stderr,
+        go: str = "go",
+    ) -> None:
         super().__init__(version=version, controller=controller, root=root, report=report, go=go)
 
     def _stamp_text(self, component: str) -> str:
@@ -137,10 +142,8 @@ def _digest(data: bytes) -> str:
 
 async def install_crds(client: Client, crds: Path, *, wait_seconds: float = 60.0) -> None:
     """Create (or replace with these) cert-manager's CRDs, then wait until they are served."""
-    await addons.install_crds(
-        client, crds, CRD_FILES, (CERTIFICATES, ISSUERS, CERTIFICATEREQUESTS),
-        wait_seconds=wait_seconds,
-    )  # fmt: skip
+    served = (CERTIFICATES, ISSUERS, CERTIFICATEREQUESTS)
+    await addons.install_crds(client, crds, CRD_FILES, served, wait_seconds=wait_seconds)
 
 
 class CertManagerController(addons.LocalController):
@@ -150,19 +153,26 @@ class CertManagerController(addons.LocalController):
     health_path = "/livez"
 
     def __init__(
-        self, binary: Path, kubeconfig: Path, log: Path, *,
+        self,
+        binary: Path,
+        kubeconfig: Path,
+        log: Path,
+        *,
         cluster_resource_namespace: str = "kube-system",
         report: Callable[[str], None] = _stderr,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(binary, kubeconfig, log, report=report)
         #: where the Secrets of ClusterIssuers live
         self.cluster_resource_namespace = cluster_resource_namespace
 
     def command(self) -> list[str]:
         return [
-            str(self.binary), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+            str(self.binary),
+            f"--kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
             f"--metrics-listen-address=127.0.0.1:{self.metrics_port}",
             f"--healthz-listen-address=127.0.0.1:{self.healthz_port}",
             f"--cluster-resource-namespace={self.cluster_resource_namespace}",
-            "--concurrent-workers=2", "--v=2",
-        ]  # fmt: skip
+            "--concurrent-workers=2",
+            "--v=2",
+        ]

@@ -172,9 +172,14 @@ class GoBuilder:
             log.write(f"\n$ {' '.join(cmd)}\n")
             log.flush()
             proc = subprocess.Popen(
-                cmd, cwd=work, env=self._env(env), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, bufsize=1,
-            )  # fmt: skip
+                cmd,
+                cwd=work,
+                env=self._env(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
             stop = threading.Event()
             ticker = threading.Thread(
                 target=self._tick, args=(stop, component, phase, started, progress), daemon=True
@@ -235,10 +240,9 @@ class GoBuilder:
             if line and " " not in line and ":" not in line and not line.startswith("#"):
                 compiled[0] += 1
 
-        cmd = [
-            self.go, "build", "-v", "-p", str(max(1, os.cpu_count() or 1)), "-trimpath",
-            f"-ldflags={ldflags}", *out_args, *packages,
-        ]  # fmt: skip
+        jobs = str(max(1, os.cpu_count() or 1))
+        flags = ["-v", "-p", jobs, "-trimpath", f"-ldflags={ldflags}"]
+        cmd = [self.go, "build", *flags, *out_args, *packages]
         self._run(
             component,
             "compiling",

@@ -75,8 +75,8 @@ def files_layer(out: Path, files: Iterable[File]) -> Path:
             tar.addfile(_info(d + "/", tarfile.DIRTYPE, 0o755))
         for f in entries:
             data = f.content.read_bytes() if isinstance(f.content, Path) else f.content
-            tar.addfile(_info(f.path.strip("/"), tarfile.REGTYPE, f.mode, len(data)),
-                        io.BytesIO(data))  # fmt: skip
+            info = _info(f.path.strip("/"), tarfile.REGTYPE, f.mode, len(data))
+            tar.addfile(info, io.BytesIO(data))
     return out
 
 
@@ -142,28 +142,38 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
                 os.link(layer, target)
             except OSError:  # another filesystem
                 shutil.copyfile(layer, target)
-        layer_descs.append({"mediaType": LAYER_TYPE, "digest": digest,
-                            "size": layer.stat().st_size})  # fmt: skip
+        size = layer.stat().st_size
+        layer_descs.append({"mediaType": LAYER_TYPE, "digest": digest, "size": size})
         diff_ids.append(digest)
     cfg_doc = {
-        "architecture": ARCHITECTURE, "os": "linux", "config": _runtime_config(config),
+        "architecture": ARCHITECTURE,
+        "os": "linux",
+        "config": _runtime_config(config),
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
-    }  # fmt: skip
+    }
     cfg_digest, cfg_size = _blob(blobs, _canonical(cfg_doc))
     manifest = {
-        "schemaVersion": 2, "mediaType": MANIFEST_TYPE,
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
         "config": {"mediaType": CONFIG_TYPE, "digest": cfg_digest, "size": cfg_size},
         "layers": layer_descs,
-    }  # fmt: skip
+    }
     man_digest, man_size = _blob(blobs, _canonical(manifest))
-    index = {
-        "schemaVersion": 2,
-        "manifests": [{
-            "mediaType": MANIFEST_TYPE, "digest": man_digest, "size": man_size,
-            "platform": {"architecture": ARCHITECTURE, "os": "linux"},
-            "annotations": _names(reference),
-        }],
-    }  # fmt: skip
+    described = {
+        "mediaType": MANIFEST_TYPE,
+        "digest": man_digest,
+        "size": man_size,
+        "platform": {"architecture": ARCHITECTURE, "os": "linux"},
+        "annotations": _names(reference),
+    }
+    _pack(out, work, {"schemaVersion": 2, "manifests": [described]})
+    return man_digest
+
+
+def _pack(out: Path, work: Path, index: dict[str, object]) -> None:
+    """The layout directory `work` (its blobs written) with `index` as the archive `out`;
+    `work` removed."""
+    blobs = work / "blobs" / "sha256"
     (work / "index.json").write_bytes(_canonical(index))
     (work / "oci-layout").write_bytes(_canonical({"imageLayoutVersion": "1.0.0"}))
     with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
@@ -178,7 +188,6 @@ def oci_archive(out: Path, reference: str, layers: Iterable[Path], config: Image
     blobs.rmdir()
     (work / "blobs").rmdir()
     work.rmdir()
-    return man_digest
 
 
 def _runtime_config(config: ImageConfig) -> dict[str, object]:

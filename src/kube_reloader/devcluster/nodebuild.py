@@ -63,9 +63,13 @@ class NodeBuilder(GoBuilder):
     cold_note = "first use only; a cold build takes about 10 minutes on 2 cores"
 
     def __init__(
-        self, versions: Versions | None = None, *, root: Path | None = None,
-        report: Reporter = _stderr, go: str = "go",
-    ) -> None:  # fmt: skip
+        self,
+        versions: Versions | None = None,
+        *,
+        root: Path | None = None,
+        report: Reporter = _stderr,
+        go: str = "go",
+    ) -> None:
         self.versions = versions or Versions()
         root = root or cache_root() / f"node-k8s-v{self.versions.kubernetes}"
         super().__init__(root, report=report, go=go)
@@ -97,10 +101,9 @@ class NodeBuilder(GoBuilder):
         }[component]
 
     def _build_kubelet(self) -> None:
-        build_kubernetes_commands(
-            self, "kubelet", "kube-reloader.local/kubeletbin", self.versions, ("kubelet",),
-            ["-o", str(self.binaries.path("kubelet"))],
-        )  # fmt: skip
+        module = "kube-reloader.local/kubeletbin"
+        out = ["-o", str(self.binaries.path("kubelet"))]
+        build_kubernetes_commands(self, "kubelet", module, self.versions, ("kubelet",), out)
 
     def _build_containerd(self) -> None:
         module = "github.com/containerd/containerd/v2"
@@ -108,11 +111,9 @@ class NodeBuilder(GoBuilder):
         run = self._runner("containerd", work)
         run("resolving modules", [self.go, "get", f"{module}@v{CONTAINERD}"])
         for command in CONTAINERD_COMMANDS:
-            self._compile(
-                run, "containerd", [f"{module}/cmd/{command}"],
-                ["-o", str(self.binaries.path(command)), "-tags=no_btrfs,no_devmapper,no_zfs"],
-                ldflags=f"-s -w -X {module}/version.Version=v{CONTAINERD}",
-            )  # fmt: skip
+            out = ["-o", str(self.binaries.path(command)), "-tags=no_btrfs,no_devmapper,no_zfs"]
+            ldflags = f"-s -w -X {module}/version.Version=v{CONTAINERD}"
+            self._compile(run, "containerd", [f"{module}/cmd/{command}"], out, ldflags=ldflags)
 
     def _build_runc(self) -> None:
         module = "github.com/opencontainers/runc"
@@ -127,10 +128,9 @@ class NodeBuilder(GoBuilder):
             )
         run = self._runner("runc", work, env={"CGO_ENABLED": "1"})
         run("resolving modules", [self.go, "get", f"{module}@v{RUNC}"])
-        self._compile(
-            run, "runc", [module], ["-o", str(self.binaries.path("runc")), "-tags=seccomp"],
-            ldflags=f"-s -w -X main.version={RUNC}", env={"CGO_ENABLED": "1"},
-        )  # fmt: skip
+        out = ["-o", str(self.binaries.path("runc")), "-tags=seccomp"]
+        ldflags = f"-s -w -X main.version={RUNC}"
+        self._compile(run, "runc", [module], out, ldflags=ldflags, env={"CGO_ENABLED": "1"})
 
     def _build_cni(self) -> None:
         module = "github.com/containernetworking/plugins"
@@ -139,10 +139,8 @@ class NodeBuilder(GoBuilder):
         run("resolving modules", [self.go, "get", f"{module}@v{CNI_PLUGINS}"])
         self.binaries.cni.mkdir(parents=True, exist_ok=True)
         for name, rel in CNI_COMMANDS.items():
-            self._compile(
-                run, "cni", [f"{module}/{rel}"], ["-o", str(self.binaries.cni / name)],
-                ldflags="-s -w",
-            )  # fmt: skip
+            out = ["-o", str(self.binaries.cni / name)]
+            self._compile(run, "cni", [f"{module}/{rel}"], out, ldflags="-s -w")
 
     def _build_local(self, name: str) -> None:
         work = self._workdir(name, f"kube-reloader.local/{name}")

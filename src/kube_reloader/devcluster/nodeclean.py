@@ -75,8 +75,8 @@ def mounts_under(roots: tuple[Path, ...]) -> list[str]:
 def routes_overlapping(cidrs: tuple[str, ...]) -> list[str]:
     """The host's routes (other than the default and the real nodes' own blackholes) whose
     destination overlaps `cidrs`."""
-    done = subprocess.run(["ip", "-j", "route", "show"], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    cmd = ["ip", "-j", "route", "show"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     try:
         routes = json.loads(done.stdout or "[]")
     except ValueError:

@@ -42,8 +42,15 @@ VENV = "/opt/kube-reloader"
 #: where the wheels wait inside the root filesystem while it is built (removed after)
 DIST = "/kr-dist"
 #: removed from the image: caches and documentation nothing reads at run time
-TRIM = ("var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-        "usr/share/info", "usr/share/locale", "var/log")  # fmt: skip
+TRIM = (
+    "var/cache/apt",
+    "var/lib/apt/lists",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "var/log",
+)
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 #: the image's user (nobody:nogroup, as Stakater's chart runs it) and entrypoint; the
 #: Dockerfile says the same (tests/unit/test_install_image.py compares them)
@@ -96,8 +103,7 @@ def source_tree() -> Path:
 def tree_digest(root: Path) -> str:
     """What the image depends on: the package's sources and the locks."""
     h = hashlib.sha256()
-    files = [root / "pyproject.toml", root / "requirements" / "build.txt",
-             root / "requirements" / "runtime.txt"]  # fmt: skip
+    files = [root / "pyproject.toml", *(root / lock for lock in LOCKS)]
     files += sorted(
         p for p in (root / "src").rglob("*") if p.is_file() and "__pycache__" not in p.parts
     )
@@ -140,8 +146,8 @@ class ImageBuilder:
         shutil.rmtree(base, ignore_errors=True)
         base.parent.mkdir(parents=True, exist_ok=True)
         self.report(f"[image] debootstrap {SUITE} into {base}")
-        self._run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                   SUITE, str(base), apt_mirror()])  # fmt: skip
+        include = f"--include={','.join(PACKAGES)}"
+        self._run(["debootstrap", "--variant=minbase", include, SUITE, str(base), apt_mirror()])
         (base / ".complete").touch()
         return base
 
@@ -160,29 +166,8 @@ class ImageBuilder:
         self._run(["cp", "-a", str(base), str(work)])
         (work / ".complete").unlink(missing_ok=True)
         dist = work / DIST.strip("/")
-        dist.mkdir(parents=True, exist_ok=True)
-        self.report("[image] building the project's wheel")
-        self._run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                   "--no-build-isolation", "-w", str(dist), str(src)])  # fmt: skip
-        for lock in LOCKS:
-            shutil.copyfile(src / lock, dist / Path(lock).name)
-        # downloaded here, with this machine's pip configuration (its index and CA bundle),
-        # then installed in the chroot with no network: the image holds no such settings
-        self.report("[image] downloading the locked wheels")
-        download = [sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes"]
-        download += ["--only-binary=:all:", "--no-deps", "-d", str(dist)]
-        for lock in LOCKS:
-            self._run([*download, "-r", str(dist / Path(lock).name)])
-        pip = [f"{VENV}/bin/pip", "install", "--quiet", "--no-cache-dir", "--no-index",
-               f"--find-links={DIST}", "--disable-pip-version-check"]  # fmt: skip
-        self.report("[image] installing them in the image")
-        self._chroot(work, ["/usr/bin/python3", "-m", "venv", VENV])
-        for lock in LOCKS:
-            self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/{Path(lock).name}"])
-        wheel = next(dist.glob("kube_reloader-*.whl")).name
-        self._chroot(work, [*pip, "--no-deps", f"{DIST}/{wheel}"])
-        self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", *BUILD_ONLY])
-        shutil.rmtree(dist)
+        self._wheels(src, dist)
+        self._install(work, dist)
         for rel in TRIM:
             shutil.rmtree(work / rel, ignore_errors=True)
         self.report("[image] writing the OCI archive")
@@ -202,6 +187,36 @@ class ImageBuilder:
         images.renamed(built, archive, reference)
         return reference, archive
 
+    def _wheels(self, src: Path, dist: Path) -> None:
+        """The project's wheel, the locks and the wheels they pin, in `dist`."""
+        dist.mkdir(parents=True, exist_ok=True)
+        self.report("[image] building the project's wheel")
+        wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
+        self._run([*wheel, "--no-build-isolation", "-w", str(dist), str(src)])
+        for lock in LOCKS:
+            shutil.copyfile(src / lock, dist / Path(lock).name)
+        # downloaded here, with this machine's pip configuration (its index and CA bundle),
+        # then installed in the chroot with no network: the image holds no such settings
+        self.report("[image] downloading the locked wheels")
+        download = [sys.executable, "-m", "pip", "download", "--quiet", "--require-hashes"]
+        download += ["--only-binary=:all:", "--no-deps", "-d", str(dist)]
+        for lock in LOCKS:
+            self._run([*download, "-r", str(dist / Path(lock).name)])
+
+    def _install(self, work: Path, dist: Path) -> None:
+        """The virtualenv in the root filesystem `work`, from the wheels in `dist` (`DIST`
+        inside it), without the build backend; `dist` removed."""
+        pip = [f"{VENV}/bin/pip", "install", "--quiet", "--no-cache-dir", "--no-index"]
+        pip += [f"--find-links={DIST}", "--disable-pip-version-check"]
+        self.report("[image] installing them in the image")
+        self._chroot(work, ["/usr/bin/python3", "-m", "venv", VENV])
+        for lock in LOCKS:
+            self._chroot(work, [*pip, "--require-hashes", "-r", f"{DIST}/{Path(lock).name}"])
+        wheel = next(dist.glob("kube_reloader-*.whl")).name
+        self._chroot(work, [*pip, "--no-deps", f"{DIST}/{wheel}"])
+        self._chroot(work, [f"{VENV}/bin/pip", "uninstall", "--yes", "--quiet", *BUILD_ONLY])
+        shutil.rmtree(dist)
+
     def _chroot(self, root: Path, argv: list[str]) -> None:
         self._run(["chroot", str(root), *argv])
 
@@ -209,5 +224,7 @@ class ImageBuilder:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-8:]
-            raise BuildError(f"building the image: `{' '.join(argv[:4])} …` failed "
-                             f"(exit {done.returncode}):\n  " + "\n  ".join(tail))  # fmt: skip
+            command, lines = " ".join(argv[:4]), "\n  ".join(tail)
+            raise BuildError(
+                f"building the image: `{command} …` failed (exit {done.returncode}):\n  {lines}"
+            )

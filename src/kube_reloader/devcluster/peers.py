@@ -197,8 +197,12 @@ class PeerBuilds(GoBuilder):
         scratch = self._workdir(f"{component}-probe", f"kube-reloader.local/{component}probe")
         probe = subprocess.run(
             [self.go, "mod", "download", "-json", f"github.com/openshift/api@{pinned.group(1)}"],
-            cwd=scratch, env=self._env(), capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            cwd=scratch,
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if probe.returncode == 0:
             return
         served = f"github.com/openshift/api@{OPENSHIFT_API_FALLBACK}"

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,19 +118,12 @@ def generate(root: Path) -> Pki:
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
     ]
-    _leaf(
-        pki.serving_crt, pki.serving_key, ca_cert, ca_key, now,
-        cn="kube-apiserver", orgs=(), sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH,
-    )  # fmt: skip
-    _leaf(
-        pki.admin_crt, pki.admin_key, ca_cert, ca_key, now,
-        cn="kube-reloader-admin", orgs=("system:masters",), sans=[],
-        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-    )  # fmt: skip
-    _leaf(
-        pki.webhook_client_crt, pki.webhook_client_key, ca_cert, ca_key, now,
-        cn=WEBHOOK_CLIENT, orgs=(), sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-    )  # fmt: skip
+    ca = _Signer(ca_cert, ca_key, now)
+    server, client = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+    masters = ("system:masters",)
+    _leaf(ca, pki.serving_crt, pki.serving_key, cn="kube-apiserver", usage=server, sans=sans)
+    _leaf(ca, pki.admin_crt, pki.admin_key, cn="kube-reloader-admin", usage=client, orgs=masters)
+    _leaf(ca, pki.webhook_client_crt, pki.webhook_client_key, cn=WEBHOOK_CLIENT, usage=client)
     _write_admission_config(pki)
     _service_accounts_and_token(pki)
     return pki
@@ -198,17 +192,24 @@ def _write_admission_config(pki: Pki) -> None:
     _write(pki.admission_config, json.dumps(doc, indent=2).encode())
 
 
+@dataclass(frozen=True, slots=True)
+class _Signer:
+    """The cluster's CA signing leaf certificates valid from `now`."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+    now: dt.datetime
+
+
 def _leaf(
+    ca: _Signer,
     crt_path: Path,
     key_path: Path,
-    ca_cert: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    now: dt.datetime,
     *,
     cn: str,
-    orgs: tuple[str, ...],
-    sans: list[x509.GeneralName],
     usage: x509.ObjectIdentifier,
+    orgs: tuple[str, ...] = (),
+    sans: Sequence[x509.GeneralName] = (),
 ) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
@@ -216,21 +217,21 @@ def _leaf(
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name(attrs))
-        .issuer_name(ca_cert.subject)
+        .issuer_name(ca.cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + VALIDITY)
+        .not_valid_before(ca.now)
+        .not_valid_after(ca.now + VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
             critical=False,
         )
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
+    cert = builder.sign(ca.key, hashes.SHA256())
     _write_key(key_path, key)
     _write(crt_path, cert.public_bytes(serialization.Encoding.PEM))
 
@@ -262,8 +263,7 @@ def node_client(pki: Pki, out: Path, node: str) -> tuple[Path, Path]:
         raise TypeError(f"the dev cluster's CA key is not an EC key: {type(ca_key).__name__}")
     crt, key = out / "kubelet-client.crt", out / "kubelet-client.key"
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    _leaf(
-        crt, key, ca_cert, ca_key, now, cn=f"system:node:{node}", orgs=("system:nodes",),
-        sans=[], usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-    )  # fmt: skip
+    ca = _Signer(ca_cert, ca_key, now)
+    client, nodes = ExtendedKeyUsageOID.CLIENT_AUTH, ("system:nodes",)
+    _leaf(ca, crt, key, cn=f"system:node:{node}", usage=client, orgs=nodes)
     return crt, key

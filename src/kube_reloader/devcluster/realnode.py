@@ -39,16 +39,27 @@ CLUSTERROLEBINDINGS = resources.Resource(
 
 class Spawner(Protocol):
     def __call__(
-        self, name: str, argv: Sequence[str], *, netns: str | None = None,
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        netns: str | None = None,
         env: Mapping[str, str] | None = None,
-    ) -> None: ...  # fmt: skip
+    ) -> None: ...
 
 
 def start(
-    state_dir: Path, pki: Pki, kubeconfig_path: Path, api_port: int, *, spawn: Spawner,
-    check_alive: Callable[[], None], deadline: float, report: Callable[[str], None],
+    state_dir: Path,
+    pki: Pki,
+    kubeconfig_path: Path,
+    api_port: int,
+    *,
+    spawn: Spawner,
+    check_alive: Callable[[], None],
+    deadline: float,
+    report: Callable[[str], None],
     builder: NodeBuilder | None = None,
-) -> RealNode:  # fmt: skip
+) -> RealNode:
     RealNode.check_prerequisites()
     built = time.monotonic()
     builder = (builder or NodeBuilder(report=report)).ensure()
@@ -59,8 +70,8 @@ def start(
     node.network_up()
     node.make_cgroups()
     node.write_config(pki)
-    relay = [sys.executable, "-m", "kube_reloader.devcluster.relay", node.netns_path,
-             str(RELAY_PORT), str(api_port)]  # fmt: skip
+    relay = [sys.executable, "-m", "kube_reloader.devcluster.relay"]
+    relay += [node.netns_path, str(RELAY_PORT), str(api_port)]
     spawn("node-relay", relay)
     env = node.environment()
     spawn("containerd", node.containerd_argv(), netns=node.netns_path, env=env)
@@ -83,13 +94,18 @@ async def _bind_nodes(path: Path) -> None:
     """Kubelets authenticate as `system:node:<name>` in `system:nodes`; with RBAC alone
     (no Node authorizer) that group needs the built-in `system:node` role."""
     binding: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
         "metadata": {"name": NODE_BINDING},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "system:node"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                      "name": "system:nodes"}],
-    }  # fmt: skip
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "system:node",
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+        ],
+    }
     async with Client(kubeconfig.load_kubeconfig([path]), user_agent="kube-reloader-dev") as c:
         with contextlib.suppress(errors.AlreadyExists):
             await c.create(CLUSTERROLEBINDINGS, binding)
