@@ -24,7 +24,8 @@ import time
 from collections.abc import Sequence
 
 from kube_reloader.cli import flags
-from kube_reloader.core import staleness
+from kube_reloader.core import planning, staleness
+from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.staleness import Consumed
 from kube_reloader.kube import config, errors, podstarts, projections, resources
@@ -35,6 +36,7 @@ from kube_reloader.runtime import auditing, cache, kinds
 from kube_reloader.runtime.options import Options
 
 KINDS: tuple[Resource, ...] = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS)
+CONFIGS = ((ResourceType.CONFIGMAP, resources.CONFIGMAPS), (ResourceType.SECRET, resources.SECRETS))
 #: a config as the audit needs it: change time, annotations, TLS-ness, resourceVersion
 Config = tuple[float | None, dict[str, str], bool, str]
 Names = set[tuple[str, str]]
@@ -60,9 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _configs(
-    client: Client, res: Resource, namespace: str | None, selector: str | None,
+    client: Client,
+    res: Resource,
+    namespace: str | None,
+    selector: str | None,
     keep: frozenset[str],
-) -> dict[tuple[str, str], Config]:  # fmt: skip
+) -> dict[tuple[str, str], Config]:
     """ConfigMaps or Secrets without their content (metadata and type only)."""
 
     def reduce(obj: podstarts.ConfigMeta) -> tuple[tuple[str, str], Config]:
@@ -72,69 +77,93 @@ async def _configs(
         return (m.namespace, m.name), (podstarts.changed_at(m), ann, tls, m.resourceVersion)
 
     listed = await client.list_reduced(
-        res, namespace=namespace, label_selector=selector, type=podstarts.ConfigMeta,
+        res,
+        namespace=namespace,
+        label_selector=selector,
+        type=podstarts.ConfigMeta,
         reduce=reduce,
-    )  # fmt: skip
+    )
     return dict(listed.items)
 
 
 async def run(
-    options: Options, conn: config.ConnectionConfig, namespace: str | None,
+    options: Options,
+    conn: config.ConnectionConfig,
+    namespace: str | None,
     observer: RequestObserver | None = None,
-) -> auditing.Report:  # fmt: skip
+) -> auditing.Report:
     keys = options.plan.match.keys
     keep = keys.resource_keys()
     async with Client(conn, user_agent="kube-reloader-audit", observer=observer) as client:
-        workloads = []
-        for res in KINDS:
-            listed = await client.list(res, namespace=namespace, type=projections.Workload)
-            status = kinds.BUILTIN[res.kind].status  # a rollout in progress is not judged
-            workloads += [
-                cache.workload_entry(res.kind, o, keys, status).workload for o in listed.items
-            ]
+        workloads = await _workloads(client, namespace, keys)
         configs: dict[ResourceType, dict[tuple[str, str], Config]] = {}
         watched: dict[ResourceType, Names | None] = {}
         selector = options.resource_label_selector or None
-        for rtype, res in ((ResourceType.CONFIGMAP, resources.CONFIGMAPS),
-                           (ResourceType.SECRET, resources.SECRETS)):  # fmt: skip
+        for rtype, res in CONFIGS:
             configs[rtype] = await _configs(client, res, namespace, None, keep)
             watched[rtype] = None
             if selector:
                 watched[rtype] = set(await _configs(client, res, namespace, selector, keep))
-        in_selected_ns: set[str] | None = None
-        if options.namespace_selector:
-            listed_ns = await client.list(
-                resources.NAMESPACES, label_selector=options.namespace_selector,
-                type=projections.Object,
-            )  # fmt: skip
-            in_selected_ns = {o.metadata.name for o in listed_ns.items}
+        in_selected_ns = await _selected_namespaces(client, options.namespace_selector)
 
         async def lookup(rtype: ResourceType, ns: str, name: str) -> Consumed | None:
             found = configs[rtype].get((ns, name))
             if found is None:
                 return None
             changed, ann, tls, _ = found
+            outside = _outside(rtype, ns, name, watched, in_selected_ns, options)
             scope = staleness.unwatched(
-                namespace=ns, rtype=rtype, namespaces=options.namespaces,
-                namespaces_to_ignore=options.namespaces_to_ignore, resources=options.resources,
-                outside_selector=_outside(rtype, ns, name, watched, in_selected_ns, options),
-            )  # fmt: skip
+                namespace=ns,
+                rtype=rtype,
+                namespaces=options.namespaces,
+                namespaces_to_ignore=options.namespaces_to_ignore,
+                resources=options.resources,
+                outside_selector=outside,
+            )
             return Consumed(rtype, name, changed, ann, tls=tls, unwatched=scope)
 
         def version(ns: str, name: str) -> str:
             found = configs[ResourceType.SECRET].get((ns, name))
             return found[3] if found is not None else ""
 
+        now = int(time.time())
+        certificates = auditing.Certificates(client)
         return await auditing.audit(
-            client, workloads, lookup, options.plan, int(time.time()),
-            auditing.Certificates(client), versions=version,
-        )  # fmt: skip
+            client, workloads, lookup, options.plan, now, certificates, versions=version
+        )
+
+
+async def _workloads(client: Client, namespace: str | None, keys: Keys) -> list[planning.Workload]:
+    """The built-in workloads (Deployments, StatefulSets, DaemonSets) as the controller
+    reads them."""
+    workloads = []
+    for res in KINDS:
+        listed = await client.list(res, namespace=namespace, type=projections.Workload)
+        status = kinds.BUILTIN[res.kind].status  # a rollout in progress is not judged
+        workloads += [
+            cache.workload_entry(res.kind, o, keys, status).workload for o in listed.items
+        ]
+    return workloads
+
+
+async def _selected_namespaces(client: Client, selector: str) -> set[str] | None:
+    """The namespaces `--namespace-selector` selects (None: no selector, every namespace)."""
+    if not selector:
+        return None
+    listed = await client.list(
+        resources.NAMESPACES, label_selector=selector, type=projections.Object
+    )
+    return {o.metadata.name for o in listed.items}
 
 
 def _outside(
-    rtype: ResourceType, ns: str, name: str, watched: dict[ResourceType, Names | None],
-    in_selected_ns: set[str] | None, options: Options,
-) -> str | None:  # fmt: skip
+    rtype: ResourceType,
+    ns: str,
+    name: str,
+    watched: dict[ResourceType, Names | None],
+    in_selected_ns: set[str] | None,
+    options: Options,
+) -> str | None:
     if in_selected_ns is not None and ns not in in_selected_ns:
         return f"--namespace-selector={options.namespace_selector} (its namespace)"
     chosen = watched[rtype]
@@ -154,11 +183,11 @@ def render_text(report: auditing.Report) -> str:
         )
         cert = d.get("certificate")
         if isinstance(cert, dict):
-            lines.append(f"    certificate: notBefore {cert['notBefore']}, "
-                         f"notAfter {cert['notAfter']}")  # fmt: skip
+            validity = f"notBefore {cert['notBefore']}, notAfter {cert['notAfter']}"
+            lines.append(f"    certificate: {validity}")
     lines += [f"warning: {e}" for e in report.errors]
-    lines.append(f"{len(report.findings)} stale (workload, resource) pair(s) among "
-                 f"{report.workloads} workload(s)")  # fmt: skip
+    stale = f"{len(report.findings)} stale (workload, resource) pair(s)"
+    lines.append(f"{stale} among {report.workloads} workload(s)")
     return "\n".join(lines) + "\n"
 
 
@@ -185,8 +214,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError, errors.KubeError) as exc:
-        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-              file=sys.stderr)  # fmt: skip
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {first}", file=sys.stderr)
         return 2
     sys.stdout.write(render_json(report) if args.format == "json" else render_text(report))
     return 1 if report.findings else 0

@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kube_reloader import __version__, limits
 from kube_reloader.cli import charts, lintfix
@@ -49,12 +50,19 @@ async def read_cluster(
                 m = meta_obj.metadata
                 present.add((rtype, m.namespace, m.name))
                 if rtype == "SECRET" and meta_obj.type == "kubernetes.io/tls":
-                    secret = {"apiVersion": "v1", "kind": "Secret", "type": meta_obj.type,
-                              "metadata": {"name": m.name, "namespace": m.namespace}}  # fmt: skip
-                    docs.append(
-                        Document(secret, f"Secret {m.namespace}/{m.name}", constant_line(0))
-                    )
+                    docs.append(_tls_secret(m.namespace, m.name))
     return docs, present
+
+
+def _tls_secret(namespace: str, name: str) -> Document:
+    """A TLS Secret of the cluster as lint reads it: its kind, type and name."""
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    return Document(secret, f"Secret {namespace}/{name}", constant_line(0))
 
 
 import msgspec  # noqa: E402 - only the cluster path needs it
@@ -84,34 +92,62 @@ def render_text(findings: Sequence[Finding]) -> str:
 
 
 def render_json(findings: Sequence[Finding]) -> str:
-    return json.dumps(
-        [{"rule": f.rule, "name": f.name, "severity": f.severity.label, "file": f.source, "line": f.line,
-          "object": f.object, "message": f.message, "fix": f.fix} for f in findings],
-        indent=2,
-    ) + "\n"  # fmt: skip
+    return json.dumps([_json_finding(f) for f in findings], indent=2) + "\n"
+
+
+def _json_finding(f: Finding) -> dict[str, Any]:
+    return {
+        "rule": f.rule,
+        "name": f.name,
+        "severity": f.severity.label,
+        "file": f.source,
+        "line": f.line,
+        "object": f.object,
+        "message": f.message,
+        "fix": f.fix,
+    }
+
+
+#: SARIF's level of each severity
+SARIF_LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
 def render_sarif(findings: Sequence[Finding]) -> str:
-    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
     rules = sorted({f.rule for f in findings} | set(linting.RULES))
+    driver = {
+        "name": "kube-reloader",
+        "version": __version__,
+        "rules": [_sarif_rule(r) for r in rules],
+    }
+    results = [_sarif_result(f, rules.index(f.rule)) for f in findings]
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "kube-reloader", "version": __version__,
-                "rules": [{"id": r, "name": linting.RULES[r].name, "shortDescription": {"text": linting.RULES[r].summary},
-                           "defaultConfiguration": {"level": level[linting.RULES[r].severity]}} for r in rules],
-            }},
-            "results": [{
-                "ruleId": f.rule, "ruleIndex": rules.index(f.rule), "level": level[f.severity],
-                "message": {"text": f"{f.message}. Fix: {f.fix}"},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.source},
-                                                    "region": {"startLine": max(1, f.line)}}}],
-            } for f in findings],
-        }],
-    }  # fmt: skip
+        "runs": [{"tool": {"driver": driver}, "results": results}],
+    }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def _sarif_rule(rule_id: str) -> dict[str, Any]:
+    rule = linting.RULES[rule_id]
+    return {
+        "id": rule_id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "defaultConfiguration": {"level": SARIF_LEVELS[rule.severity]},
+    }
+
+
+def _sarif_result(f: Finding, index: int) -> dict[str, Any]:
+    region = {"startLine": max(1, f.line)}
+    location = {"physicalLocation": {"artifactLocation": {"uri": f.source}, "region": region}}
+    return {
+        "ruleId": f.rule,
+        "ruleIndex": index,
+        "level": SARIF_LEVELS[f.severity],
+        "message": {"text": f"{f.message}. Fix: {f.fix}"},
+        "locations": [location],
+    }
 
 
 # ----------------------------------------------------------------------- main

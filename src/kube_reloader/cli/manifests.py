@@ -40,8 +40,25 @@ def split_documents(text: str, source: str) -> list[Chunk]:
             continue
         current.append(line)
     chunks.append(Chunk(source, "".join(current), start))
-    return [c for c in chunks if c.text.strip() and not all(
-        ln.strip().startswith("#") or not ln.strip() for ln in c.text.splitlines())]  # fmt: skip
+    return [c for c in chunks if c.text.strip() and not _comments_only(c.text)]
+
+
+def _comments_only(text: str) -> bool:
+    return all(ln.strip().startswith("#") or not ln.strip() for ln in text.splitlines())
+
+
+#: what constructing a composed document can raise: an explicit tag PyYAML cannot construct
+#: (`!foo`, `!!int ""`), an unhashable key
+_CONSTRUCTION_ERRORS = (
+    yaml.YAMLError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    RecursionError,
+    OverflowError,
+)
+_DOCUMENT_FIX = "fix the document; the other documents were still linted"
 
 
 def parse_chunk(
@@ -54,44 +71,20 @@ def parse_chunk(
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = chunk.first_line + (mark.line if mark is not None else 0)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem}",
-                             "fix the document; the other documents were still linted", chunk.source, line)  # fmt: skip
+        return None, _invalid(chunk, f"not valid YAML: {problem}", line)
     except RecursionError:
         node, refused = None, "nested too deeply"
     if refused:
-        return None, Finding("KR000", Severity.ERROR, f"refused YAML: {refused}",
-                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
+        return None, _invalid(chunk, f"refused YAML: {refused}", chunk.first_line)
     if node is None:
         return None, None
-    lines: dict[linting.Path, int] = {}
-    walked: set[int] = set()
-
-    def walk(n: yaml.Node, path: linting.Path) -> None:
-        lines[path] = chunk.first_line + n.start_mark.line
-        if id(n) in walked:
-            return  # an alias: paths below it take the alias's line (memory stays ~ the text)
-        walked.add(id(n))
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                if not isinstance(k, yaml.ScalarNode):
-                    continue  # a collection as a key: construction below refuses it
-                key = k.value
-                lines[(*path, key)] = chunk.first_line + k.start_mark.line
-                walk(v, (*path, key))
-                lines[(*path, key)] = chunk.first_line + k.start_mark.line
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, (*path, i))
-
-    walk(node, ())
+    lines = _lines(node, chunk.first_line)
     try:
         obj = yaml.SafeLoader(chunk.text).get_single_data()
-    except (yaml.YAMLError, ValueError, TypeError, AttributeError, IndexError, RecursionError,
-            OverflowError) as exc:  # fmt: skip
-        # an explicit tag PyYAML cannot construct (`!foo`, `!!int ""`), an unhashable key
+    except _CONSTRUCTION_ERRORS as exc:
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [""])[0]
-        return None, Finding("KR000", Severity.ERROR, f"not valid YAML: {problem or type(exc).__name__}",
-                             "fix the document; the other documents were still linted", chunk.source, chunk.first_line)  # fmt: skip
+        text = f"not valid YAML: {problem or type(exc).__name__}"
+        return None, _invalid(chunk, text, chunk.first_line)
 
     def line_of(path: linting.Path) -> int:
         for cut in range(len(path), -1, -1):
@@ -100,6 +93,36 @@ def parse_chunk(
         return chunk.first_line
 
     return Document(obj, chunk.source, line_of), None
+
+
+def _invalid(chunk: Chunk, message: str, line: int) -> Finding:
+    return Finding("KR000", Severity.ERROR, message, _DOCUMENT_FIX, chunk.source, line)
+
+
+def _lines(node: yaml.Node, first_line: int) -> dict[linting.Path, int]:
+    """The file line of every path in the composed document `node`."""
+    lines: dict[linting.Path, int] = {}
+    walked: set[int] = set()
+
+    def walk(n: yaml.Node, path: linting.Path) -> None:
+        lines[path] = first_line + n.start_mark.line
+        if id(n) in walked:
+            return  # an alias: paths below it take the alias's line (memory stays ~ the text)
+        walked.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    continue  # a collection as a key: construction below refuses it
+                key = k.value
+                lines[(*path, key)] = first_line + k.start_mark.line
+                walk(v, (*path, key))
+                lines[(*path, key)] = first_line + k.start_mark.line
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, (*path, i))
+
+    walk(node, ())
+    return lines
 
 
 def constant_line(line: int) -> Callable[[linting.Path], int]:
@@ -136,8 +159,9 @@ def read_inputs(
             raise FileNotFoundError(f"{p}: no such file or directory")
     for source, text in files:
         if len(text) > limits.MAX_FILE_CHARS:
-            errors.append(Finding("KR000", Severity.ERROR, f"refused: more than {limits.MAX_FILE_CHARS:,} characters",
-                                  "split the file; the other files were still linted", source, 1))  # fmt: skip
+            refused = f"refused: more than {limits.MAX_FILE_CHARS:,} characters"
+            fix = "split the file; the other files were still linted"
+            errors.append(Finding("KR000", Severity.ERROR, refused, fix, source, 1))
             continue
         texts[source] = text
         for chunk in split_documents(text, source):
