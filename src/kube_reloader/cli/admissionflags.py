@@ -26,23 +26,37 @@ class AdmissionFlagError(ValueError):
 def add(parser: Any) -> None:
     """The webhook's flags, on a parser or an argument group."""
     flags = (
-        ("--admission-addr", "", "HOST:PORT",
-         "serve the mutating admission webhook here, over TLS (off when empty)"),
-        ("--admission-webhook-config", "kube-reloader", "NAME",
-         "the MutatingWebhookConfiguration whose caBundle is kept current"),
-        ("--admission-ca-secret", "kube-reloader-admission-ca", "NAME",
-         "the Secret (in POD_NAMESPACE) holding the webhook's CA"),
-        ("--admission-service", "", "NAME",
-         "the webhook's Service: its DNS names go in the serving certificate"),
-        ("--admission-cert-validity", "24h", "DURATION",
-         "validity of a serving certificate (renewed at two thirds of it)"),
-        ("--admission-client-ca", "", "FILE",
-         "require callers to present a TLS client certificate chaining to this CA bundle (the "
-         "API server's, from its AdmissionConfiguration); also enables key-level hashes"),
-        ("--admission-client-names", "", "NAME[,NAME]",
-         "with --admission-client-ca: the names (CN or DNS SAN) a client certificate may carry"),
-    )  # fmt: skip
-    for flag, default, metavar, text in flags:
+        (
+            ("--admission-addr", "", "HOST:PORT"),
+            "serve the mutating admission webhook here, over TLS (off when empty)",
+        ),
+        (
+            ("--admission-webhook-config", "kube-reloader", "NAME"),
+            "the MutatingWebhookConfiguration whose caBundle is kept current",
+        ),
+        (
+            ("--admission-ca-secret", "kube-reloader-admission-ca", "NAME"),
+            "the Secret (in POD_NAMESPACE) holding the webhook's CA",
+        ),
+        (
+            ("--admission-service", "", "NAME"),
+            "the webhook's Service: its DNS names go in the serving certificate",
+        ),
+        (
+            ("--admission-cert-validity", "24h", "DURATION"),
+            "validity of a serving certificate (renewed at two thirds of it)",
+        ),
+        (
+            ("--admission-client-ca", "", "FILE"),
+            "require callers to present a TLS client certificate chaining to this CA bundle (the "
+            "API server's, from its AdmissionConfiguration); also enables key-level hashes",
+        ),
+        (
+            ("--admission-client-names", "", "NAME[,NAME]"),
+            "with --admission-client-ca: the names (CN or DNS SAN) a client certificate may carry",
+        ),
+    )
+    for (flag, default, metavar), text in flags:
         parser.add_argument(flag, default=default, metavar=metavar, help=text)
 
 
@@ -76,8 +90,13 @@ def settings(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSetting
     if service:
         if not _NAME.fullmatch(service):
             raise AdmissionFlagError(f"--admission-service: {service!r} is not a valid name")
-        hosts = [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local",
-                 f"{service}.{namespace}", service, *hosts]  # fmt: skip
+        hosts = [
+            f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local",
+            f"{service}.{namespace}",
+            service,
+            *hosts,
+        ]
     client_ca, client_names = _clients(ns)
     return AdmissionSettings(
         addr=addr,

@@ -50,10 +50,18 @@ V2_DURATIONS = (
 V2_STRINGS = (
     *(flag for flag, _ in ANNOTATION_FLAGS),
     *(flag for flag, _ in V2_STRING_FLAGS),
-    "leader-election-id", "reload-strategy", "is-Argo-Rollouts", "is-openshift",
-    "reload-on-create", "reload-on-delete", "webhook-url", "log-format", "log-level",
-    "metrics-addr", "pprof-addr",
-)  # fmt: skip
+    "leader-election-id",
+    "reload-strategy",
+    "is-Argo-Rollouts",
+    "is-openshift",
+    "reload-on-create",
+    "reload-on-delete",
+    "webhook-url",
+    "log-format",
+    "log-level",
+    "metrics-addr",
+    "pprof-addr",
+)
 #: v2's `--ignored-workload-types` names (`workload.KindFromString`)
 V2_KIND_NAMES = {
     "deployment": WorkloadKind.DEPLOYMENT,
@@ -119,8 +127,13 @@ def _env_duration(value: str) -> str:
 def bind_env(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]) -> None:
     """v2: fill every v2 flag not on the command line from its environment variable."""
     explicit = given(argv)
-    for kind, flags in (("bool", V2_BOOLS), ("slice", V2_SLICES), ("plain", V2_PLAIN_LISTS),
-                        ("duration", V2_DURATIONS), ("string", V2_STRINGS)):  # fmt: skip
+    for kind, flags in (
+        ("bool", V2_BOOLS),
+        ("slice", V2_SLICES),
+        ("plain", V2_PLAIN_LISTS),
+        ("duration", V2_DURATIONS),
+        ("string", V2_STRINGS),
+    ):
         for flag in flags:
             if dest(flag) in explicit:
                 continue

@@ -40,9 +40,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
         raise SystemExit("dev-cluster up: --nodes must be at least 1")
     cluster = _cluster(args)
     state = cluster.up(
-        nodes=args.nodes, build=not args.no_build, timeout=args.timeout,
+        nodes=args.nodes,
+        build=not args.no_build,
+        timeout=args.timeout,
         real_node=args.real_node,
-    )  # fmt: skip
+    )
     print(state.kubeconfig)
     return 0
 
@@ -115,10 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=120.0, help="seconds to become ready (default: 120)"
     )
     p.add_argument(
-        "--real-node", action="store_true",
+        "--real-node",
+        action="store_true",
         help="also run a real node (kubelet, containerd, runc) on this machine, in a network "
         "namespace of its own; needs root",
-    )  # fmt: skip
+    )
     p.set_defaults(func=_cmd_up)
     p = _action(dev_sub, "down", "stop every process the cluster started; remove its state")
     common(p)

@@ -149,9 +149,10 @@ def _ignored_kinds(ns: argparse.Namespace, plan: planning.Config) -> frozenset[s
     types = plan.match.ignored_workload_types
     valid = ignored_workload_types_valid(types)
     return frozenset(
-        k for k in Options().workload_kinds
+        k
+        for k in Options().workload_kinds
         if valid and matching.ignored_workload_type_token(k) in types
-    )  # fmt: skip
+    )
 
 
 def _options(
@@ -232,8 +233,10 @@ def _namespaces(
         compat.plain_list(ns, "namespaces-to-ignore") if v2 else _slice(ns, "namespaces-to-ignore")
     )
     if scope is not None:
-        for flag, values in (("namespace-selector", _slice(ns, "namespace-selector")),
-                             ("namespaces-to-ignore", ignored)):  # fmt: skip
+        for flag, values in (
+            ("namespace-selector", _slice(ns, "namespace-selector")),
+            ("namespaces-to-ignore", ignored),
+        ):
             if values:
                 warnings.append(f"--{flag} applies to all-namespaces mode only; ignored")
     return scope, ignored, selectors
@@ -286,14 +289,20 @@ def _ha(ns: argparse.Namespace, v2: bool, env: Mapping[str, str]) -> HASettings 
             "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
         )
     return HASettings(
-        identity=pod, namespace=lease_ns or pod_ns, timing=timing, lock_name=lock,
+        identity=pod,
+        namespace=lease_ns or pod_ns,
+        timing=timing,
+        lock_name=lock,
         release_on_cancel=ns.leader_election_release_on_cancel,
-    )  # fmt: skip
+    )
 
 
 def _check_addrs(ns: argparse.Namespace) -> None:
-    addrs = (("--metrics-addr", ns.metrics_addr), ("--pprof-addr", ns.pprof_addr),
-             ("--health-addr", ns.health_addr))  # fmt: skip
+    addrs = (
+        ("--metrics-addr", ns.metrics_addr),
+        ("--pprof-addr", ns.pprof_addr),
+        ("--health-addr", ns.health_addr),
+    )
     for flag, addr in addrs:
         found = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})", addr)
         if found is None or int(found.group(2)) > 65535:

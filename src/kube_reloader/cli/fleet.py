@@ -18,16 +18,22 @@ class FleetFlagError(ValueError):
 def add(parser: Any) -> None:
     """The group's flags, on a parser or an argument group."""
     flags = (
-        ("max-concurrent-rollouts", "0", "N",
-         "rollouts in flight at once, cluster-wide; more wait their turn (0: no cap)"),
-        ("halt-after-failures", "0", "N",
-         "after this many failed rollouts with one content, halt that content's reloads "
-         "(0: off)"),
-        ("freeze", "false", "BOOL", "hold every reload until the flag is removed"),
-        ("namespace-policies", "true", "BOOL",
-         "honour the freeze and reload-window annotations of namespaces"),
-    )  # fmt: skip
-    for flag, default, metavar, text in flags:
+        (
+            ("max-concurrent-rollouts", "0", "N"),
+            "rollouts in flight at once, cluster-wide; more wait their turn (0: no cap)",
+        ),
+        (
+            ("halt-after-failures", "0", "N"),
+            "after this many failed rollouts with one content, halt that content's reloads "
+            "(0: off)",
+        ),
+        (("freeze", "false", "BOOL"), "hold every reload until the flag is removed"),
+        (
+            ("namespace-policies", "true", "BOOL"),
+            "honour the freeze and reload-window annotations of namespaces",
+        ),
+    )
+    for (flag, default, metavar), text in flags:
         parser.add_argument(f"--{flag}", default=default, metavar=metavar, help=text)
 
 

@@ -51,19 +51,28 @@ from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
 
 TYPES = {
-    "configmap": ResourceType.CONFIGMAP, "configmaps": ResourceType.CONFIGMAP,
-    "cm": ResourceType.CONFIGMAP, "secret": ResourceType.SECRET, "secrets": ResourceType.SECRET,
+    "configmap": ResourceType.CONFIGMAP,
+    "configmaps": ResourceType.CONFIGMAP,
+    "cm": ResourceType.CONFIGMAP,
+    "secret": ResourceType.SECRET,
+    "secrets": ResourceType.SECRET,
     "secretproviderclass": ResourceType.SECRETPROVIDERCLASS,
     "secretproviderclasses": ResourceType.SECRETPROVIDERCLASS,
     "spc": ResourceType.SECRETPROVIDERCLASS,
-}  # fmt: skip
+}
 API = {
-    ResourceType.CONFIGMAP: resources.CONFIGMAPS, ResourceType.SECRET: resources.SECRETS,
+    ResourceType.CONFIGMAP: resources.CONFIGMAPS,
+    ResourceType.SECRET: resources.SECRETS,
     ResourceType.SECRETPROVIDERCLASS: resources.SECRETPROVIDERCLASSES,
-}  # fmt: skip
+}
 #: listed in the namespace: the built-in kinds first, then those served only with an add-on
-REQUIRED = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS,
-            resources.CRONJOBS, resources.JOBS)  # fmt: skip
+REQUIRED = (
+    resources.DEPLOYMENTS,
+    resources.STATEFULSETS,
+    resources.DAEMONSETS,
+    resources.CRONJOBS,
+    resources.JOBS,
+)
 OPTIONAL = (resources.ROLLOUTS, resources.DEPLOYMENTCONFIGS)
 ROLLING = (resources.DEPLOYMENTS, resources.STATEFULSETS, resources.DAEMONSETS)
 CSI_NOTE = (
@@ -127,8 +136,10 @@ def parse_target(text: str, namespace: str | None) -> tuple[ResourceType, str | 
     parts = text.split("/")
     rtype = TYPES.get(parts[0].lower())
     if rtype is None or len(parts) not in (2, 3) or not all(parts[1:]):
-        raise ValueError(f"{text!r}: expected KIND/NAME or KIND/NAMESPACE/NAME with KIND one of "
-                         "configmap (cm), secret, secretproviderclass (spc)")  # fmt: skip
+        raise ValueError(
+            f"{text!r}: expected KIND/NAME or KIND/NAMESPACE/NAME with KIND one of "
+            "configmap (cm), secret, secretproviderclass (spc)"
+        )
     if len(parts) == 3:
         if namespace is not None and namespace != parts[1]:
             raise ValueError(f"{text!r} names namespace {parts[1]!r}, -n says {namespace!r}")
@@ -185,8 +196,13 @@ def from_file(
         return (d.get("metadata") or {}).get("namespace")
 
     kind = rtype.kind
-    found = [d for d in docs if d.get("kind") == kind and (d.get("metadata") or {}).get("name")
-             == name and (namespace is None or ns_of(d) in (None, namespace))]  # fmt: skip
+    found = [
+        d
+        for d in docs
+        if d.get("kind") == kind
+        and (d.get("metadata") or {}).get("name") == name
+        and (namespace is None or ns_of(d) in (None, namespace))
+    ]
     if not found:
         where = "" if namespace is None else f" in namespace {namespace!r}"
         raise ValueError(f"{path}: no {kind} named {name!r}{where}")
@@ -235,8 +251,10 @@ async def from_cluster(
             ns_annotations = dict((ns_obj.get("metadata") or {}).get("annotations") or {})
         except errors.Forbidden:
             ns_annotations = {}
-            notes.append(f"namespace {ns} is not readable (403): its freeze and reload-window "
-                         "are not applied")  # fmt: skip
+            notes.append(
+                f"namespace {ns} is not readable (403): its freeze and reload-window "
+                "are not applied"
+            )
         docs: list[Doc] = []
         for res in (*REQUIRED, *OPTIONAL):
             try:
@@ -259,13 +277,18 @@ async def _cluster_rolling(
     try:
         for res in (*ROLLING, resources.ROLLOUTS):
             try:
-                out += [workload_of(d, "", keys) for d in await _list(client, res, None)
-                        if (d.get("metadata") or {}).get("namespace") != ns]  # fmt: skip
+                out += [
+                    workload_of(d, "", keys)
+                    for d in await _list(client, res, None)
+                    if (d.get("metadata") or {}).get("namespace") != ns
+                ]
             except errors.NotFound:
                 continue
     except errors.Forbidden:
-        notes.append("rollouts of other namespaces are not readable (403): only this "
-                     "namespace's are counted in flight")  # fmt: skip
+        notes.append(
+            "rollouts of other namespaces are not readable (403): only this "
+            "namespace's are counted in flight"
+        )
         return list(mine)
     return out
 

@@ -42,8 +42,11 @@ def _utc(epoch: float) -> str:
 def summary(rows: Sequence[impacting.Row]) -> dict[str, Any]:
     held = Counter(str(r.verdict.hold) for r in rows if r.verdict and not r.verdict.write)
     now = sum(1 for r in rows if r.verdict is not None and r.verdict.write)
-    return {"now": now, "held": dict(sorted(held.items())),
-            "not_reloaded": sum(1 for r in rows if r.verdict is None)}  # fmt: skip
+    return {
+        "now": now,
+        "held": dict(sorted(held.items())),
+        "not_reloaded": sum(1 for r in rows if r.verdict is None),
+    }
 
 
 def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impacting.Row]) -> str:
@@ -58,15 +61,18 @@ def render_text(c: planning.Change, notes: Sequence[str], rows: Sequence[impacti
     s = summary(rows)
     held = sum(s["held"].values())
     by = ", ".join(f"{k} {n}" for k, n in s["held"].items())
-    lines.append(f"summary: {s['now']} reload now, {held} held" + (f" ({by})" if by else "")
-                 + f", {s['not_reloaded']} not reloaded")  # fmt: skip
+    held_by = f"{held} held" + (f" ({by})" if by else "")
+    lines.append(f"summary: {s['now']} reload now, {held_by}, {s['not_reloaded']} not reloaded")
     return "\n".join(lines) + "\n"
 
 
 def row_dict(row: impacting.Row) -> dict[str, Any]:
     out = dataclasses.asdict(row)
-    out["workload"] = {"kind": row.workload.kind, "namespace": row.workload.namespace,
-                       "name": row.workload.name}  # fmt: skip
+    out["workload"] = {
+        "kind": row.workload.kind,
+        "namespace": row.workload.namespace,
+        "name": row.workload.name,
+    }
     v = out["verdict"]
     if v is not None:
         v["hold"] = None if v["hold"] is None else str(v["hold"])
@@ -74,11 +80,14 @@ def row_dict(row: impacting.Row) -> dict[str, Any]:
     return out
 
 
-def to_json(c: planning.Change, notes: Sequence[str], rows: Sequence[impacting.Row],
-            state: impacting.State) -> dict[str, Any]:  # fmt: skip
+def to_json(
+    c: planning.Change, notes: Sequence[str], rows: Sequence[impacting.Row], state: impacting.State
+) -> dict[str, Any]:
     return {
         "resource": {"kind": c.rtype.kind, "namespace": c.namespace, "name": c.name},
-        "hash": c.hash, "notes": list(notes),
+        "hash": c.hash,
+        "notes": list(notes),
         "in_flight": [str(k) for k in sorted(state.in_flight)],
-        "rows": [row_dict(r) for r in rows], "summary": summary(rows),
-    }  # fmt: skip
+        "rows": [row_dict(r) for r in rows],
+        "summary": summary(rows),
+    }

@@ -228,8 +228,10 @@ def _label_names(
     families: list[Any] = [v for v in vars(recorder).values() if isinstance(v, MetricWrapperBase)]
     families += list(collector.collect())
     for family in families:
-        name, kind = (family._name, family._type) if hasattr(family, "_name") else (
-            family.name, family.type)  # fmt: skip
+        if hasattr(family, "_name"):
+            name, kind = family._name, family._type
+        else:
+            name, kind = family.name, family.type
         found[f"{name}_total" if kind == "counter" else name] = tuple(family._labelnames)
     return found
 
