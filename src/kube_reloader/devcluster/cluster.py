@@ -7,8 +7,9 @@ Ready and untainted) and on any failure stops what it started and names the comp
 its log file. `down` stops only processes whose command line still matches what was
 recorded, so a recycled PID is never killed. The components' command lines and config
 files live in `components`, the state types in `state` (a new cluster's, its ports chosen, in
-`newstate`), the process/HTTP helpers and health probes in `processes`, the API-level
-readiness wait in `readiness`.
+`newstate`), each process's start, record and wait for health in `launcher`, the
+process/HTTP helpers and health probes in `processes`, the API-level readiness wait in
+`readiness`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import contextlib
 import os
 import shutil
 import ssl
-import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -29,13 +29,12 @@ from kube_reloader.devcluster import components, realnode
 from kube_reloader.devcluster import pki as pkimod
 from kube_reloader.devcluster.building import Binaries, Builder
 from kube_reloader.devcluster.components import COMPONENTS
+from kube_reloader.devcluster.launcher import Launcher
 from kube_reloader.devcluster.newstate import new_state
-from kube_reloader.devcluster.node import enter_netns
 from kube_reloader.devcluster.processes import (
     alive,
     health_probes,
     http_ok,
-    last_error_line,
     post_json,
     same_process,
     stop_process,
@@ -186,110 +185,55 @@ class DevCluster:
             )
         return binaries
 
+    def _launcher(self, state: State) -> Launcher:
+        return Launcher(
+            state, cwd=self.state_dir, logs=self.logs, save=self._save, report=self.report
+        )
+
     def _start_all(self, state: State, bins: Binaries, started: float, timeout: float) -> None:
         deadline = started + timeout
+        launcher = self._launcher(state)
         p = state.ports
         data = self.state_dir / "etcd-data"
-        self._spawn(state, "etcd", components.etcd_argv(bins, p, data))
-        self._wait(state, "etcd", deadline, lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"))
+        launcher.spawn("etcd", components.etcd_argv(bins, p, data))
+        launcher.wait("etcd", deadline, lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/readyz"))
 
         k = self.pki
         argv = components.apiserver_argv(
             bins, p, k, self.state_dir, self._audit_flags(state), service_accounts=state.real_node
         )
-        self._spawn(state, "kube-apiserver", argv)
+        launcher.spawn("kube-apiserver", argv)
         ca_ctx = ssl.create_default_context(cafile=str(k.ca_crt))
         api = f"https://127.0.0.1:{p['kube-apiserver']}"
-        self._wait(state, "kube-apiserver", deadline, lambda: http_ok(f"{api}/readyz", ca_ctx))
+        launcher.wait("kube-apiserver", deadline, lambda: http_ok(f"{api}/readyz", ca_ctx))
         self._write_kubeconfig(api)
         if state.minimal:
             return
 
         delegated = components.delegated_flags(self.kubeconfig, self.state_dir)
-        self._spawn(
-            state,
-            "kube-controller-manager",
-            components.controller_manager_argv(bins, p, k, delegated),
-        )
-        self._spawn(state, "kube-scheduler", components.scheduler_argv(bins, p, delegated))
+        argv = components.controller_manager_argv(bins, p, k, delegated)
+        launcher.spawn("kube-controller-manager", argv)
+        launcher.spawn("kube-scheduler", components.scheduler_argv(bins, p, delegated))
         stages = self.state_dir / "kwok-stages.yaml"
         stages.write_text(kwok_stages([f.read_text() for f in bins.stage_files()]))
-        self._spawn(state, "kwok", components.kwok_argv(bins, p, self.kubeconfig, stages))
+        launcher.spawn("kwok", components.kwok_argv(bins, p, self.kubeconfig, stages))
         probes = self._probes(state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
-            self._wait(state, name, deadline, probes[name])
+            launcher.wait(name, deadline, probes[name])
         asyncio.run(
-            wait_api_ready(
-                self.kubeconfig, state.nodes, deadline, lambda: self._check_alive(state), self.logs
-            )
+            wait_api_ready(self.kubeconfig, state.nodes, deadline, launcher.check_alive, self.logs)
         )
         if state.real_node:
             realnode.start(
-                self.state_dir, k, self.kubeconfig, p["kube-apiserver"],
-                spawn=lambda name, argv, **kw: self._spawn(state, name, argv, **kw),
-                check_alive=lambda: self._check_alive(state), deadline=deadline,
+                self.state_dir,
+                k,
+                self.kubeconfig,
+                p["kube-apiserver"],
+                spawn=launcher.spawn,
+                check_alive=launcher.check_alive,
+                deadline=deadline,
                 report=self.report,
-            )  # fmt: skip
-
-    def _spawn(
-        self, state: State, name: str, argv: Sequence[str], *,
-        netns: str | None = None, env: Mapping[str, str] | None = None,
-    ) -> None:  # fmt: skip
-        """Start `name` in the background, recorded in the state. `netns`: the path of a
-        network namespace it starts in (the real node's processes)."""
-        log_path = self.logs / f"{name}.log"
-        with log_path.open("ab") as log:
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=self.state_dir,
-                env=dict(env) if env is not None else None,
-                preexec_fn=enter_netns(netns) if netns else None,
             )
-        record = Proc(name=name, pid=proc.pid, argv=list(argv), log=str(log_path))
-        names = [p.name for p in state.procs]
-        if name in names:
-            state.procs[names.index(name)] = record  # keep start order for `down`
-        else:
-            state.procs.append(record)
-        self._save(state)
-        self.report(f"[dev-cluster] started {name} (pid {proc.pid})")
-
-    def _check_alive(self, state: State, only: str | None = None) -> None:
-        for proc in state.procs:
-            if only is not None and proc.name != only:
-                continue
-            if not alive(proc.pid):
-                hint = last_error_line(Path(proc.log))
-                raise ClusterError(
-                    f"dev-cluster: {proc.name} exited during startup"
-                    f"{': ' + hint if hint else ''} (log: {proc.log})"
-                )
-
-    def _wait(
-        self,
-        state: State,
-        name: str,
-        deadline: float,
-        probe: Callable[[], bool],
-        *,
-        only: bool = False,
-    ) -> None:
-        t0 = time.monotonic()
-        while True:
-            self._check_alive(state, name if only else None)
-            if probe():
-                self.report(f"[dev-cluster] {name} healthy after {time.monotonic() - t0:.1f}s")
-                return
-            if time.monotonic() > deadline:
-                log = next(p.log for p in state.procs if p.name == name)
-                raise ClusterError(
-                    f"dev-cluster: {name} did not become healthy in time (log: {log})"
-                )
-            time.sleep(0.1)
 
     def _audit_flags(self, state: State) -> list[str]:
         if not state.audit:
@@ -337,8 +281,7 @@ class DevCluster:
         if proc is None:
             raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
         stop_process(proc, grace=8.0)
-        self._spawn(state, name, proc.argv)
-        self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
+        self._launch_again(state, proc, timeout)
 
     def stop_component(self, name: str) -> None:
         """Stop one component, keeping its record so `start_component` can bring it back."""
@@ -355,8 +298,14 @@ class DevCluster:
             raise ClusterError(f"dev-cluster: {name} is not part of this cluster")
         if alive(proc.pid) and same_process(proc):
             return
-        self._spawn(state, name, proc.argv)
-        self._wait(state, name, time.monotonic() + timeout, self._probes(state)[name], only=True)
+        self._launch_again(state, proc, timeout)
+
+    def _launch_again(self, state: State, proc: Proc, timeout: float) -> None:
+        """`proc` started again with the same command line, waited for alone."""
+        launcher = self._launcher(state)
+        launcher.spawn(proc.name, proc.argv)
+        deadline = time.monotonic() + timeout
+        launcher.wait(proc.name, deadline, self._probes(state)[proc.name], only=True)
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to its current revision; returns that revision.
