@@ -2,10 +2,11 @@
 
 ConfigMaps and Secrets are reduced to `ConfigEntry` (name, namespace, the annotations that
 matter, content hash) the moment they are decoded, so no Secret value outlives the event that
-carried it. Workloads are reduced to the core's `Workload` value. `WorkloadIndex` maps each
-(namespace, type, name) to the workloads that reference it, plus, per namespace, the workloads
-with a named reload list (which may match resources they do not reference): a change costs
-work proportional to the workloads it can affect, never a LIST.
+carried it. Workloads are reduced to the core's `Workload` value (their pod templates by
+`templateviews`). `WorkloadIndex` maps each (namespace, type, name) to the workloads that
+reference it, plus, per namespace, the workloads with a named reload list (which may match
+resources they do not reference): a change costs work proportional to the workloads it can
+affect, never a LIST.
 """
 
 from __future__ import annotations
@@ -19,15 +20,9 @@ from kube_reloader.core import hashing, matching, rollouts, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Before, Change, Event, Workload
-from kube_reloader.core.references import (
-    ENV_PREFIX,
-    Container,
-    EnvVar,
-    PodTemplate,
-    Volume,
-)
 from kube_reloader.kube import projections as p
 from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime.templateviews import pod_template
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +42,25 @@ class ConfigEntry:
     tls: bool = False
 
     def change(
-        self, event: Event, annotations: Mapping[str, str] | None = None, hash: str | None = None,
+        self,
+        event: Event,
+        annotations: Mapping[str, str] | None = None,
+        hash: str | None = None,
         previous: Before | None = None,
-    ) -> Change:  # fmt: skip
+    ) -> Change:
         """The change this entry's content makes, for `event` (`previous`: the content it
         replaced, if its per-key digests are known)."""
         return Change(
-            self.rtype, self.metadata.namespace, self.name,
-            self.hash if hash is None else hash, event,
+            self.rtype,
+            self.metadata.namespace,
+            self.name,
+            self.hash if hash is None else hash,
+            event,
             self.metadata.annotations if annotations is None else annotations,
-            digests=self.digests, tls=self.tls, previous=previous,
-        )  # fmt: skip
+            digests=self.digests,
+            tls=self.tls,
+            previous=previous,
+        )
 
     @property
     def name(self) -> str:
@@ -117,74 +120,6 @@ def secret_entry(
     )
 
 
-def _env(v: p.EnvVar) -> EnvVar:
-    value = v.value if v.name.startswith(ENV_PREFIX) else None
-    cm = v.valueFrom.configMapKeyRef if v.valueFrom else None
-    sec = v.valueFrom.secretKeyRef if v.valueFrom else None
-    ref = cm or sec
-    return EnvVar(
-        v.name, value, cm.name if cm else None, sec.name if sec else None,
-        ref.key if ref is not None and ref.key else None,
-    )  # fmt: skip
-
-
-def _items(items: tuple[p.KeyToPath, ...]) -> tuple[str, ...] | None:
-    return tuple(i.key for i in items) or None
-
-
-def _container(c: p.Container) -> Container:
-    env = tuple(_env(v) for v in c.env)
-    return Container(
-        name=c.name,
-        env=env,
-        env_from_configmaps=tuple(
-            e.configMapRef.name for e in c.envFrom if e.configMapRef and e.configMapRef.name
-        ),
-        env_from_secrets=tuple(
-            e.secretRef.name for e in c.envFrom if e.secretRef and e.secretRef.name
-        ),
-        mounts=tuple(m.name for m in c.volumeMounts),
-    )
-
-
-def _volume(v: p.Volume) -> Volume:
-    cm, sec = v.configMap, v.secret
-    cms = [(cm.name, _items(cm.items))] if cm and cm.name else []
-    secrets = [(sec.secretName, _items(sec.items))] if sec and sec.secretName else []
-    if v.projected:
-        cms += [(s.configMap.name, _items(s.configMap.items))
-                for s in v.projected.sources if s.configMap and s.configMap.name]  # fmt: skip
-        secrets += [(s.secret.name, _items(s.secret.items))
-                    for s in v.projected.sources if s.secret and s.secret.name]  # fmt: skip
-    spc = (v.csi.volumeAttributes.get("secretProviderClass") or None) if v.csi else None
-    return Volume(
-        v.name, tuple(n for n, _ in cms), tuple(n for n, _ in secrets), spc,
-        _item_lists(cms), _item_lists(secrets),
-    )  # fmt: skip
-
-
-def _item_lists(
-    sources: list[tuple[str, tuple[str, ...] | None]],
-) -> tuple[tuple[str, ...] | None, ...]:
-    """Per source its item keys; () when no source lists items (the common case)."""
-    if all(items is None for _, items in sources):
-        return ()
-    return tuple(items for _, items in sources)
-
-
-def _template(tmpl: p.PodTemplateSpec | None, keep: frozenset[str]) -> PodTemplate:
-    if tmpl is None:
-        return PodTemplate()
-    return PodTemplate(
-        annotations={k: v for k, v in tmpl.metadata.annotations.items() if k in keep},
-        containers=tuple(_container(c) for c in tmpl.spec.containers),
-        init_containers=tuple(_container(c) for c in tmpl.spec.initContainers),
-        volumes=tuple(
-            _volume(v) for v in tmpl.spec.volumes if v.configMap or v.secret or v.projected or v.csi
-        ),
-    )
-
-
 def _owner_kind(meta: ObjectMeta) -> str:
     return next((o.kind for o in meta.ownerReferences if o.controller), "")
 
@@ -200,10 +135,10 @@ def workload_entry(
     keep = keys.workload_keys()
     meta = obj.metadata
     if isinstance(obj, p.CronJob):
-        template = _template(obj.spec.jobTemplate.spec.template, keep)
+        template = pod_template(obj.spec.jobTemplate.spec.template, keep)
         paused, ref = obj.spec.suspend, ""
     else:
-        template = _template(obj.spec.template, keep)
+        template = pod_template(obj.spec.template, keep)
         paused = obj.spec.paused
         ref = obj.spec.workloadRef.name if obj.spec.workloadRef else ""
     workload = Workload(
