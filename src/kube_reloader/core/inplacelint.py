@@ -3,7 +3,7 @@ KR015): the agent sidecar, its restart rule, its view of the pod's annotations, 
 process namespace and the volumes it watches (core/inplace.py, agent.py).
 
 Pure: takes the workload's policy and its raw pod template, returns (path, message, fix,
-is_error) tuples; `linting` turns them into findings.
+is_error) tuples; `lintvalues` turns them into findings (KR015).
 """
 
 from __future__ import annotations
