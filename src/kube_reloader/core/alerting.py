@@ -7,9 +7,9 @@ Formatting only: the HTTP sending lives in `kube_reloader.alerts`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 
+from kube_reloader.core import gojson
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.pausing import format_zoned_time
 
@@ -38,7 +38,7 @@ def webhook_body_v2(
         "timestamp": timestamp,
         "workloads": [{"kind": k, "name": n, "namespace": ns} for k, n, ns in workloads],
     }
-    return _go_json(doc)
+    return gojson.marshal(doc).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,27 +68,7 @@ def message(
 
 def _json(obj: object) -> bytes:
     # gorequest re-marshals through a map: keys come out sorted, compact separators
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    # Go's encoder escapes these for HTML safety
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
-
-
-#: what Go's `json.Marshal` escapes that Python's `json.dumps` does not
-GO_ESCAPES = (
-    ("<", "\\u003c"),
-    (">", "\\u003e"),
-    ("&", "\\u0026"),
-    ("\u2028", "\\u2028"),
-    ("\u2029", "\\u2029"),
-)
-
-
-def _go_json(obj: object) -> bytes:
-    """Go's `json.Marshal`: the struct's field order, compact, HTML characters escaped."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in GO_ESCAPES:
-        text = text.replace(char, escaped)
-    return text.encode()
+    return gojson.marshal(obj, sort_keys=True).encode()
 
 
 def structured(
@@ -117,7 +97,7 @@ def structured(
     }
     if additional_info:
         body["additional"] = additional_info
-    return Payload(_go_json(body), "application/json")
+    return Payload(gojson.marshal(body).encode(), "application/json")
 
 
 def structured_notice(text: str, *, when: dt.datetime, additional_info: str = "") -> Payload:
@@ -126,7 +106,7 @@ def structured_notice(text: str, *, when: dt.datetime, additional_info: str = ""
     body = {"event": "notice", "message": text, "timestamp": format_zoned_time(when)}
     if additional_info:
         body["additional"] = additional_info
-    return Payload(_go_json(body), "application/json")
+    return Payload(gojson.marshal(body).encode(), "application/json")
 
 
 def resource_kind(rtype: str) -> str:

@@ -11,7 +11,6 @@ resources a workload uses and its owner are here. The vocabulary is `lintrules`'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,9 +42,6 @@ __all__ = ["RULES", "Document", "Finding", "Path", "Rule", "Severity", "lint"]
 #: lint reads the built-in workload kinds only (a custom kind's spec.template may be no pod's)
 WORKLOAD_KINDS = {k.value for k in WorkloadKind}
 CORE_OWNERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"}
-POD_ANNOTATION_VALUE_KEYS = re.compile(
-    r"^(pod|podAnnotations|podAnnotation|pod_annotations|podTemplateAnnotations)$"
-)
 Resource = tuple[str, str, str]
 Decided = list[tuple[ResourceType, str, Decision]]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import hashing, parsing
+from kube_reloader.core import gojson, hashing, parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import ENV_PREFIX, PodTemplate
@@ -101,24 +101,6 @@ def env_remove_patch(
     ]
 
 
-#: what Go's `json.Marshal` escapes that Python's `json.dumps` does not
-GO_ESCAPES = (
-    ("<", "\\u003c"),
-    (">", "\\u003e"),
-    ("&", "\\u0026"),
-    ("\u2028", "\\u2028"),
-    ("\u2029", "\\u2029"),
-)
-
-
-def _go_json(doc: dict[str, Any]) -> str:
-    """Go's `json.Marshal` of a struct: its field order, compact, HTML characters escaped."""
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in GO_ESCAPES:
-        text = text.replace(char, escaped)
-    return text
-
-
 def annotation_value(
     *, rtype: ResourceType, name: str, namespace: str, hash: str, container: str, observed_at: int
 ) -> str:
@@ -131,7 +113,7 @@ def annotation_value(
         "containerRefs": [container],
         "observedAt": observed_at,
     }
-    return _go_json(doc)
+    return gojson.marshal(doc)
 
 
 def annotation_value_v2(
@@ -146,7 +128,7 @@ def annotation_value_v2(
         "containers": [container],
         "reloadedAt": at,
     }
-    return _go_json(doc)
+    return gojson.marshal(doc)
 
 
 def last_reloaded(template: PodTemplate) -> tuple[ResourceType, str, str | None, str] | None:
