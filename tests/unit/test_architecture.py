@@ -5,6 +5,7 @@ layers."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,31 @@ def test_the_length_check_counts_from_def_to_the_last_line_without_decorators(
     sixty_one = "class C:\n    async def sixty_one(self):\n" + "        x = 1\n" * 60
     module.write_text(sixty + sixty_one)
     assert long_functions(module) == ["m.py:64 sixty_one 61"]
+
+
+_FORMATTER_OFF = re.compile(r"#\s*fmt:\s*(skip|off)\b")
+_WITH_REASON = re.compile(r"#\s*fmt:\s*(skip|off)\s*#\s*\S.{3,}$")
+
+
+def formatter_opt_outs(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every `# fmt: skip` / `# fmt: off` that gives no reason after a
+    second `#` (`# fmt: skip # the columns of this table carry its meaning`)."""
+    return [
+        (n, line.strip())
+        for n, line in enumerate(text.splitlines(), 1)
+        if _FORMATTER_OFF.search(line) and not _WITH_REASON.search(line)
+    ]
+
+
+def test_the_formatter_is_turned_off_only_with_a_reason() -> None:
+    found = [
+        f"{path.relative_to(SRC)}:{n}: {line}"
+        for path in sorted(SRC.rglob("*.py"))
+        for n, line in formatter_opt_outs(path.read_text())
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_opt_out_check_wants_the_reason_after_a_second_hash() -> None:
+    text = "a = 1  # fmt: skip\nb = 2  # fmt: skip # columns line up\nc = 3\n# fmt: off\n"
+    assert formatter_opt_outs(text) == [(1, "a = 1  # fmt: skip"), (4, "# fmt: off")]
