@@ -18,9 +18,9 @@ import time
 import pytest
 
 from kube_reloader import limits
+from kube_reloader.edges.serving import Health, Server, build_app
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
-from kube_reloader.serving import Health, Server, build_app
 from tests.harness import auto_deployment_on_configmap, env_of, running, update_cm
 from tests.waiting import eventually
 

@@ -25,6 +25,7 @@ from kube_reloader.core import hashing, planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.strategies import Strategy
 from kube_reloader.devcluster.cluster import DevCluster
+from kube_reloader.edges.serving import Health
 from kube_reloader.kube import config, leases, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
@@ -33,7 +34,6 @@ from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector, Timing
 from kube_reloader.runtime.manager import follow_lease, lease_elector
 from kube_reloader.runtime.options import Options
-from kube_reloader.serving import Health
 from tests.harness import auto_deployment_on_configmap, env_of, update_cm
 from tests.waiting import eventually
 

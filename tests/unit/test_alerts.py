@@ -15,8 +15,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from kube_reloader import __version__
-from kube_reloader.alerts import AlertSender, WebhookNotifier
 from kube_reloader.core import alerting
+from kube_reloader.edges.alerts import AlertSender, WebhookNotifier
 
 pytestmark = pytest.mark.timeout(30)
 

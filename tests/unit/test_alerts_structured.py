@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kube_reloader.alerts import AlertSender
+from kube_reloader.edges.alerts import AlertSender
 from tests.unit.test_alerts import RELOAD, TEXT, Endpoint, endpoint, sending
 
 __all__ = ["endpoint"]  # the fixture, used by name

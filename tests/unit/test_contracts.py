@@ -79,13 +79,22 @@ def test_every_runtime_room_is_in_the_runtime_rooms_contract() -> None:
     assert sorted(set(listed) - modules(PACKAGE / "runtime")) == []
 
 
+def test_every_edge_is_in_the_edges_contract() -> None:
+    listed = flat(contract("Edges"))
+    assert sorted(modules(PACKAGE / "edges") - set(listed)) == []
+    assert sorted(set(listed) - modules(PACKAGE / "edges")) == []
+
+
 def test_no_module_is_in_two_rows_of_a_contract() -> None:
-    for name in ("Layers", "Runtime rooms"):
+    for name in ("Layers", "Runtime rooms", "Edges"):
         listed = flat(contract(name))
         assert len(listed) == len(set(listed)), name
 
 
-@pytest.mark.parametrize(("name", "first_row"), [("Layers", "cli"), ("Runtime rooms", "manager")])
+@pytest.mark.parametrize(
+    ("name", "first_row"),
+    [("Layers", "cli"), ("Runtime rooms", "manager"), ("Edges", "tlsserving")],
+)
 def test_the_architecture_page_draws_each_contract_row_for_row(name: str, first_row: str) -> None:
     assert drawing(first_row) == contract(name)
 
@@ -98,7 +107,7 @@ def test_the_architecture_page_says_what_every_runtime_room_owns() -> None:
 
 def test_the_diagram_reader_sees_a_name_carried_onto_the_next_line() -> None:
     # the reader itself: a row's names continued with `|`, a description continued alone
-    assert drawing("cli")[3] == ["kube", "alerts", "serving", "admitserving"]
+    assert drawing("tlsserving")[1] == ["alerts", "serving", "admitserving"]
     assert drawing("manager")[1] == ["controller", "servingcerts"]
 
 

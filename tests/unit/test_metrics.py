@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import TestClient, TestServer
 
 from kube_reloader import metrics
-from kube_reloader.serving import Health, build_app, split_addr
+from kube_reloader.edges.serving import Health, build_app, split_addr
 
 RELOADER_V1 = [
     "reloader_action_latency_seconds", "reloader_action_total", "reloader_errors_total",

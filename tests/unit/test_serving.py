@@ -30,11 +30,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kube_reloader import admitserving, limits
+from kube_reloader import limits
 from kube_reloader.core.fairness import share
-from kube_reloader.kube import admissioncerts as pki
-from kube_reloader.metrics import CONTENT_TYPE, Recorder
-from kube_reloader.serving import (
+from kube_reloader.edges import admitserving
+from kube_reloader.edges.serving import (
     Health,
     Limits,
     Server,
@@ -43,7 +42,14 @@ from kube_reloader.serving import (
     build_health_app,
     split_addr,
 )
-from kube_reloader.tlsserving import TlsServer, allow_names, names_of, require_client_certificates
+from kube_reloader.edges.tlsserving import (
+    TlsServer,
+    allow_names,
+    names_of,
+    require_client_certificates,
+)
+from kube_reloader.kube import admissioncerts as pki
+from kube_reloader.metrics import CONTENT_TYPE, Recorder
 
 pytestmark = pytest.mark.timeout(60)
 

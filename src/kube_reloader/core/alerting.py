@@ -1,7 +1,7 @@
 """Alert and webhook payloads, byte for byte as Reloader v1 sends them (compat-spec §6.4, §7.1),
 and Reloader v2's structured raw alert (`--alert-structured`, v2-spec §11.2).
 
-Formatting only: the HTTP sending lives in `kube_reloader.alerts`.
+Formatting only: the HTTP sending lives in `kube_reloader.edges.alerts`.
 """
 
 from __future__ import annotations

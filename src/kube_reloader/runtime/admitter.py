@@ -47,9 +47,9 @@ from typing import Any
 
 import msgspec
 
-from kube_reloader import admitserving
 from kube_reloader.core import admitting, planning, podtemplates, strategies
 from kube_reloader.core.planning import Change, Event
+from kube_reloader.edges import admitserving
 from kube_reloader.kube import errors, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.runtime.cache import configmap_entry

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kube_reloader.alerts import AlertSender, WebhookNotifier
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey
+from kube_reloader.edges.alerts import AlertSender, WebhookNotifier
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import sources, writeseam

@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from kube_reloader.alerts import WebhookNotifier
 from kube_reloader.core import alerting, matching, planning, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
+from kube_reloader.edges.alerts import WebhookNotifier
 from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fencing import Fence

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kube_reloader import __version__
 from kube_reloader.core import hashing
+from kube_reloader.edges.serving import Health, Server, build_app, build_debug_app, build_health_app
 from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
@@ -38,7 +39,6 @@ from kube_reloader.runtime.kinds import custom
 from kube_reloader.runtime.leadership import HASettings, LeaderElector
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
-from kube_reloader.serving import Health, Server, build_app, build_debug_app, build_health_app
 
 if TYPE_CHECKING:
     from kube_reloader.runtime import servingcerts

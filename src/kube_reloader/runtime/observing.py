@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kube_reloader.alerts import AlertSender
+from kube_reloader.edges.alerts import AlertSender
 
 
 class Observed(Protocol):

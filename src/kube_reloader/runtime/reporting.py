@@ -9,10 +9,10 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from kube_reloader.alerts import AlertSender
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Outcome, Plan
+from kube_reloader.edges.alerts import AlertSender
 from kube_reloader.kube import errors
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder

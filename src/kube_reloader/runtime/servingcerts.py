@@ -27,8 +27,10 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kube_reloader.admitserving import Gates, build_admission_app
 from kube_reloader.core import admitting, limiting
+from kube_reloader.edges.admitserving import Gates, build_admission_app
+from kube_reloader.edges.serving import Limits
+from kube_reloader.edges.tlsserving import TlsServer, allow_names, require_client_certificates
 from kube_reloader.kube import admissioncerts, errors
 from kube_reloader.kube.client import Client
 from kube_reloader.runtime.admitter import AdmissionSettings, Admitter
@@ -36,8 +38,6 @@ from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log
 from kube_reloader.runtime.supervisor import Supervisor
-from kube_reloader.serving import Limits
-from kube_reloader.tlsserving import TlsServer, allow_names, require_client_certificates
 
 #: the webhook's listener: a review (with its old object) is far larger than a probe; a
 #: review waiting for its turn (`admitserving`) is not idle, so only the heaviest client's

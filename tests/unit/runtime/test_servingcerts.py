@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kube_reloader import admitserving
+from kube_reloader.edges import admitserving
 from kube_reloader.kube import admissioncerts as pki
 from kube_reloader.kube import errors
 from kube_reloader.runtime import servingcerts

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kube_reloader.serving import Edge, Limits, Server, _Guard
+from kube_reloader.edges.serving import Edge, Limits, Server, _Guard
 
 #: a verified client certificate (`SSLObject.getpeercert()`) -> whether it may be served
 PeerCheck = Callable[[Any], bool]
