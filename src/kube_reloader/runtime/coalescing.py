@@ -7,7 +7,9 @@ arrive while it waits join it; changes that arrive while a worker handles it for
 queued when that worker is done. All delays are timers of the injected clock, owned here:
 `schedule` (coalescing window, rate-limit deferral) keeps the timer already running for the
 key, so changes join the wait; `retry_after` (backoff) runs beside it and never holds back a
-newer change; `requeue` queues at once (after a conflict).
+newer change; `wake_at` looks at a held reload again by time alone (its window opens, a slot's
+deadline passes: the scheduler says when); `requeue` queues at once (after a conflict, or when
+what a held reload waits for happens).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Coalescer:
         self._waiting: dict[ObjectKey, WorkItem] = {}
         self._timers: dict[ObjectKey, Timer] = {}
         self._retries: dict[ObjectKey, Timer] = {}
+        #: a held item's wake: (when, monotonic; its timer)
+        self._wakes: dict[ObjectKey, tuple[float, Timer]] = {}
         self._queue: WorkQueue[ObjectKey] = WorkQueue(lane=_namespace)
 
     def __len__(self) -> int:
@@ -118,6 +122,27 @@ class Coalescer:
 
         self._retries[key] = self.clock.call_later(delay, fire)
 
+    def wake_at(self, key: ObjectKey, delay: float) -> None:
+        """Queue `key`'s held item again no later than `delay` from now, if it still waits
+        then. An earlier wake already set is kept: a wake too early only looks again."""
+        due = self.clock.monotonic() + delay
+        current = self._wakes.get(key)
+        if current is not None and current[0] <= due:
+            return
+        self.cancel_wake(key)
+
+        def fire() -> None:
+            self._wakes.pop(key, None)
+            if key in self._waiting:
+                self._queue.add(key)
+
+        self._wakes[key] = (due, self.clock.call_later(delay, fire))
+
+    def cancel_wake(self, key: ObjectKey) -> None:
+        current = self._wakes.pop(key, None)
+        if current is not None:
+            current[1].cancel()
+
     def requeue(self, key: ObjectKey) -> None:
         """Queue `key` at once (it is handed out again when its current worker is done)."""
         self._queue.add(key)
@@ -143,12 +168,18 @@ class Coalescer:
     def drop(self, key: ObjectKey) -> None:
         """Forget `key`'s waiting changes (its workload is gone)."""
         self._waiting.pop(key, None)
+        self.cancel_wake(key)
 
     def close(self) -> None:
-        for timer in [*self._timers.values(), *self._retries.values()]:
+        for timer in [
+            *self._timers.values(),
+            *self._retries.values(),
+            *(t for _, t in self._wakes.values()),
+        ]:
             timer.cancel()
         self._timers.clear()
         self._retries.clear()
+        self._wakes.clear()
         self._queue.close()
 
 

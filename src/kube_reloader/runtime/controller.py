@@ -140,6 +140,7 @@ class Controller:
         return self.stores.all_reflectors()
 
     def fleet(self) -> tuple[int, dict[str, int]]:
+        self.scheduler.expire_due()  # a slot past its deadline is not counted as in flight
         return len(self.scheduler.in_flight), self.scheduler.counts()
 
     async def reconcile_missed(self) -> int:

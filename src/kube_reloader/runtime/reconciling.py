@@ -15,7 +15,7 @@ import msgspec
 from kube_reloader.core import evicting, limiting, pausing, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Outcome
-from kube_reloader.core.scheduling import Hold, Verdict
+from kube_reloader.core.scheduling import Verdict
 from kube_reloader.kube import errors
 from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.clock import Clock, utc
@@ -27,7 +27,7 @@ from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
-from kube_reloader.runtime.scheduler import WINDOW_MARGIN, Scheduler
+from kube_reloader.runtime.scheduler import Scheduler
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
@@ -175,13 +175,14 @@ class Reconciler:
 
     def _hold(self, item: WorkItem, verdict: Verdict) -> None:
         """The scheduler holds the reload: its changes wait (newer ones join them), looked at
-        again when what it waits for happens, or when its window opens."""
+        again when what it waits for happens, or at the time the scheduler names (its window
+        opens, a slot's deadline passes), by the coalescer's timer."""
         self.failures.pop(item.key, None)
         item.queued_at = None
         self.coalescer.put_back(item)
-        if verdict.hold is Hold.WINDOW and verdict.until is not None:
-            delay = max(0.0, verdict.until - self.clock.wall()) + WINDOW_MARGIN
-            self.scheduler.wake_at(item.key, delay)
+        delay = self.scheduler.wake_after(verdict)
+        if delay is not None:
+            self.coalescer.wake_at(item.key, delay)
 
     async def _write(
         self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan]

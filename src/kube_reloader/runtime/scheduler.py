@@ -18,7 +18,7 @@ from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.core.scheduling import Hold, Verdict
 from kube_reloader.runtime import breaker
 from kube_reloader.runtime.breaker import Breaker, Content
-from kube_reloader.runtime.clock import Clock, Timer
+from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
@@ -56,12 +56,12 @@ class Scheduler:
     #: rollouts found in flight at start (not written by this process: the tracker does not
     #: follow them, their status frees the slot)
     _adopted: set[ObjectKey] = field(default_factory=set, init=False)
-    #: how long each slot may still be held (whatever a workload's progressDeadlineSeconds)
-    _deadlines: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+    #: when each slot is given back by time alone (monotonic; whatever a workload's
+    #: progressDeadlineSeconds): checked when a reload is admitted, and the reloads held for a
+    #: slot or an order are woken at the first of them (`wake_after`)
+    _deadlines: dict[ObjectKey, float] = field(default_factory=dict, init=False)
     #: admitted writes that met a conflict and are re-planned at once
     _again: set[ObjectKey] = field(default_factory=set, init=False)
-    #: when a workload held by its window looks again (the window's opening)
-    _timers: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
@@ -70,6 +70,7 @@ class Scheduler:
     def admit(self, workload: planning.Workload, todo: list[Plan]) -> Verdict:
         """Write now (a slot is taken until `wrote`/`finished`), or hold and why."""
         key = workload.key
+        self.expire_due()
         self.breaker.resume(todo)
         rules, warnings = scheduling.rules_of(
             key,
@@ -201,30 +202,31 @@ class Scheduler:
         if self._leave_line(key):
             self._call()
 
-    def wake_at(self, key: ObjectKey, delay: float) -> None:
-        """Look at a held workload again after `delay` (its window opens)."""
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
+    def wake_after(self, verdict: Verdict) -> float | None:
+        """Seconds until a reload held by `verdict` must be looked at again by time alone:
+        its window's opening (plus a margin), or, held for a slot or an order, the first slot
+        deadline; None when only an event ends the hold. The coalescer keeps the timer."""
+        if verdict.hold is Hold.WINDOW and verdict.until is not None:
+            return max(0.0, verdict.until - self.clock.wall()) + WINDOW_MARGIN
+        if verdict.hold in (Hold.SLOTS, Hold.ORDER) and self._deadlines:
+            return max(0.0, min(self._deadlines.values()) - self.clock.monotonic())
+        return None
 
-        def fire() -> None:
-            self._timers.pop(key, None)
-            self._wake(key)
-
-        self._timers[key] = self.clock.call_later(delay, fire)
+    def expire_due(self) -> None:
+        """Give back every slot whose deadline has passed (the rollout is not counted as
+        failed; the next in line is called and its followers are woken)."""
+        now = self.clock.monotonic()
+        for key in [k for k, deadline in self._deadlines.items() if deadline <= now]:
+            self._expired(key)
 
     def _unhold(self, key: ObjectKey) -> None:
         self.held.pop(key, None)
         self.reporter.released(key)  # its next hold or deferral is news
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self.coalescer.cancel_wake(key)
 
     def _free(self, key: ObjectKey, *, keep: bool = False) -> None:
         """`key` no longer holds a slot; `keep`: it is about to take one again (called)."""
-        timer = self._deadlines.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self._deadlines.pop(key, None)
         if key in self.in_flight:
             self.in_flight.discard(key)
             if keep:
@@ -272,7 +274,9 @@ class Scheduler:
         never holds one longer: the slot is then freed, and nothing counts as failed)."""
         self.in_flight.add(key)
         if self.options.max_concurrent_rollouts > 0 and key not in self._deadlines:
-            self._deadlines[key] = self.clock.call_later(SLOT_SECONDS, lambda: self._expired(key))
+            self._deadlines[key] = self.clock.monotonic() + SLOT_SECONDS
+            for follower in self._followers.get(key, ()):  # held before it took its slot
+                self.coalescer.wake_at(follower, SLOT_SECONDS)
 
     def _expired(self, key: ObjectKey) -> None:
         self._deadlines.pop(key, None)

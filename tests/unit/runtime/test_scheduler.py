@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import datetime as dt
 import logging
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -18,6 +19,7 @@ from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan
 from kube_reloader.kube import errors
 from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime import scheduler as scheduler_module
 from kube_reloader.runtime.cache import ConfigEntry, workload_entry
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.kinds import BUILTIN
@@ -423,6 +425,32 @@ async def test_a_rollout_that_never_finishes_holds_its_slot_for_at_most_the_defa
     await r.drain()
     assert r.written() == ["stuck", "next"]
     assert r.scheduler.breaker.halted == {}, "a slot freed by time is no failure"
+
+
+async def test_a_slot_past_its_deadline_is_not_counted_once_looked_at_with_nobody_waiting() -> None:
+    # no timer fires for a slot: the deadline is checked when a reload is admitted and when
+    # the in-flight gauge is read (expire_due); nothing counts as failed
+    r = rig(max_concurrent_rollouts=2)
+    stuck = r.add(manifest("a"))
+    r.manifests[stuck]["spec"]["progressDeadlineSeconds"] = 2_000_000_000
+    r.change(stuck, content="v2")
+    await r.drain()
+    assert r.scheduler.in_flight == {stuck}
+    r.room.clock.advance(SLOT_SECONDS - 1)
+    r.scheduler.expire_due()
+    assert r.scheduler.in_flight == {stuck}
+    r.room.clock.advance(1)
+    r.scheduler.expire_due()
+    assert r.scheduler.in_flight == set()
+    assert r.scheduler.breaker.halted == {}
+
+
+def test_the_scheduler_keeps_no_timer_of_its_own() -> None:
+    # one owner of timers for a held reload: the coalescer (a window's opening, a slot's
+    # deadline); the scheduler only says when
+    source = Path(scheduler_module.__file__).read_text()
+    assert "call_later" not in source
+    assert "Timer" not in source
 
 
 def cache_content(r: Rig, content: str) -> None:
