@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core.ledger import Ledger
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.planning import Change, Outcome
 from kube_reloader.core.scheduling import Hold, Verdict
@@ -108,7 +109,7 @@ def preview(
         row = rows[key] = run.handle(run.by_key[key])
         v = row.verdict
         if v is not None and v.write and key in run.written:
-            for f in sorted(run.followers.pop(key, ())):
+            for f in run.ledger.release_followers(key):
                 held = rows[f].verdict
                 if (
                     held is not None
@@ -133,12 +134,10 @@ class _Run:
     default_strategy: evicting.PodStrategy
     evictable: Callable[[str], bool]
     plans: dict[ObjectKey, planning.Plan] = field(init=False)
-    in_flight: set[ObjectKey] = field(init=False)
-    line: list[ObjectKey] = field(init=False)
+    #: the slots, their line and who follows whom, as the controller's scheduler keeps them
+    ledger: Ledger = field(init=False)
     #: written, and taking no slot (Jobs, CronJobs)
     written: set[ObjectKey] = field(default_factory=set, init=False)
-    #: followed workload -> the workloads that waited for it
-    followers: dict[ObjectKey, set[ObjectKey]] = field(default_factory=dict, init=False)
     #: handled once, and held (their changes wait in the controller's coalescer)
     handled: set[ObjectKey] = field(default_factory=set, init=False)
     held: set[ObjectKey] = field(default_factory=set, init=False)
@@ -149,8 +148,9 @@ class _Run:
             k: planning.plan(change=self.change, workload=w, config=self.config, now=now)
             for k, w in self.by_key.items()
         }
-        self.in_flight = set(self.state.in_flight)
-        self.line = list(self.state.line)
+        self.ledger = Ledger(
+            self.state.cap, set(self.state.in_flight), dict.fromkeys(self.state.line)
+        )
 
     def handle(self, w: planning.Workload) -> Row:
         """One reload handled: written now, or held (the slots and the line as the
@@ -178,18 +178,15 @@ class _Run:
         rules, warnings = scheduling.rules_of(
             w.key, w.annotations, self.ns_annotations, freeze=state.freeze
         )
-        waiting = self._waiting(w.key, rules.after, warnings)
+        waiting, cycles = self.ledger.waiting_on(
+            w.key, rules.after, self._unfinished, self._annotations
+        )
+        warnings.extend(cycles)
         verdict = scheduling.decide(rules, self._facts(w, waiting))
-        if verdict.write and (how == "evict" or w.kind in FOLLOWED_KINDS):
-            self.in_flight.add(w.key)
-        elif verdict.write:
+        followed = how == "evict" or w.kind in FOLLOWED_KINDS
+        self.ledger.settle(w.key, verdict, takes_slot=followed)
+        if verdict.write and not followed:
             self.written.add(w.key)
-        line = self.line
-        if verdict.hold is Hold.SLOTS:
-            if w.key not in line:
-                line.append(w.key)
-        elif w.key in line:
-            line.remove(w.key)
         window = "" if rules.window is None else f"{rules.window.source} ({rules.window_from})"
         after = tuple(f"{k.kind}/{k.name}" for k in rules.after)
         return Row(
@@ -203,41 +200,18 @@ class _Run:
             warnings=tuple(warnings),
         )
 
-    def _waiting(
-        self, key: ObjectKey, after: Sequence[ObjectKey], warnings: list[str]
-    ) -> list[ObjectKey]:
-        """The workloads of reload-after that `key` waits for (each remembers it as a
-        follower); one that follows `key` too is a cycle, warned about and ignored."""
-        waiting: list[ObjectKey] = []
-        for k in after:
-            if scheduling.follows(k, key, self._annotations):
-                warnings.append(
-                    f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this "
-                    "workload too (a cycle); that order is ignored"
-                )
-            elif k not in self.written and self._unfinished(k):
-                waiting.append(k)
-                self.followers.setdefault(k, set()).add(key)
-        return waiting
-
-    def _facts(self, w: planning.Workload, waiting: list[ObjectKey]) -> scheduling.Facts:
+    def _facts(self, w: planning.Workload, waiting: tuple[ObjectKey, ...]) -> scheduling.Facts:
         """What the scheduler knows of `w` now: its slot, the breaker, the Job, the order."""
         state, change = self.state, self.change
         resource = (change.rtype, change.namespace, change.name)
         halted = (str(change),) if state.halted.get(resource) == change.hash else ()
-        sl = scheduling.slots(w.key, state.cap, self.in_flight, self.line)
-        return scheduling.Facts(
+        return self.ledger.facts(
+            w.key,
             now=self.now,
             urgent=scheduling.urgent(change.annotations),
             halted=halted,
             job_active=w.active,
-            waiting_on=tuple(waiting),
-            cap=state.cap,
-            in_flight=sl.in_flight,
-            namespace_in_flight=sl.namespace_in_flight,
-            ahead=sl.ahead,
-            namespace_share=sl.share,
-            other_namespaces=sl.others,
+            waiting_on=waiting,
         )
 
     def _annotations(self, key: ObjectKey) -> Mapping[str, str] | None:
@@ -247,8 +221,11 @@ class _Run:
     def _unfinished(self, k: ObjectKey) -> bool:
         """Would a workload that follows `k` wait for it (as `runtime.scheduler` decides)?
         A reload that leaves no hash on the template (evict, a CronJob's trigger) is pending
-        only while its change waits: not handled yet, or held."""
-        if k in self.in_flight or k in self.line:
+        only while its change waits: not handled yet, or held. One written that takes no
+        slot (a Job, a CronJob) is done."""
+        if k in self.written:
+            return False
+        if k in self.ledger.in_flight or k in self.ledger.line:
             return True
         w = self.by_key.get(k)
         if w is None:

@@ -8,11 +8,11 @@ failures are read back from the workloads' own status (runtime/breaker.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, rollouts, scheduling, strategies
+from kube_reloader.core.ledger import Ledger
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.core.scheduling import Hold, Verdict
@@ -39,18 +39,12 @@ class Scheduler:
     stores: Stores
     coalescer: Coalescer
     reporter: Reporter
-    #: workloads whose rollout holds a slot: admitted (writing) or rolling out
-    in_flight: set[ObjectKey] = field(default_factory=set, init=False)
-    #: waiting for a slot, first come first served
-    _line: dict[ObjectKey, None] = field(default_factory=dict, init=False)
-    #: called from the line: a slot is theirs when they are next handled
-    _called: set[ObjectKey] = field(default_factory=set, init=False)
+    #: the slots, their line and who follows whom (`core.ledger`, as `impact` keeps it)
+    ledger: Ledger = field(init=False)
     #: what each rolling workload was written with (for the breaker)
     _written: dict[ObjectKey, tuple[Content, ...]] = field(default_factory=dict, init=False)
     #: the circuit breaker (`--halt-after-failures`)
     breaker: Breaker = field(init=False)
-    #: followed workload -> the workloads waiting for it
-    _followers: dict[ObjectKey, set[ObjectKey]] = field(default_factory=dict, init=False)
     #: every held workload and why
     held: dict[ObjectKey, Hold] = field(default_factory=dict, init=False)
     #: rollouts found in flight at start (not written by this process: the tracker does not
@@ -65,6 +59,12 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
+        self.ledger = Ledger(self.options.max_concurrent_rollouts)
+
+    @property
+    def in_flight(self) -> set[ObjectKey]:
+        """Workloads whose rollout holds a slot: admitted (writing) or rolling out."""
+        return self.ledger.in_flight
 
     # -- deciding ---------------------------------------------------------------------------
     def admit(self, workload: planning.Workload, todo: list[Plan]) -> Verdict:
@@ -81,17 +81,12 @@ class Scheduler:
         self.reporter.warn_once(workload, tuple(warnings))
         facts = self._facts(workload, rules, todo)
         verdict = scheduling.decide(rules, facts)
+        self._call(self.ledger.settle(key, verdict))
         if verdict.write:
-            self._leave_line(key)
             self._unhold(key)
             self._adopted.discard(key)  # written again: the tracker follows it now
             self._take(key)
             return verdict
-        if verdict.hold is Hold.SLOTS:
-            self._called.discard(key)
-            self._line.setdefault(key, None)
-        elif self._leave_line(key):
-            self._call()  # its slot goes to the next in line
         first = self.held.get(key) is not verdict.hold
         self.held[key] = verdict.hold or Hold.SLOTS
         self._report(workload, verdict, todo, first)
@@ -100,39 +95,18 @@ class Scheduler:
     def _facts(
         self, workload: planning.Workload, rules: scheduling.Rules, todo: list[Plan]
     ) -> scheduling.Facts:
-        key = workload.key
-        cap = self.options.max_concurrent_rollouts
-        sl = scheduling.slots(key, cap, self.in_flight, self._line, self._called)
-        return scheduling.Facts(
+        waiting, cycles = self.ledger.waiting_on(
+            workload.key, rules.after, lambda k: self._unfinished(k, todo), self._annotations
+        )
+        self.reporter.warn_once(workload, tuple(cycles))
+        return self.ledger.facts(
+            workload.key,
             now=self.clock.wall(),
             urgent=any(scheduling.urgent(p.change.annotations) for p in todo),
             halted=self.breaker.holding(todo),
             job_active=workload.active,
-            waiting_on=self._waiting_on(workload, rules.after, todo),
-            cap=cap,
-            in_flight=sl.in_flight,
-            ahead=sl.ahead,
-            namespace_in_flight=sl.namespace_in_flight,
-            namespace_share=sl.share,
-            other_namespaces=sl.others,
+            waiting_on=waiting,
         )
-
-    def _waiting_on(
-        self, workload: planning.Workload, after: tuple[ObjectKey, ...], todo: list[Plan]
-    ) -> tuple[ObjectKey, ...]:
-        waiting: list[ObjectKey] = []
-        for k in after:
-            if scheduling.follows(k, workload.key, self._annotations):
-                cycle = (
-                    f"kube-reloader.io/reload-after: {k.kind}/{k.name} follows this workload "
-                    "too (a cycle); that order is ignored"
-                )
-                self.reporter.warn_once(workload, (cycle,))
-                continue
-            if self._unfinished(k, todo):
-                waiting.append(k)
-                self._followers.setdefault(k, set()).add(workload.key)
-        return tuple(waiting)
 
     def _annotations(self, key: ObjectKey) -> Mapping[str, str] | None:
         w = self.stores.workload(key)
@@ -140,7 +114,8 @@ class Scheduler:
 
     def _unfinished(self, k: ObjectKey, todo: list[Plan]) -> bool:
         """Has the followed workload `k` still to roll (or be rolling) these changes?"""
-        if k in self.in_flight or k in self._line or k in self._called:
+        book = self.ledger
+        if k in book.in_flight or k in book.line or k in book.called:
             return True
         w = self.stores.workload(k)
         if w is None:
@@ -199,8 +174,8 @@ class Scheduler:
         """The workload has nothing to write (up to date, or unreadable rules), or its
         reconcile failed before a decision (its called slot goes to the next in line)."""
         self._unhold(key)
-        if self._leave_line(key):
-            self._call()
+        if self.ledger.leave_line(key):
+            self._call(self.ledger.call())
 
     def wake_after(self, verdict: Verdict) -> float | None:
         """Seconds until a reload held by `verdict` must be looked at again by time alone:
@@ -227,31 +202,12 @@ class Scheduler:
     def _free(self, key: ObjectKey, *, keep: bool = False) -> None:
         """`key` no longer holds a slot; `keep`: it is about to take one again (called)."""
         self._deadlines.pop(key, None)
-        if key in self.in_flight:
-            self.in_flight.discard(key)
-            if keep:
-                self._called.add(key)
-            else:
-                self._call()
+        self._call(self.ledger.free(key, keep=keep))
 
-    def _leave_line(self, key: ObjectKey) -> bool:
-        called = key in self._called
-        self._called.discard(key)
-        self._line.pop(key, None)
-        return called
-
-    def _call(self) -> None:
-        """Free slots go to those in line by `core.fairness`'s turns: the namespace holding
-        the fewest first (a namespace at its share is skipped), in order of arrival within
-        each (`core.scheduling.next_in_line`)."""
-        cap = self.options.max_concurrent_rollouts
-        while self._line and (cap <= 0 or len(self.in_flight) + len(self._called) < cap):
-            holding = Counter(k.namespace for k in (*self.in_flight, *self._called))
-            key = scheduling.next_in_line(cap, holding, self._line)
-            if key is None:
-                return
-            del self._line[key]
-            self._called.add(key)
+    def _call(self, called: list[ObjectKey]) -> None:
+        """Those called from the line (`core.ledger`) are handled at once: their slot is
+        theirs."""
+        for key in called:
             self.coalescer.schedule(key, 0)
 
     def adopt(self, workload: planning.Workload) -> bool:
@@ -272,10 +228,10 @@ class Scheduler:
     def _take(self, key: ObjectKey) -> None:
         """`key` holds a slot, for at most SLOT_SECONDS (a tenant's progressDeadlineSeconds
         never holds one longer: the slot is then freed, and nothing counts as failed)."""
-        self.in_flight.add(key)
+        self.ledger.in_flight.add(key)
         if self.options.max_concurrent_rollouts > 0 and key not in self._deadlines:
             self._deadlines[key] = self.clock.monotonic() + SLOT_SECONDS
-            for follower in self._followers.get(key, ()):  # held before it took its slot
+            for follower in self.ledger.followers.get(key, ()):  # held before it took its slot
                 self.coalescer.wake_at(follower, SLOT_SECONDS)
 
     def _expired(self, key: ObjectKey) -> None:
@@ -308,7 +264,7 @@ class Scheduler:
         hold = self.held.get(key)
         if (hold is Hold.JOB_RUNNING and workload.active == 0) or hold is Hold.WINDOW:
             self._wake(key)  # a window may have been changed or removed
-        if key in self._followers:
+        if key in self.ledger.followers:
             self._wake_followers(key)
 
     def namespace_changed(self, namespace: str) -> None:
@@ -325,8 +281,8 @@ class Scheduler:
         self._wake_followers(key)
         self.breaker.recovered(key)
         self._adopted.discard(key)
-        if self._leave_line(key):
-            self._call()
+        if self.ledger.leave_line(key):
+            self._call(self.ledger.call())
         self._free(key)
 
     def _wake(self, key: ObjectKey) -> None:
@@ -335,7 +291,7 @@ class Scheduler:
             self.coalescer.requeue(key)
 
     def _wake_followers(self, key: ObjectKey) -> None:
-        for follower in sorted(self._followers.pop(key, ())):
+        for follower in self.ledger.release_followers(key):
             self._wake(follower)
 
     def _report(

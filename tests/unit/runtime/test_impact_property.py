@@ -266,7 +266,7 @@ async def controller(c: Case) -> Done:
         tracker, writer, room.fence, room.reporter, sup, rotations,
         Reverts(room.clock, room.reporter, opts.plan.strategy), scheduler,
     )  # fmt: skip
-    scheduler.in_flight |= c.in_flight
+    scheduler.ledger.in_flight |= c.in_flight
     if c.halted is not None:
         scheduler.breaker.halted[(c.rtype, NS, CFG)] = c.halted
     await FanOut(opts, room.clock, stores, co, room.fence, room.reporter).fan_out(c.change, 0.0)
@@ -280,7 +280,7 @@ async def controller(c: Case) -> Done:
     await sup.close()
     written = [k for k, _ in writer.reloads] + sorted(rotations._running)
     held = {k: str(h) for k, h in scheduler.held.items()}
-    return Done(written, held, list(scheduler._line))
+    return Done(written, held, list(scheduler.ledger.line))
 
 
 def check(c: Case) -> list[impacting.Row]:
