@@ -41,7 +41,7 @@ from kube_reloader.cli.explain import (
     workload_of,
 )
 from kube_reloader.cli.flaghelp import HelpFormatter
-from kube_reloader.core import impacting, planning, rollouts, strategies
+from kube_reloader.core import impacting, ledger, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import is_tls_secret
 from kube_reloader.core.objects import ObjectKey, ResourceType
@@ -153,15 +153,9 @@ def sentinel(current: str) -> str:
 
 
 def in_flight(workloads: Iterable[planning.Workload], cap: int) -> frozenset[ObjectKey]:
-    """The rollouts that hold a slot when the change arrives, as `Scheduler.adopt` takes them:
-    progressing, and their template carries a reload (none without a cap)."""
-    return frozenset(
-        w.key
-        for w in workloads
-        if cap > 0
-        and rollouts.rolling(str(w.kind), w.status)
-        and strategies.carries_reload(w.template)
-    )
+    """The rollouts that hold a slot when the change arrives, as the scheduler adopts them
+    (`ledger.adopts`; none without a cap)."""
+    return frozenset(w.key for w in workloads if cap > 0 and ledger.adopts(w))
 
 
 def _change(rtype: ResourceType, ns: str, name: str, obj: Mapping[str, Any]) -> planning.Change:

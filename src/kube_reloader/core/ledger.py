@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kube_reloader.core import scheduling
+from kube_reloader.core import planning, rollouts, scheduling, strategies
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.scheduling import Facts, Hold, Verdict
 
@@ -23,6 +23,12 @@ CYCLE = (
     "kube-reloader.io/reload-after: {kind}/{name} follows this workload too (a cycle); "
     "that order is ignored"
 )
+
+
+def adopts(w: planning.Workload) -> bool:
+    """Does a rollout found in flight (at start, on winning the lease, or by `impact`) hold a
+    slot? Yes when it is progressing and its template carries a reload."""
+    return rollouts.rolling(str(w.kind), w.status) and strategies.carries_reload(w.template)
 
 
 @dataclass

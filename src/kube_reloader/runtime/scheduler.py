@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning, rollouts, scheduling, strategies
-from kube_reloader.core.ledger import Ledger
+from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core.ledger import Ledger, adopts
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.core.scheduling import Hold, Verdict
@@ -215,9 +215,7 @@ class Scheduler:
         template that carries a reload and is still rolling out. True when it was taken."""
         if self.options.max_concurrent_rollouts <= 0 or workload.key in self.in_flight:
             return False
-        if not rollouts.rolling(str(workload.kind), workload.status):
-            return False
-        if not strategies.carries_reload(workload.template):
+        if not adopts(workload):
             return False
         key = workload.key
         self._take(key)
