@@ -3,10 +3,18 @@
 For each peer (`reloader-v1`, `reloader-v2`) and strategy, on a cluster of this module's own
 (kwok nodes running the pods, an audit log): 100 Deployments, each on its own ConfigMap, are
 reloaded by the peer (HA); the peer stops and kube-reloader starts in the matching mode
-(`--compat=v1|v2`, same strategy, HA). It must roll nothing in 60 s, then roll each Deployment
-exactly once on the next change; the peer started again must roll nothing in 60 s and roll
-each exactly once on a further change. Rollouts are counted three ways: Deployment
-generations, the writers' workload writes in the audit log, kube-reloader's reload counter.
+(`--compat=v1|v2`, same strategy, HA). It must roll nothing at its start, then roll each
+Deployment exactly once on the next change; the peer started again must roll nothing at its
+start and roll each exactly once on a further change. Rollouts are counted three ways:
+Deployment generations, the writers' workload writes in the audit log, kube-reloader's reload
+counter.
+
+No check waits a fixed time: each waits for the writer's evidence that it has done everything
+it will ever do about its start (`KubeReloader.started`, `peer_started`: its catch-up done,
+every listed object past its event handlers) or about a change (`KubeReloader.outstanding`,
+`peer_outstanding`: nothing waiting or queued, every item taken handled), then for the audit
+log to hold every request made until then (`audit_caught_up`), and only then counts rollouts
+and writes.
 
 The mixed fleet: a peer replica and a kube-reloader replica on the same Lease (v1 with
 `--compat=v1`: `stakater-reloader-lock`; v2 with `--compat=v2`: `reloader-leader-election`),
@@ -22,6 +30,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -46,6 +55,7 @@ from tests.peers import (
     LEASES,
     SCRUBBED,
     ChildProcess,
+    PeerProcess,
     binary,
     free_port,
     lease_holder,
@@ -61,8 +71,9 @@ FLEET = 100
 NODES = 2
 #: ConfigMap writes (and Deployment creates) in flight at once
 CONCURRENCY = 16
-QUIET = 60.0  # the window in which a freshly started controller must roll nothing
-SETTLE = 10.0  # after the last expected write: a duplicate (min interval 5 s) shows by then
+#: a bound, not a wait: the longest a writer may take to show it is done (its start's
+#: catch-up, a drained queue), or the audit log to show a request
+DONE_TIMEOUT = 60.0
 CONVERGE = 240.0  # every Deployment marked and rolled out after a change
 LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
 V1_SHAPE = frozenset({"type", "name", "namespace", "hash", "containerRefs", "observedAt"})
@@ -72,6 +83,15 @@ COMPAT = {"reloader-v1": "v1", "reloader-v2": "v2"}
 KUBE_RELOADER_AGENT = "kube-reloader/"
 LEASE_DURATION = dt.timedelta(seconds=15)  # both peers' default, and ours
 WORKLOAD_WRITES = ("create", "patch", "update", "delete")
+#: the controllers Reloader v2 runs with these flags (`SetupReconcilers`: ConfigMaps and Secrets
+#: not ignored, no namespace selector, no CSI; Deployments for its pauses)
+V2_CONTROLLERS = frozenset({"configmap", "secret", "deployment"})
+#: kube-reloader's catch-up verdict lines, one per workload (and reference) it caught up or
+#: whose pods it looked at (`resyncing`, `freshness`)
+CATCH_UP_VERDICTS = (
+    "reloading a change missed while not watching",
+    "its pods already run this content; nothing to roll",
+)
 
 
 # ---------------------------------------------------------------------- the cluster, audited
@@ -91,8 +111,10 @@ class Audit:
         with self.path.open("rb") as fh:
             fh.seek(since)
             chunk = fh.read()
-        out = []
+        out, wanted = [], namespace.encode()
         for line in chunk.splitlines():
+            if wanted not in line:  # cheap: most of the log is other namespaces' requests
+                continue
             try:
                 e = json.loads(line)
             except ValueError:  # a line still being written
@@ -121,16 +143,39 @@ class Audit:
             and e.get("userAgent") != "kube-reloader-tests"
         ]  # fmt: skip
 
-    def lease_writes(self, since: int, namespace: str, lease: str) -> list[dict[str, Any]]:
+    def lease_writes(
+        self,
+        since: int,
+        namespace: str,
+        lease: str,
+        verbs: Sequence[str] = ("create", "update", "patch"),
+    ) -> list[dict[str, Any]]:
         """Successful writes of Lease `lease` in `namespace`: an acquisition, a renewal or a
-        release, each by the holder it names."""
+        release, each by the holder it names (with `verbs=("get",)`: its reads, an elector's
+        look at who holds it)."""
         return [
             e for e in self.events(since, namespace)
             if (e.get("objectRef") or {}).get("resource") == "leases"
             and (e.get("objectRef") or {}).get("name") == lease
-            and e.get("verb") in ("create", "update", "patch")
+            and e.get("verb") in verbs
             and (e.get("responseStatus") or {}).get("code", 0) < 300
         ]  # fmt: skip
+
+
+async def audit_caught_up(api: Client, audit: Audit, namespace: str) -> None:
+    """Until the audit log holds a request made now: the API server logs each request as it
+    completes (`--audit-log-mode=blocking`), so every request a writer completed before this
+    call is in the log by then."""
+    since, marker = audit.offset(), f"audit-marker-{secrets.token_hex(4)}"
+    with contextlib.suppress(errors.NotFound):
+        await api.get(resources.CONFIGMAPS, marker, namespace=namespace)
+
+    async def logged() -> bool:
+        return any(
+            (e.get("objectRef") or {}).get("name") == marker for e in audit.events(since, namespace)
+        )
+
+    await eventually(logged, timeout=DONE_TIMEOUT, interval=0.1, what=f"{marker} audited")
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +222,57 @@ def scalar(metrics: str, series: str) -> float | None:
     return None
 
 
+SAMPLE = re.compile(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def total(metrics: str, name: str, **labels: str) -> float:
+    """The sum of the samples of family member `name` (exactly) whose labels include
+    `labels`, in a /metrics text."""
+    out = 0.0
+    for line in metrics.splitlines():
+        m = SAMPLE.fullmatch(line.strip())
+        if m is None or m.group(1) != name:
+            continue
+        have = dict(LABEL.findall(m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            out += float(m.group(3))
+    return out
+
+
+def records(text: str, message: str) -> list[dict[str, Any]]:
+    """The JSON log lines of `text` whose message (`msg`, or zerolog's `message`) is
+    `message`."""
+    out = []
+    for line in text.splitlines():
+        if message not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line still being written, or not JSON
+            continue
+        if isinstance(rec, dict) and (rec.get("msg") or rec.get("message")) == message:
+            out.append(rec)
+    return out
+
+
+async def until_done(probe: Callable[[], Awaitable[str]], what: str) -> float:
+    """Until `probe` returns "" (what is still outstanding, else); the seconds waited."""
+    t0 = time.monotonic()
+    outstanding = ""
+
+    async def done() -> bool:
+        nonlocal outstanding
+        outstanding = await probe()
+        return not outstanding
+
+    try:
+        await eventually(done, timeout=DONE_TIMEOUT, interval=0.25, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {outstanding}") from None
+    return time.monotonic() - t0
+
+
 class KubeReloader(ChildProcess):
     """`python -m kube_reloader --enable-ha` scoped to `namespace`, as a pod would run it:
     POD_NAME (its Lease identity) and POD_NAMESPACE (the Lease's), JSON logs to its own file,
@@ -220,6 +316,48 @@ class KubeReloader(ChildProcess):
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def records(self, message: str) -> list[dict[str, Any]]:
+        return records(self.log.read_text(errors="replace") if self.log.exists() else "", message)
+
+    async def outstanding(self) -> str:
+        """What it still has to write ("" when nothing): workloads with reloads waiting (a
+        coalescing window, a min-interval deferral, a retry's backoff, a hold: all counted in
+        `kube_reloader_pending_reloads`), queued, or taken by a worker and not yet reconciled
+        (each take is an add, a retry or a re-read after a conflict; each ends in one
+        reconcile, counted after its write)."""
+        if not self.alive():
+            raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.tail()}")
+        text = await self.metrics()
+        if not text:
+            return "no /metrics yet"
+        pending = total(text, "kube_reloader_pending_reloads")
+        depth = total(text, "reloader_workqueue_depth")
+        taken = (
+            total(text, "reloader_workqueue_adds_total")
+            + total(text, "reloader_retries_total")
+            + len(self.records("conflict, re-reading"))
+        )
+        reconciled = total(text, "reloader_reconcile_total")
+        if pending or depth or reconciled < taken:
+            return (
+                f"{pending:.0f} workloads with reloads waiting, {depth:.0f} queued, "
+                f"{reconciled:.0f} reconciles of {taken:.0f} taken"
+            )
+        return ""
+
+    async def started(self) -> str:
+        """What it still has to do about its start ("" when nothing): its catch-up ("startup
+        reconciliation done", with the workloads it queued or had their pods looked at), each
+        of those workloads' verdict logged, then `outstanding`."""
+        done = self.records("startup reconciliation done")
+        if not done:
+            return "catch-up not done"
+        queued = int(done[0].get("workloads_queued", 0))
+        decided = {r.get("workload") for m in CATCH_UP_VERDICTS for r in self.records(m)}
+        if len(decided) < queued:
+            return f"catch-up queued {queued} workloads, {len(decided)} decided"
+        return await self.outstanding()
+
     async def wait_leading(self, timeout: float) -> float:
         """Until it leads with synced caches; the seconds waited."""
         t0 = time.monotonic()
@@ -256,6 +394,76 @@ def kube_reloader(
         yield proc
     finally:
         proc.stop()
+
+
+# ---------------------------------------------------------------------- the peers' evidence
+
+
+async def peer_outstanding(peer: PeerProcess) -> str:
+    """What the peer still has to write ("" when nothing), from its /metrics.
+
+    v1 (one client-go work queue per resource): every item queued (`enqueue`, counted as an
+    add) or re-queued after an error (counted as a retry) has been handled, each handling
+    counted after its write (`handleErr`: `events_processed{result=success}` or
+    `errors{type=handler_error}`). v2 (controller-runtime): every add reconciled, nothing
+    queued or in a worker, and no reconcile that schedules another (error, requeue): such a
+    later add is not counted until it happens."""
+    if not peer.alive():
+        raise AssertionError(
+            f"{peer.name} exited ({peer.proc.returncode}):\n{peer.log_text()[-2000:]}"
+        )
+    text = await peer.metrics()
+    if not text:
+        return "no /metrics yet"
+    if peer.component == "reloader-v1":
+        depth = total(text, "reloader_workqueue_depth")
+        taken = total(text, "reloader_workqueue_adds_total") + total(text, "reloader_retries_total")
+        handled = total(text, "reloader_events_processed_total", result="success") + total(
+            text, "reloader_errors_total", type="handler_error"
+        )
+        if depth or handled < taken:
+            return f"{depth:.0f} queued, {handled:.0f} handled of {taken:.0f} taken"
+        return ""
+    depth = total(text, "workqueue_depth")
+    active = total(text, "controller_runtime_active_workers")
+    adds = total(text, "workqueue_adds_total")
+    reconciled = total(text, "controller_runtime_reconcile_total")
+    again = sum(
+        total(text, "controller_runtime_reconcile_total", result=r)
+        for r in ("error", "requeue", "requeue_after")
+    )
+    if depth or active or reconciled < adds or again:
+        return (
+            f"{depth:.0f} queued, {active:.0f} in workers, {reconciled:.0f} reconciles of "
+            f"{adds:.0f} adds, {again:.0f} to be retried"
+        )
+    return ""
+
+
+async def peer_started(peer: PeerProcess, api: Client, namespace: str) -> str:
+    """What the peer still has to do about its start ("" when nothing): every object its
+    informers list handed to its event handlers, then `peer_outstanding`.
+
+    v1 counts each informer add (`events_received{event_type=add}`) in its handler, which then
+    queues it or not in the same call (with default flags: not, `--reload-on-create` off).
+    v2's controllers log "Starting workers" only once their handler has had every object of
+    the initial list (controller-runtime v0.24: `Kind.WaitForSync` waits for the handler
+    registration's `HasSynced`), each passed or dropped by its predicates."""
+    if peer.component == "reloader-v1":
+        text = await peer.metrics()
+        for rtype in (resources.CONFIGMAPS, resources.SECRETS):
+            listed = len((await api.list(rtype, namespace=namespace)).items)
+            seen = total(
+                text, "reloader_events_received_total", event_type="add", resource_type=rtype.plural
+            )
+            if seen < listed:
+                return f"{seen:.0f} of {listed} {rtype.plural} handed to its handler"
+    else:
+        started = {r.get("controller") for r in records(peer.log_text(), "Starting workers")}
+        missing = V2_CONTROLLERS - started
+        if missing:
+            return f"controllers without workers: {sorted(missing)}"
+    return await peer_outstanding(peer)
 
 
 # ---------------------------------------------------------------------- the fleet
@@ -378,17 +586,23 @@ def report(case: str, line: str) -> None:
     print(f"swap {case}: {line}", flush=True)
 
 
-async def quiet_window(
-    fleet: Fleet, audit: Audit, agent: str, before: Mapping[str, int], case: str, who: str
-) -> None:
-    """QUIET seconds from now: no Deployment's generation moves, `agent` writes none."""
-    since = audit.offset()
-    await asyncio.sleep(QUIET)
+async def started_quietly(
+    api: Client, fleet: Fleet, audit: Audit, agent: str, before: Mapping[str, int], since: int,
+    started: Callable[[], Awaitable[str]], case: str, who: str,
+) -> None:  # fmt: skip
+    """Once `started` shows the writer has done all it will about its start: no Deployment's
+    generation moved since `before`, and `agent` wrote none since byte `since` of the audit
+    log (taken before the writer started)."""
+    took = await until_done(started, f"{who} done with its start")
+    await audit_caught_up(api, audit, fleet.namespace)
     after = await fleet.generations()
     steps = {n: s for n, s in rolled(before, after).items() if s}
     writes = audit.workload_writes(since, fleet.namespace, agent)
-    report(case, f"{who}: {len(steps)} rollouts and {len(writes)} workload writes in "
-                 f"{QUIET:.0f}s after it led")  # fmt: skip
+    report(
+        case,
+        f"{who}: done with its start {took:.1f}s after it led: {len(steps)} rollouts "
+        f"and {len(writes)} workload writes",
+    )
     assert not steps, (
         f"{who} rolled {len(steps)} Deployments at start: {dict(list(steps.items())[:5])}"
     )
@@ -398,18 +612,22 @@ async def quiet_window(
 
 
 async def exactly_once(
-    fleet: Fleet, audit: Audit, agent: str, before: Mapping[str, int], since: int, case: str,
-    who: str,
+    api: Client, fleet: Fleet, audit: Audit, agent: str, before: Mapping[str, int], since: int,
+    done: Callable[[], Awaitable[str]], case: str, who: str,
 ) -> None:  # fmt: skip
-    """After SETTLE more seconds: every Deployment rolled exactly once since `before`, and
-    `agent` wrote each exactly once since byte `since` of the audit log."""
-    await asyncio.sleep(SETTLE)
+    """Once `done` shows the writer has nothing left to write (a duplicate would be a second
+    reconcile of a workload: queued, waiting or in a worker until then): every Deployment
+    rolled exactly once since `before`, and `agent` wrote each exactly once since byte
+    `since` of the audit log."""
+    took = await until_done(done, f"{who} done with the change")
+    await audit_caught_up(api, audit, fleet.namespace)
     steps = rolled(before, await fleet.generations())
     writes = per_workload(audit.workload_writes(since, fleet.namespace, agent))
     others = audit.workload_writes(since, fleet.namespace)
     strangers = {e["userAgent"] for e in others if not e["userAgent"].startswith(agent)}
     not_once = {n: s for n, s in steps.items() if s != 1}
-    report(case, f"{who}: {sum(steps.values())} rollouts of {len(steps)} Deployments, "
+    report(case, f"{who}: drained {took:.1f}s after the fleet rolled out; "
+                 f"{sum(steps.values())} rollouts of {len(steps)} Deployments, "
                  f"{sum(writes.values())} workload writes")  # fmt: skip
     assert not not_once, f"not rolled exactly once: {dict(list(not_once.items())[:5])}"
     assert writes == dict.fromkeys(fleet.names, 1), "one write per Deployment"
@@ -444,11 +662,14 @@ async def test_swapping_the_peer_for_kube_reloader_and_back_rolls_nothing(
     assert set(base.values()) == {2}, "the peer rolled each Deployment once"
 
     # 2. kube-reloader in the peer's mode starts: no rollout
+    since = audit.offset()
     with kube_reloader("kube-reloader-a", kubeconfig, ns, tmp_path,
                        [*flags, f"--compat={mode}"]) as ours:  # fmt: skip
         waited = await ours.wait_leading(timeout=60)  # v1 leaves its Lease to expire (15 s)
         report(case, f"kube-reloader leads {waited:.1f}s after its start")
-        await quiet_window(fleet, audit, KUBE_RELOADER_AGENT, base, case, "kube-reloader")
+        await started_quietly(
+            api, fleet, audit, KUBE_RELOADER_AGENT, base, since, ours.started, case, "kube-reloader"
+        )
         assert await ours.reloads() == 0
 
         # 3. one change: each Deployment rolls exactly once, with kube-reloader's mark
@@ -456,21 +677,52 @@ async def test_swapping_the_peer_for_kube_reloader_and_back_rolls_nothing(
         await fleet.change("2")
         took = await fleet.reloaded(mode, strategy, "2", "kube-reloader's reloads")
         report(case, f"kube-reloader reloaded and rolled out all {FLEET} in {took:.1f}s")
-        await exactly_once(fleet, audit, KUBE_RELOADER_AGENT, base, since, case, "kube-reloader")
+        await exactly_once(
+            api,
+            fleet,
+            audit,
+            KUBE_RELOADER_AGENT,
+            base,
+            since,
+            ours.outstanding,
+            case,
+            "kube-reloader",
+        )
         assert await ours.reloads() == FLEET
     after_ours = await fleet.generations()
 
     # 4. the peer again: no rollout at its start, then one per change
+    since = audit.offset()
     with start_peer(peer, kubeconfig, ns, tmp_path, name=f"{peer}-again", flags=flags) as again:
         t0 = time.monotonic()
         await again.wait_ready(api, timeout=90)
         report(case, f"{again.name} leads {time.monotonic() - t0:.1f}s after its start")
-        await quiet_window(fleet, audit, again.user_agent, after_ours, case, again.name)
+        await started_quietly(
+            api,
+            fleet,
+            audit,
+            again.user_agent,
+            after_ours,
+            since,
+            lambda: peer_started(again, api, ns),
+            case,
+            again.name,
+        )
         since = audit.offset()
         await fleet.change("3")
         took = await fleet.reloaded(mode, strategy, "3", f"{again.name}'s reloads")
         report(case, f"{again.name} reloaded and rolled out all {FLEET} in {took:.1f}s")
-        await exactly_once(fleet, audit, again.user_agent, after_ours, since, case, again.name)
+        await exactly_once(
+            api,
+            fleet,
+            audit,
+            again.user_agent,
+            after_ours,
+            since,
+            lambda: peer_outstanding(again),
+            case,
+            again.name,
+        )
     report(case, f"test took {time.monotonic() - started:.0f}s")
 
 
@@ -511,6 +763,33 @@ class LeaseHistory:
                 for at, h, n in self.seen]  # fmt: skip
 
 
+async def read_after(
+    audit: Audit, since: int, namespace: str, lease: str, reader: str, after: dt.datetime
+) -> str:
+    """Empty once `reader` (a user-agent prefix) has read the Lease after time `after` (its
+    elector has looked at who holds it since); else what is missing."""
+    reads = audit.lease_writes(since, namespace, lease, verbs=("get",))
+    if any(e["userAgent"].startswith(reader) and e["received"] > after for e in reads):
+        return ""
+    return f"no read of the Lease by {reader} after {after:%H:%M:%S.%f}"
+
+
+async def read_after_renewal(
+    audit: Audit, since: int, namespace: str, lease: str, reader: str, holder: str
+) -> str:
+    """Empty once `reader` has read the Lease after `holder` renewed it (both since byte
+    `since` of the audit log): a standby's elector has seen the record change under a live
+    holder; else what is missing."""
+    renewals = [
+        e["done"]
+        for e in audit.lease_writes(since, namespace, lease)
+        if e["userAgent"].startswith(holder)
+    ]
+    if not renewals:
+        return f"no renewal of the Lease by {holder}"
+    return await read_after(audit, since, namespace, lease, reader, min(renewals))
+
+
 @pytest.mark.parametrize("peer", ["reloader-v1", "reloader-v2"])
 async def test_a_mixed_fleet_writes_from_one_replica_at_a_time_across_a_takeover(
     api: Client, ns: str, audit: Audit, swap_cluster: DevCluster, tmp_path: Path, peer: str
@@ -549,10 +828,16 @@ async def test_a_mixed_fleet_writes_from_one_replica_at_a_time_across_a_takeover
             )
             await leader.wait_ready(api, timeout=90)
             leader_id = await lease_holder(api, ns, lease)
+            ours_from = audit.offset()
             ours = stack.enter_context(kube_reloader(
                 "kube-reloader-b", kubeconfig, ns, tmp_path, [*flags, f"--compat={mode}"]))  # fmt: skip
             await ours.wait_synced()
-            await asyncio.sleep(2)  # the standby has seen the Lease renewed
+            await until_done(
+                lambda: read_after_renewal(
+                    audit, ours_from, ns, lease, KUBE_RELOADER_AGENT, leader.user_agent
+                ),
+                "the standby read the Lease after a renewal",
+            )
             assert await lease_holder(api, ns, lease) == leader_id, "the standby took a held Lease"
             await change(a)
             await eventually(applied(a), timeout=30, what=f"{leader.name}'s reloads")
@@ -566,14 +851,28 @@ async def test_a_mixed_fleet_writes_from_one_replica_at_a_time_across_a_takeover
             report(case, f"{leader.name} killed; kube-reloader led {led:.1f}s later, applied "
                          f"the {len(b)} changes of the gap {time.monotonic() - killed_at:.1f}s "
                          "after the kill")  # fmt: skip
+            standby_from = audit.offset()
             standby = stack.enter_context(
                 start_peer(peer, kubeconfig, ns, tmp_path, name=f"{peer}-c", flags=flags)
             )
-            await asyncio.sleep(5)  # the restarted peer is up and contending
+            await until_done(  # the restarted peer is up and contending
+                lambda: read_after_renewal(
+                    audit, standby_from, ns, lease, standby.user_agent, KUBE_RELOADER_AGENT
+                ),
+                f"{standby.name} read the Lease after a renewal",
+            )
             assert standby.alive(), standby.log_text()[-2000:]
             await change(c)
             await eventually(applied(fleet.names), timeout=30, what="reloads after the restart")
-            await asyncio.sleep(SETTLE)
+            await until_done(ours.outstanding, "kube-reloader done with the changes")
+            await audit_caught_up(api, audit, ns)
+            # no evidence of a standby's inaction exists; it has had as long as kube-reloader
+            # took to apply each change, and one more look at the held Lease after the last
+            last_write = max(e["done"] for e in audit.workload_writes(since, ns))
+            await until_done(
+                lambda: read_after(audit, standby_from, ns, lease, standby.user_agent, last_write),
+                f"{standby.name} read the Lease after the last write",
+            )
             assert await lease_holder(api, ns, lease) == ours_id
             poller.cancel()  # before the replicas stop (kube-reloader releases the Lease)
     finally:
