@@ -41,8 +41,11 @@ venv:
 cluster-binaries: venv
 	@scripts/timed build-control-plane $(BIN)/kube-reloader dev-cluster build
 
+# The suite in tiers (scripts/test_tiers.py): unit tests on 2 workers, then the cluster tests
+# on 3 workers against one dev cluster, then the `serial` ones alone. PYTEST_ARGS: one plain
+# pytest run with those arguments instead.
 test: cluster-binaries
-	@scripts/timed tests $(BIN)/pytest $(PYTEST_ARGS)
+	@scripts/timed tests $(PY) scripts/test_tiers.py $(PYTEST_ARGS)
 
 # The real node (dev-cluster up --real-node) needs root and a few Debian packages; the node's
 # programs are built from the Go module proxy on first use (tests/node/conftest.py).

@@ -52,7 +52,8 @@ from tests.adversarial.tenant import (
 from tests.integration.test_admission import registered, replicasets
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900), pytest.mark.serial]
 
 ATTACKER = "127.0.0.2"
 ENV = "STAKATER_CFG_CONFIGMAP"

@@ -32,7 +32,8 @@ from tests.adversarial.tenant import (
 )
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 LEASE = "stakater-reloader-lock"
 #: short leases, as tests/integration/test_ha.py: a loop held for 3 s loses the lease
 TIMING = ("--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",

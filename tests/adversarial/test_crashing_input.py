@@ -21,7 +21,8 @@ from tests import builders
 from tests.adversarial.tenant import Canary, controller
 from tests.harness import AUTO, app
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 PAUSE = {
     "deployment.reloader.stakater.com/pause-period": "1h",

@@ -20,7 +20,8 @@ from kube_reloader.kube.client import Client, PatchType
 from tests.adversarial.tenant import Canary, controller, free_port
 from tests.harness import auto_deployment_on_configmap
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 CHANGES = 20_000
 PATCHERS = 16

@@ -40,7 +40,8 @@ from tests.adversarial.tenant import (
 from tests.integration.test_argo import argo, argo_observed, rollout
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 __all__ = ["argo"]  # the fixture, shared with the Argo integration tests
 
 

@@ -19,7 +19,8 @@ from tests import builders
 from tests.adversarial.tenant import Canary, controller, events_for
 from tests.harness import app
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 EVIL = "(a*){20}b,(a?){30}a{30}b,(.*){12}b,.*.*.*.*.*.*.*.*b"
 NAME_40_A = "a" * 40

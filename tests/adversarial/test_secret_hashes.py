@@ -17,7 +17,8 @@ from tests import builders
 from tests.adversarial.tenant import ControllerProcess, controller
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 
 async def reload_on_pin_change(client: Client, ns: str) -> None:

@@ -50,7 +50,8 @@ from tests.adversarial.tenant import (
 )
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 EVICT = {"reloader.stakater.com/auto": "true", "kube-reloader.io/strategy": "evict"}
 NOWHERE = {"kube-reloader.test/no-such-node": "true"}  # pods never scheduled: never rolled out

@@ -38,7 +38,8 @@ from tests.integration.test_chart import KINDS, _apply, render
 from tests.peers import free_port, start_peer
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: a MutatingWebhookConfiguration is cluster-scoped
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 ENV = "STAKATER_CFG_CONFIGMAP"
 IMAGE_2 = "registry.local/app:2"

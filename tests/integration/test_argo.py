@@ -23,7 +23,13 @@ from tests.harness import AUTO, app, auto_deployment_on_configmap, env_of, runni
 from tests.waiting import eventually, observed
 
 #: the first test also builds the controller when it is not cached yet (minutes, see argo.py)
-pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(1800)]
+# serial: installs Argo Rollouts' CRDs and runs its controller
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.rollout,
+    pytest.mark.timeout(1800),
+    pytest.mark.serial,
+]
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,13 @@ from tests.harness import app, generation, running
 from tests.waiting import eventually
 
 #: the first test also builds the controller when it is not cached yet (minutes, see certmanager.py)
-pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(2400)]
+# serial: installs cert-manager's CRDs and runs it
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.rollout,
+    pytest.mark.timeout(2400),
+    pytest.mark.serial,
+]
 
 #: cert-manager renews this long after each issuance (duration 1h minus renewBefore)
 RENEW_EVERY = 25

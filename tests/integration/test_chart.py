@@ -429,6 +429,7 @@ def test_the_dashboard_only_uses_metrics_that_exist() -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
 @pytest.mark.parametrize("case", list(MATRIX))
 async def test_every_rendered_object_passes_server_side_dry_run(client: Client, case: str) -> None:
     ns = f"chart-{secrets.token_hex(3)}"
@@ -466,6 +467,7 @@ async def _apply(client: Client, docs: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
 async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
     client: Client, namespace: str, kubeconfig_path: Path
 ) -> None:
@@ -534,6 +536,7 @@ async def test_the_rendered_rbac_lets_the_controller_work_and_nothing_more(
 
 
 @pytest.mark.cluster
+@pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
 async def test_with_stakaters_rbac_list_without_watch_is_polled_and_reloads_still_happen(
     client: Client, namespace: str, kubeconfig_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -907,6 +910,7 @@ def test_without_the_monitoring_api_the_pod_monitor_renders_and_the_service_moni
 
 
 @pytest.mark.cluster
+@pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
 async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing_api(
     kubeconfig_path: Path,
 ) -> None:
@@ -1505,6 +1509,7 @@ def test_scoped_namespaces_add_the_release_namespace_in_v1_only(
 
 
 @pytest.mark.cluster
+@pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
 @pytest.mark.parametrize("overlay", list(V2_OVERLAYS))
 async def test_the_v2_values_file_renders_objects_the_api_server_accepts(
     client: Client, overlay: str

@@ -16,7 +16,8 @@ from tests import builders
 from tests.harness import bearer_connection, service_account_token
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: creates and deletes CustomResourceDefinitions
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 
 async def create_configmaps(client: Client, namespace: str, name: str, n: int) -> None:

@@ -20,7 +20,8 @@ from tests.harness import env_of, running, update_cm
 from tests.integration.test_kinds import ensure_crds
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: installs CRDs
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 AUTO = {"reloader.stakater.com/auto": "true"}
 LRF = "reloader.stakater.com/last-reloaded-from"

@@ -20,7 +20,8 @@ from tests import builders
 from tests.harness import AUTO, running, update_cm
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: installs a CRD
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 GROUP = "kube-reloader.test"
 APPS = Resource(GROUP, "v1", "reloadtestapps", "ReloadTestApp")

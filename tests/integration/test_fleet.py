@@ -20,7 +20,13 @@ from tests import builders
 from tests.harness import find_event, running
 from tests.waiting import eventually, rolled_out, template_env
 
-pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(420)]
+# serial: 200 Deployments and bounds on how many a bad Secret breaks: the whole cluster's pace
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.rollout,
+    pytest.mark.timeout(420),
+    pytest.mark.serial,
+]
 ENV = strategies.env_var_name("db", ResourceType.SECRET)
 
 

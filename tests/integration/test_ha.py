@@ -23,7 +23,8 @@ from kube_reloader.kube.client import Client
 from tests.harness import auto_deployment_on_configmap, env_of, generation, update_cm
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.cluster]
+# serial: lease timings: two replicas contend for one Lease
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 TIMING = ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
           "--leader-election-retry-period=1s"]  # fmt: skip
 

@@ -37,7 +37,8 @@ from kube_reloader.runtime.options import Options
 from tests.harness import auto_deployment_on_configmap, env_of, update_cm
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+# serial: lease timings (a cluster of its own, restarted under the controller)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.serial]
 TIMING = Timing(lease_duration=4, renew_deadline=3, retry_period=0.5)
 SLACK = 0.3  # event-loop scheduling on a busy 2-core machine
 

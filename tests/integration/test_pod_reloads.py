@@ -28,7 +28,13 @@ from tests.harness import find_event, running, update_cm
 from tests.integration.test_custom_kind import APPS, GROUP, install
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(240)]
+# serial: rotations killed mid-way and evictions timed against whole-second content times
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.rollout,
+    pytest.mark.timeout(240),
+    pytest.mark.serial,
+]
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 EVICT = {"reloader.stakater.com/auto": "true", "kube-reloader.io/strategy": "evict"}
 

@@ -47,7 +47,8 @@ from tests.integration.test_chart import KINDS, render
 from tests.integration.test_kinds import ensure_crds
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.cluster
+# serial: ClusterRoles and CRDs
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 PAUSE = "deployment.reloader.stakater.com/pause-period"

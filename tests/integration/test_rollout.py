@@ -93,11 +93,18 @@ async def test_statefulset_and_daemonset_pods_become_running(
     async def ready() -> bool:
         sts = await client.get(resources.STATEFULSETS, "db", namespace=namespace)
         ds = await client.get(resources.DAEMONSETS, "agent", namespace=namespace)
+        ds_status = ds.get("status", {})
+        # one DaemonSet pod per node: however many kwok nodes the cluster has (1 alone, 4
+        # shared by the parallel tier)
         return bool(
             sts.get("status", {}).get("readyReplicas") == 2
-            and ds.get("status", {}).get("numberReady") == 1
+            and ds_status.get("desiredNumberScheduled", 0) > 0
+            and ds_status.get("numberReady") == ds_status.get("desiredNumberScheduled")
         )
 
-    await eventually(ready, what="StatefulSet 2 ready and DaemonSet 1 ready", timeout=60)
+    await eventually(
+        ready, what="StatefulSet 2 ready and DaemonSet ready on every node", timeout=60
+    )
     assert len(await _running_pods(client, namespace, "db")) == 2
-    assert len(await _running_pods(client, namespace, "agent")) == 1
+    ds = await client.get(resources.DAEMONSETS, "agent", namespace=namespace)
+    assert len(await _running_pods(client, namespace, "agent")) == ds["status"]["numberReady"]

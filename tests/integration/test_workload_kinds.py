@@ -24,7 +24,13 @@ from tests.integration.test_custom_kind import install_crd
 from tests.integration.test_pod_reloads import _replaced, evicted_total, ready
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(240)]
+# serial: installs a CRD
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.rollout,
+    pytest.mark.timeout(240),
+    pytest.mark.serial,
+]
 GROUP = "kube-reloader.test"
 PODSETS = Resource(GROUP, "v1", "podsets", "PodSet")
 FLAG = f"--workload-kind={GROUP}/v1/podsets:spec.pod.template"

@@ -191,7 +191,8 @@ def kubeconfig_doc(server: str, k: Pki) -> dict[str, Any]:
 
 
 def kwok_node(name: str) -> dict[str, Any]:
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "250"}
+    # room for the parallel test tier: several modules, each with up to a few hundred pods
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "1000"}
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -1,0 +1,86 @@
+"""`make test`: the whole suite in tiers, one dev cluster shared by the tiers that need one.
+
+1. `tests/unit` on `--unit-workers` processes (no cluster);
+2. the integration and adversarial tests not marked `serial`, on `--workers` processes
+   (pytest-xdist, a test module per worker at a time: its module fixtures stay in one process)
+   against one dev cluster; each test works in namespaces of its own;
+3. the tests marked `serial` (cluster-scoped objects, a cluster of their own, timing bounds),
+   one at a time, on the same cluster.
+
+The cluster is started here once (or taken from `KUBE_RELOADER_TEST_KUBECONFIG`) and handed to
+every worker through that variable. Every tier runs even when an earlier one failed, so one
+CI run shows every failure; the exit code is the first failure's. Each tier's time is printed
+as `==> [tier] took Ns`. With arguments (`make test PYTEST_ARGS="-k name"`), one plain pytest
+run with those arguments instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTEST = [sys.executable, "-m", "pytest"]
+CLUSTER_TIERS = ["tests/integration", "tests/adversarial"]
+#: pytest's exit code when a selection is empty: not a failure for a tier
+NO_TESTS = 5
+KUBECONFIG_ENV = "KUBE_RELOADER_TEST_KUBECONFIG"
+#: kwok nodes of the shared cluster: one, as the tests expect (a DaemonSet has one pod); it
+#: holds 1,000 pods, room for the modules running at once (200 Deployments in test_fleet and
+#: in test_audit, a rollout's surge)
+NODES = 1
+
+
+def tier(name: str, args: Sequence[str], env: dict[str, str] | None = None) -> int:
+    print(f"==> [{name}] pytest {' '.join(args)}", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    code = subprocess.call([*PYTEST, *args], cwd=ROOT, env=env)
+    took = time.monotonic() - start
+    print(f"==> [{name}] took {took:.0f}s (exit {code})", file=sys.stderr, flush=True)
+    return 0 if code == NO_TESTS else code
+
+
+@contextmanager
+def dev_cluster() -> Iterator[str]:
+    """A kubeconfig for the tiers: the given one, or a dev cluster started (and removed) here."""
+    given = os.environ.get(KUBECONFIG_ENV)
+    if given:
+        yield given
+        return
+    from kube_reloader.devcluster.cluster import DevCluster  # only when a cluster is needed
+
+    state_dir = Path(tempfile.mkdtemp(prefix="kube-reloader-test-cluster-"))
+    cluster = DevCluster(state_dir, report=lambda line: print(line, flush=True))
+    try:
+        state = cluster.up(nodes=NODES, build=True)
+        print(f"dev cluster ready in {state.ready_seconds:.1f}s", flush=True)
+        yield str(state.kubeconfig)
+    finally:
+        cluster.down()
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--workers", type=int, default=3, help="integration workers (default 3)")
+    parser.add_argument("--unit-workers", type=int, default=2, help="unit workers (default 2)")
+    known, extra = parser.parse_known_args(argv)
+    if extra:
+        return tier("tests", extra)
+    failures = [tier("unit-tests", ["tests/unit", "-n", str(known.unit_workers)])]
+    with dev_cluster() as kubeconfig:
+        env = {**os.environ, KUBECONFIG_ENV: kubeconfig}
+        parallel = [*CLUSTER_TIERS, "-m", "not serial", "-n", str(known.workers)]
+        failures.append(tier("parallel-tests", [*parallel, "--dist", "loadfile"], env))
+        failures.append(tier("serial-tests", [*CLUSTER_TIERS, "-m", "serial"], env))
+    return next((code for code in failures if code), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
