@@ -19,7 +19,7 @@ import io
 import logging
 import tracemalloc
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -53,11 +53,15 @@ def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]: 
     return host, int(port)
 
 
-def build_app(recorder: Recorder, health: Health) -> web.Application:
+def metrics_handler(recorder: Recorder) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def metrics(_: web.Request) -> web.Response:
         body = await recorder.exposition_off_loop()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
+    return metrics
+
+
+def build_app(recorder: Recorder, health: Health) -> web.Application:
     async def live(_: web.Request) -> web.Response:
         if health.lost_lease:
             return web.Response(status=500)
@@ -76,7 +80,7 @@ def build_app(recorder: Recorder, health: Health) -> web.Application:
         return web.Response(text=f"ok ({role})")
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics_handler(recorder))
     app.router.add_get("/live", live)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/healthz", live)
@@ -133,14 +137,10 @@ def build_debug_app(recorder: Recorder) -> web.Application:
         lines += [str(s) for s in stats]
         return web.Response(text="\n".join(lines) + "\n")
 
-    async def metrics(_: web.Request) -> web.Response:
-        body = await recorder.exposition_off_loop()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
-
     app = web.Application()
     app.router.add_get("/debug/tasks", tasks)
     app.router.add_get("/debug/memory", memory)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics_handler(recorder))
     return app
 
 
