@@ -29,6 +29,7 @@ from typing import Any
 
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
+from tests.exposition import metric_samples
 from tests.harness import auto_deployment_on_configmap
 
 
@@ -272,16 +273,6 @@ async def vitals(proc: ControllerProcess) -> AsyncIterator[Vitals]:
     finally:
         stop.set()
         await task
-
-
-def metric_samples(text: str, name: str) -> dict[str, float]:
-    """`name`'s samples in a Prometheus exposition, by their label text ("" for none)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")):
-            labels, _, value = line[len(name) :].rpartition(" ")
-            out[labels.strip()] = float(value)
-    return out
 
 
 @dataclass(frozen=True)

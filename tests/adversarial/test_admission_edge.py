@@ -46,9 +46,9 @@ from tests.adversarial.tenant import (
     ControllerProcess,
     controller,
     free_port,
-    metric_samples,
     until_stopped,
 )
+from tests.exposition import metric_samples
 from tests.integration.test_admission import registered, replicasets
 from tests.waiting import eventually
 

@@ -44,10 +44,10 @@ from tests.adversarial.tenant import (
     drop_namespace,
     events_for,
     loop_lag,
-    metric_samples,
     new_namespace,
     vitals,
 )
+from tests.exposition import metric_samples
 from tests.waiting import eventually
 
 # serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads

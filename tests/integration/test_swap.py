@@ -30,7 +30,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 from tests import builders
+from tests.exposition import scalar, total
 from tests.harness import update_cm
 from tests.peers import (
     LEASES,
@@ -212,32 +212,6 @@ async def ns(api: Client) -> AsyncIterator[str]:
 
 
 # ---------------------------------------------------------------------- kube-reloader processes
-
-
-def scalar(metrics: str, series: str) -> float | None:
-    """The value of `series` (`name` or `name{labels}`, as exposed) in a /metrics text."""
-    for line in metrics.splitlines():
-        if line.startswith(series + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-SAMPLE = re.compile(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)")
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def total(metrics: str, name: str, **labels: str) -> float:
-    """The sum of the samples of family member `name` (exactly) whose labels include
-    `labels`, in a /metrics text."""
-    out = 0.0
-    for line in metrics.splitlines():
-        m = SAMPLE.fullmatch(line.strip())
-        if m is None or m.group(1) != name:
-            continue
-        have = dict(LABEL.findall(m.group(2) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            out += float(m.group(3))
-    return out
 
 
 def records(text: str, message: str) -> list[dict[str, Any]]:
