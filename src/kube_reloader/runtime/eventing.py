@@ -41,6 +41,7 @@ from kube_reloader.core import fairness, planning
 from kube_reloader.core.correlating import Correlator, Occurrence, Record
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
 
 log = logging.getLogger("kube_reloader.runtime.controller")
@@ -53,12 +54,6 @@ WRITERS = 4
 NOTICE_SECONDS = 600.0
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
-
-
-class Clock(Protocol):
-    def wall(self) -> float: ...
-
-    def monotonic(self) -> float: ...
 
 
 class EventSink(Protocol):
