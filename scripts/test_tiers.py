@@ -17,10 +17,10 @@ run with those arguments instead.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -54,16 +54,13 @@ def dev_cluster() -> Iterator[str]:
     if given:
         yield given
         return
-    from kube_reloader.devcluster.cluster import DevCluster  # only when a cluster is needed
+    from kube_reloader.devcluster.cluster import temporary  # only when a cluster is needed
 
-    state_dir = Path(tempfile.mkdtemp(prefix="kube-reloader-test-cluster-"))
-    cluster = DevCluster(state_dir, report=lambda line: print(line, flush=True))
-    try:
-        state = cluster.up(nodes=NODES, build=True)
+    prefix = "kube-reloader-test-cluster-"
+    say = functools.partial(print, flush=True)
+    with temporary(prefix, report=say, nodes=NODES, build=True) as (_, state):
         print(f"dev cluster ready in {state.ready_seconds:.1f}s", flush=True)
         yield str(state.kubeconfig)
-    finally:
-        cluster.down()
 
 
 def main(argv: Sequence[str]) -> int:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from kube_reloader.devcluster.cluster import DevCluster
+from kube_reloader.devcluster.cluster import DevCluster, temporary
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
 
@@ -33,14 +32,13 @@ def kubeconfig_path() -> Iterator[Path]:
     if given:
         yield Path(given)
         return
-    state_dir = Path(tempfile.mkdtemp(prefix="kube-reloader-test-cluster-"))
-    cluster = DevCluster(state_dir, report=lambda line: print(line, flush=True))
-    try:
-        state = cluster.up(nodes=1, build=True)
-        print(f"dev cluster ready in {state.ready_seconds:.1f}s")
-        yield Path(state.kubeconfig)
-    finally:
-        cluster.down()
+    with temporary("kube-reloader-test-cluster-", report=_say, nodes=1, build=True) as (_, s):
+        print(f"dev cluster ready in {s.ready_seconds:.1f}s")
+        yield Path(s.kubeconfig)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 @pytest.fixture
@@ -70,13 +68,8 @@ async def namespace(client: Client) -> AsyncIterator[str]:
 @pytest.fixture(scope="module")
 def private_cluster() -> Iterator[DevCluster]:
     """A minimal cluster (etcd + kube-apiserver) of the module's own, free to restart/compact."""
-    state_dir = Path(tempfile.mkdtemp(prefix="kube-reloader-test-private-"))
-    cluster = DevCluster(state_dir)
-    try:
-        cluster.up(minimal=True, build=True)
+    with temporary("kube-reloader-test-private-", minimal=True, build=True) as (cluster, _):
         yield cluster
-    finally:
-        cluster.down()
 
 
 @pytest.fixture

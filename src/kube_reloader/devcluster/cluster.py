@@ -19,9 +19,11 @@ import contextlib
 import os
 import shutil
 import ssl
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -346,3 +348,16 @@ class DevCluster:
 
     def _remove_dir(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def temporary(
+    prefix: str, *, report: Reporter | None = None, **up: Any
+) -> Iterator[tuple[DevCluster, State]]:
+    """A cluster in a new temporary state directory (`prefix`), up (with `up`'s arguments)
+    for the block, and down and removed after it, or when it fails to come up."""
+    cluster = DevCluster(Path(tempfile.mkdtemp(prefix=prefix)), report=report)
+    try:
+        yield cluster, cluster.up(**up)
+    finally:
+        cluster.down()
