@@ -84,7 +84,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "fleet safety": {"reloader": {"maxConcurrentRollouts": 10, "haltAfterFailures": 3, "freeze": True,
                                   "namespacePolicies": False}},
     "key-level and TLS": {"reloader": {"reloadScope": "keys", "reloadTlsSecrets": True}},
-    "admission webhook": {"reloader": {"admission": {"enabled": True, "timeoutSeconds": 1, "certValidity": "12h",
+    "admission webhook": {"reloader": {"admission": {"enabled": True, "timeoutSeconds": 1, "certValidity": "12h", "grace": "1s",
                                                      "namespaceSelector": {"matchLabels": {"team": "a"}}},
                                        "netpol": {"enabled": True}}},
     "everything": {

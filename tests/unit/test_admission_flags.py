@@ -39,7 +39,27 @@ BAD = [
     (["--admission-addr=:9443", "--admission-cert-validity=soon"], NS, "--admission-cert-validity"),
     (["--admission-addr=:9443", "--admission-ca-secret=Bad_Name"], NS, "--admission-ca-secret"),
     (["--admission-addr=:9443", "--admission-service=a/b"], NS, "--admission-service"),
+    (["--admission-addr=:9443", "--admission-grace=soon"], NS, "--admission-grace"),
+    (["--admission-addr=:9443", "--admission-grace=11s"], NS, "--admission-grace"),
 ]
+
+GRACE = [
+    # (argv, the grace the controller's fan-out uses)
+    ([], 0.0),
+    (["--admission-addr=:9443"], 2.0),
+    (["--admission-addr=:9443", "--admission-grace=500ms"], 0.5),
+    (["--admission-addr=:9443", "--admission-grace=0s"], 0.0),
+    # the webhook writes nothing under these: nothing to wait for
+    (["--admission-addr=:9443", "--reload-strategy=annotations"], 0.0),
+    (["--admission-addr=:9443", "--compat=v2"], 0.0),
+]
+
+
+@pytest.mark.parametrize(("argv", "grace"), GRACE, ids=[" ".join(g[0]) or "none" for g in GRACE])
+def test_the_admission_grace_applies_only_where_the_webhook_writes_hashes(
+    argv: list[str], grace: float
+) -> None:
+    assert parse(argv, env=NS).options.admission_grace == grace
 
 
 @pytest.mark.parametrize(

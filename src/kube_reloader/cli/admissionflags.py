@@ -17,6 +17,8 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _ADDR = re.compile(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})")
 #: a serving certificate lives at least this long (renewal every few seconds is a mistake)
 MIN_VALIDITY = 20.0
+#: the longest `--admission-grace`: reloads of the webhook's kinds wait that long at most
+MAX_GRACE = 10.0
 
 
 class AdmissionFlagError(ValueError):
@@ -55,6 +57,12 @@ def add(parser: Any) -> None:
             ("--admission-client-names", "", "NAME[,NAME]"),
             "with --admission-client-ca: the names (CN or DNS SAN) a client certificate may carry",
         ),
+        (
+            ("--admission-grace", "2s", "DURATION"),
+            "how long a ConfigMap change's write into a Deployment, StatefulSet, DaemonSet or "
+            "CronJob waits for the apply's own write of that workload (given the new hash by "
+            "the webhook: one rollout instead of two); at most 10s",
+        ),
     )
     for (flag, default, metavar), text in flags:
         parser.add_argument(flag, default=default, metavar=metavar, help=text)
@@ -85,6 +93,7 @@ def settings(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSetting
         raise AdmissionFlagError(f"--admission-cert-validity: {raw!r} is not a duration") from None
     if validity < MIN_VALIDITY:
         raise AdmissionFlagError(f"--admission-cert-validity: {raw!r} is under 20s")
+    grace = _grace(ns)
     hosts = ["127.0.0.1", "localhost"]
     service = str(ns.admission_service)
     if service:
@@ -108,7 +117,20 @@ def settings(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSetting
         ca_validity=max(365 * 24 * 3600.0, validity * 30),
         client_ca=client_ca,
         client_names=client_names,
+        grace=grace,
     )
+
+
+def _grace(ns: argparse.Namespace) -> float:
+    """`--admission-grace`: a duration from 0 to `MAX_GRACE`."""
+    raw = str(getattr(ns, "admission_grace", "2s"))
+    try:
+        grace = parse_duration(raw)
+    except DurationError:
+        raise AdmissionFlagError(f"--admission-grace: {raw!r} is not a duration") from None
+    if not 0 <= grace <= MAX_GRACE:
+        raise AdmissionFlagError(f"--admission-grace: {raw!r} is not between 0s and 10s")
+    return grace
 
 
 def _clients(ns: argparse.Namespace) -> tuple[str, tuple[str, ...]]:

@@ -28,7 +28,7 @@ from kube_reloader.cli.flagset import (
     normalize_bools,
     split_csv,
 )
-from kube_reloader.core import evicting, matching, planning, scoping
+from kube_reloader.core import admitting, evicting, matching, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
@@ -84,6 +84,9 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
     if ns.workers < 1:
         raise FlagError("--workers: must be at least 1")
     options = _options(ns, mode, env, plan, warnings)
+    admission = _admission(ns, env)
+    if admission is not None and admitting.writes_hashes(options.plan):
+        options = replace(options, admission_grace=admission.grace)
     _check_addrs(ns)
     return RunSettings(
         options=options,
@@ -99,7 +102,7 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
         compat=mode,
         # v1 as today: no health listener unless --health-addr is given
         health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
-        admission=_admission(ns, env),
+        admission=admission,
     )
 
 

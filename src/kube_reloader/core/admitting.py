@@ -54,6 +54,15 @@ TIMEOUT_MARGIN = 0.5
 #: header timeout (5 s, `serving.Limits`) runs from a body's first byte to the answer
 MAX_BUDGET = 4.0
 MIN_BUDGET = 0.1
+#: the kinds the chart's MutatingWebhookConfiguration sends the webhook
+MUTATED_KINDS = frozenset(
+    (
+        WorkloadKind.DEPLOYMENT,
+        WorkloadKind.STATEFULSET,
+        WorkloadKind.DAEMONSET,
+        WorkloadKind.CRONJOB,
+    )
+)
 
 Reference = tuple[ResourceType, str]
 
@@ -160,6 +169,16 @@ def answer_budget(timeout: str | None) -> float:
     if given > 0:
         seconds = given
     return max(MIN_BUDGET, min(seconds - TIMEOUT_MARGIN, MAX_BUDGET))
+
+
+def writes_hashes(config: planning.Config) -> bool:
+    """Whether the webhook writes anything under these settings: only where the value the
+    controller writes is the hash alone (`env-vars`, v1); under the annotations strategy or
+    `--compat=v2` it carries the reload's time, which the controller's own write would not
+    repeat."""
+    return config.strategy is strategies.Strategy.ENV_VARS and (
+        config.compat is not strategies.Compat.V2
+    )
 
 
 def key_scoped(workload: planning.Workload, config: planning.Config) -> bool:

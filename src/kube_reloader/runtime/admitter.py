@@ -134,6 +134,9 @@ class AdmissionSettings:
     #: `--admission-client-names`: the names (CN or DNS SAN) a client certificate may carry;
     #: empty: any certificate from `client_ca`
     client_names: tuple[str, ...] = ()
+    #: `--admission-grace`: seconds a ConfigMap change's template write waits for the apply
+    #: that may follow it (`Options.admission_grace`)
+    grace: float = 2.0
 
     @property
     def authenticated(self) -> bool:

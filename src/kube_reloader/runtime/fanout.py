@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from kube_reloader.core import alerting, matching, planning, strategies
+from kube_reloader.core import admitting, alerting, matching, planning, strategies
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
@@ -81,8 +81,18 @@ class FanOut:
                     "ReloadError",
                 )
         for key in matched:
-            if self.coalescer.add(key, change, observed, self.options.coalesce_window):
+            if self.coalescer.add(key, change, observed, self._window(change, key.kind)):
                 self.reporter.coalesced()
+
+    def _window(self, change: Change, kind: str) -> float:
+        """How long the reload waits for more: the coalescing window, or with the admission
+        webhook on, for a ConfigMap's change of a kind it mutates, the grace in which an
+        apply's own write of the workload (given the new hash by the webhook, so one
+        rollout) lands before the controller would write the hash itself."""
+        window = self.options.coalesce_window
+        if change.rtype is ResourceType.CONFIGMAP and kind in admitting.MUTATED_KINDS:
+            return max(window, self.options.admission_grace)
+        return window
 
     def _decide(self, change: Change, candidate: planning.Workload, now: int) -> bool:
         """Plan `change` for one workload; True when it must reload."""

@@ -59,6 +59,10 @@ class Options:
     poll_interval: float = 10.0
     #: changes to one workload within this window become one reload (0 disables)
     coalesce_window: float = 0.3
+    #: with the admission webhook on (`--admission-grace`): a ConfigMap change's reload of a
+    #: kind the webhook mutates waits this long instead of `coalesce_window`, so that an
+    #: apply's own write of the workload (carrying the hash the webhook gave it) lands first
+    admission_grace: float = 0.0
     #: minimum seconds between two reloads of the same workload (0 disables)
     min_interval: float = 5.0
     #: cluster-wide reloads per second and burst (rate 0 disables)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kube_reloader.core import planning
+from kube_reloader.core.objects import ResourceType
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.options import Options
@@ -70,3 +73,33 @@ async def test_two_changes_for_one_workload_are_coalesced_into_one_item() -> Non
     assert item.key == w.key
     assert len(item.changes) == 1
     assert room.sample("kube_reloader_coalesced_total") == 1
+
+
+@pytest.mark.parametrize(
+    ("rtype", "kind", "waits"),
+    [
+        (ResourceType.CONFIGMAP, "Deployment", 2.0),
+        (ResourceType.CONFIGMAP, "DaemonSet", 2.0),
+        (ResourceType.SECRET, "Deployment", 0.3),  # the webhook never writes a Secret's hash
+        (ResourceType.CONFIGMAP, "Job", 0.3),  # not a kind the webhook is sent
+    ],
+)
+async def test_with_the_webhook_on_a_configmaps_reload_of_a_mutated_kind_waits_the_grace(
+    rtype: ResourceType, kind: str, waits: float
+) -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    w = workload(kind=kind, configmap="cm")
+    if rtype is ResourceType.SECRET:
+        w = workload(
+            kind=kind, configmap="cm", annotations={"secret.reloader.stakater.com/reload": "cm"}
+        )
+    stores.index.put(w)
+    options = Options(coalesce_window=0.3, admission_grace=2.0)
+    f = FanOut(options, room.clock, stores, co, room.fence, room.reporter)
+    await f.fan_out(dataclasses.replace(change("cm"), rtype=rtype), observed=0.0)
+    assert w.key in co
+    room.clock.advance(waits - 0.01)
+    assert co.depth == 0
+    room.clock.advance(0.01)
+    assert co.depth == 1

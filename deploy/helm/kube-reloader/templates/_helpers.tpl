@@ -252,7 +252,7 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- $adm := default dict $r.admission -}}
 {{- include "reloader.knownKeys" (dict "path" "reloader.admission" "values" $adm
     "allowed" (list "enabled" "port" "timeoutSeconds" "namespaceSelector" "certValidity"
-    "clientCAConfigMap" "clientNames")) -}}
+    "grace" "clientCAConfigMap" "clientNames")) -}}
 {{- if not (has (toString (default 2 $adm.timeoutSeconds)) (list "1" "2")) -}}
 {{- fail (printf "reloader.admission.timeoutSeconds: %v must be 1 or 2 (the webhook must never slow writes down)" $adm.timeoutSeconds) -}}
 {{- end -}}
