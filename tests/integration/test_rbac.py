@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import secrets
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from kube_reloader.cli.flags import parse
 from kube_reloader.core import hashing
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.transport import Transport
 from kube_reloader.runtime.controller import Controller
 from tests import builders
 from tests.harness import (
@@ -95,18 +96,19 @@ class Call:
         return group, resource, verb
 
 
-def recording_client(calls: list[Call]) -> type[Client]:
-    """A Client that appends every request it sends, with the answer's status, to `calls`."""
+def recording_client(calls: list[Call]) -> Callable[..., Client]:
+    """Builds Clients whose transport appends every request it sends, with the answer's
+    status, to `calls`."""
 
-    class Recording(Client):
+    class Recording(Transport):
         @contextlib.asynccontextmanager
-        async def _open(
+        async def open(
             self, method: str, path: str, *, params: Mapping[str, str] | None = None, **kw: Any
         ) -> AsyncIterator[Any]:
             watch = (params or {}).get("watch") in ("true", "1")
             entered = False
             try:
-                async with super()._open(method, path, params=params, **kw) as resp:
+                async with super().open(method, path, params=params, **kw) as resp:
                     entered = True
                     calls.append(Call(method, path, watch, resp.status))
                     yield resp
@@ -115,7 +117,10 @@ def recording_client(calls: list[Call]) -> type[Client]:
                     calls.append(Call(method, path, watch, exc.code))
                 raise
 
-    return Recording
+    def new_client(conn: config.ConnectionConfig, **options: Any) -> Client:
+        return Client.over(Recording(conn, **options))
+
+    return new_client
 
 
 def granted(docs: list[dict[str, Any]]) -> set[Verb]:

@@ -2,7 +2,8 @@
 
 A small asyncio client on aiohttp with msgspec decoding: kubeconfig and in-cluster
 credentials (`config`; files read in `kubeconfig`, self-refreshing `credentials`, the proxy
-chosen in `proxies`), typed requests (`client`; connections in `transport` and `tls`, LIST
-paging in `paging`, watch streams in `streams`), resource paths (`resources`), an error
-taxonomy owned by the project (`errors`) and a LIST+WATCH reflector (`watching`).
+chosen in `proxies`), typed requests (`client`, composed of a `transport` for connections,
+with `tls`, a `paging` pager for LIST and a `streams` watcher for WATCH), resource paths
+(`resources`), an error taxonomy owned by the project (`errors`) and a LIST+WATCH reflector
+(`watching`).
 """

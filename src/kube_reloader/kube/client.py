@@ -3,24 +3,28 @@
 Built on aiohttp (connection reuse, streaming bodies, client certificates) and msgspec (bytes
 are decoded straight into the caller's projection type, so a watch on 10,000 Deployments
 never materialises 10,000 full objects). Every failure surfaces as a `kube.errors` class.
-`Client` puts together its connections (`transport`), LIST paging (`paging`) and watch
-streams (`streams`); GET and the writes are its own.
+`Client` owns a `transport.Transport` (connections, auth, retries, errors, decoding), a
+`paging.Pager` (LIST) and a `streams.Watcher` (WATCH) that send through it, and delegates
+to them explicitly; GET and the writes are its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any, TypeVar, overload
+from typing import Any, Self, TypeVar, Unpack, overload
 
+import aiohttp
 import msgspec
 
-from kube_reloader.kube.paging import Lister
+from kube_reloader.kube.config import ConnectionConfig
+from kube_reloader.kube.paging import DEFAULT_PAGE_SIZE, ListPage, ObjectList, Pager
 from kube_reloader.kube.resources import Resource
-from kube_reloader.kube.streams import Watcher
-from kube_reloader.kube.transport import RawObject
+from kube_reloader.kube.streams import Watcher, WatchEvent
+from kube_reloader.kube.transport import RawObject, RequestObserver, Transport, TransportOptions
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class PatchType(StrEnum):
@@ -32,12 +36,204 @@ class PatchType(StrEnum):
     APPLY = "application/apply-patch+yaml"
 
 
-class Client(Lister, Watcher):
+class Client:
     """Every API verb against one API server. Use as an async context manager.
 
-    Its connections, and how requests are sent, retried and their failures mapped, are
-    `Transport`'s; LIST is `Lister`'s and WATCH `Watcher`'s.
+    Its parts: `transport` (how requests are sent, retried, mapped and decoded), `pager`
+    (LIST) and `watcher` (WATCH), both holding that transport, which `close` closes.
     """
+
+    transport: Transport
+    pager: Pager
+    watcher: Watcher
+
+    def __init__(self, config: ConnectionConfig, **options: Unpack[TransportOptions]) -> None:
+        """A client over a new `Transport(config, **options)`."""
+        self._compose(Transport(config, **options))
+
+    @classmethod
+    def over(cls, transport: Transport) -> Self:
+        """A client whose every request goes through `transport`, one built elsewhere (a
+        `Transport` subclass that records what it sends, say)."""
+        client = cls.__new__(cls)
+        client._compose(transport)
+        return client
+
+    def _compose(self, transport: Transport) -> None:
+        self.transport = transport
+        self.pager = Pager(transport)
+        self.watcher = Watcher(transport)
+
+    # ----------------------------------------------------------------- the transport's
+
+    @property
+    def config(self) -> ConnectionConfig:
+        """The server, TLS settings, credentials and proxy the client connects with."""
+        return self.transport.config
+
+    @property
+    def observer(self) -> RequestObserver | None:
+        """Told about every attempt and every request (`Transport.observer`)."""
+        return self.transport.observer
+
+    @property
+    def host(self) -> str:
+        """The API server's host (and port), the label of the observer's reports."""
+        return self.transport.host
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The pool of ordinary requests (`Transport.session`)."""
+        return self.transport.session
+
+    @property
+    def stream_session(self) -> aiohttp.ClientSession:
+        """The pool of watch streams (`Transport.stream_session`)."""
+        return self.transport.stream_session
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close both connection pools (open watch streams end with `ConnectionFailed`)."""
+        await self.transport.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        retry: bool = True,
+    ) -> bytes:
+        """Any request; returns the raw response body (`Transport.request`)."""
+        return await self.transport.request(
+            method, path, params=params, body=body, content_type=content_type, retry=retry
+        )
+
+    # ----------------------------------------------------------------- the pager's
+
+    def list_pages(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        page_bytes: int | None = None,
+        resource_version: str | None = None,
+        type: Any = RawObject,
+    ) -> AsyncIterator[ListPage[Any]]:
+        """LIST page by page, decoding items as `type` (`Pager.list_pages`)."""
+        return self.pager.list_pages(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            page_bytes=page_bytes,
+            resource_version=resource_version,
+            type=type,
+        )
+
+    @overload
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+    ) -> ObjectList[RawObject]: ...
+
+    @overload
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        type: type[T],
+    ) -> ObjectList[T]: ...
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        type: Any = RawObject,
+    ) -> ObjectList[Any]:
+        """LIST every page; all items and the list's resourceVersion (`Pager.list`)."""
+        return await self.pager.list(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            type=type,
+        )
+
+    async def list_reduced(
+        self,
+        resource: Resource,
+        *,
+        type: Any,
+        reduce: Callable[[Any], R] | None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        page_bytes: int | None = None,
+    ) -> ObjectList[R]:
+        """LIST every page, each item reduced as its page arrives (`Pager.list_reduced`)."""
+        return await self.pager.list_reduced(
+            resource,
+            type=type,
+            reduce=reduce,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            page_bytes=page_bytes,
+        )
+
+    # ----------------------------------------------------------------- the watcher's
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        allow_bookmarks: bool = True,
+        type: Any = RawObject,
+    ) -> AsyncIterator[WatchEvent[Any]]:
+        """Stream watch events, each object decoded as `type` (`Watcher.watch`)."""
+        return self.watcher.watch(
+            resource,
+            namespace=namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=allow_bookmarks,
+            type=type,
+        )
 
     # ----------------------------------------------------------------- reads
 
@@ -60,8 +256,8 @@ class Client(Lister, Watcher):
         type: Any = RawObject,
     ) -> Any:
         """GET one object, decoded as `type` (a plain dict by default)."""
-        data = await self.request("GET", resource.path(namespace, name))
-        return self._decode(data, type, f"{resource.kind} {namespace or ''}/{name}")
+        data = await self.transport.request("GET", resource.path(namespace, name))
+        return self.transport.decode(data, type, f"{resource.kind} {namespace or ''}/{name}")
 
     # ----------------------------------------------------------------- writes
 
@@ -77,14 +273,14 @@ class Client(Lister, Watcher):
         """POST a new object; `namespace` defaults to the body's own."""
         ns = namespace or _body_namespace(body)
         params = _write_params(field_manager, dry_run)
-        data = await self.request(
+        data = await self.transport.request(
             "POST",
             resource.path(ns),
             params=params,
             body=msgspec.json.encode(body),
             content_type="application/json",
         )
-        return self._decode_raw(data, f"created {resource.kind}")
+        return self.transport.decode_raw(data, f"created {resource.kind}")
 
     async def update(
         self,
@@ -98,14 +294,14 @@ class Client(Lister, Watcher):
         """PUT a whole object (optimistic concurrency through its resourceVersion)."""
         name = str((body.get("metadata") or {}).get("name") or "")
         ns = namespace or _body_namespace(body)
-        data = await self.request(
+        data = await self.transport.request(
             "PUT",
             resource.path(ns, name, subresource),
             params=_write_params(field_manager, False),
             body=msgspec.json.encode(body),
             content_type="application/json",
         )
-        return self._decode_raw(data, f"{resource.kind} {ns or ''}/{name}")
+        return self.transport.decode_raw(data, f"{resource.kind} {ns or ''}/{name}")
 
     async def patch(
         self,
@@ -124,14 +320,14 @@ class Client(Lister, Watcher):
         params = _write_params(field_manager, dry_run)
         if force is not None:
             params["force"] = "true" if force else "false"
-        data = await self.request(
+        data = await self.transport.request(
             "PATCH",
             resource.path(namespace, name, subresource),
             params=params,
             body=msgspec.json.encode(patch),
             content_type=patch_type.value,
         )
-        return self._decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
+        return self.transport.decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
 
     async def delete(
         self,
@@ -151,13 +347,13 @@ class Client(Lister, Watcher):
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions_uid:
             options["preconditions"] = {"uid": preconditions_uid}
-        data = await self.request(
+        data = await self.transport.request(
             "DELETE",
             resource.path(namespace, name),
             body=msgspec.json.encode(options),
             content_type="application/json",
         )
-        return self._decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
+        return self.transport.decode_raw(data, f"{resource.kind} {namespace or ''}/{name}")
 
     async def evict(self, resource: Resource, name: str, *, namespace: str, uid: str) -> None:
         """POST a `policy/v1` Eviction for pod `name`, only while it is still `uid` (never
@@ -169,7 +365,7 @@ class Client(Lister, Watcher):
             "metadata": {"name": name, "namespace": namespace},
             "deleteOptions": {"preconditions": {"uid": uid}},
         }
-        await self.request(
+        await self.transport.request(
             "POST",
             resource.path(namespace, name, "eviction"),
             body=msgspec.json.encode(body),

@@ -10,8 +10,8 @@ from __future__ import annotations
 import msgspec
 
 from kube_reloader.kube import errors
+from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource
-from kube_reloader.kube.transport import Transport
 
 
 class _APIResource(msgspec.Struct):
@@ -34,7 +34,7 @@ def group_version_path(resource: Resource) -> str:
     return f"/api/{resource.version}"
 
 
-async def _listed(client: Transport, path: str) -> list[_APIResource] | None:
+async def _listed(client: Client, path: str) -> list[_APIResource] | None:
     """The resources a group version lists; None when it is not served (404)."""
     try:
         data = await client.request("GET", path)
@@ -47,13 +47,13 @@ async def _listed(client: Transport, path: str) -> list[_APIResource] | None:
     return doc.resources or []
 
 
-async def kind_of(client: Transport, group: str, version: str, plural: str) -> str | None:
+async def kind_of(client: Client, group: str, version: str, plural: str) -> str | None:
     """The kind served as `plural` in `group/version`; None when it is not served."""
     listed = await _listed(client, f"/apis/{group}/{version}")
     return next((r.kind for r in listed or () if r.name == plural and r.kind), None)
 
 
-async def served(client: Transport, resource: Resource) -> bool:
+async def served(client: Client, resource: Resource) -> bool:
     """True when the resource's group version lists its plural; False when the group version
     is not served (404). Any other failure raises its `kube.errors` class (an answer that is
     not a discovery document raises `KubeError`)."""

@@ -1,7 +1,9 @@
 """LIST, page by page: `limit` and `continue`, pages sized by count or by bytes.
 
-Items are decoded as the caller's type a page at a time, and `list_reduced` reduces each
-page before the next one is fetched, so a LIST of many large objects never holds them all.
+`Pager` owns the LIST verbs of `Client` (`list_pages`, `list`, `list_reduced`), sending each
+page through the `Transport` it holds. Items are decoded as the caller's type a page at a
+time, and `list_reduced` reduces each page before the next one is fetched, so a LIST of many
+large objects never holds them all.
 """
 
 from __future__ import annotations
@@ -63,8 +65,11 @@ class ObjectList(Generic[T]):
     resource_version: str
 
 
-class Lister(Transport):
-    """The LIST verbs of `Client`."""
+class Pager:
+    """The LIST verbs of `Client`: every page a GET through `transport`, with its retries."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
 
     async def list_pages(
         self,
@@ -95,9 +100,9 @@ class Lister(Transport):
         if resource_version is not None:
             params["resourceVersion"] = resource_version
         path = resource.path(namespace)
-        decoder = self._decoder(ListPage[type])
+        decoder = self.transport.decoder(ListPage[type])
         while True:
-            data = await self.request("GET", path, params=params)
+            data = await self.transport.request("GET", path, params=params)
             try:
                 page: ListPage[Any] = decoder.decode(data)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -1,7 +1,9 @@
 """WATCH streams: newline-delimited events of any size, decoded into the caller's type.
 
-Each event's object is decoded straight from its bytes, BOOKMARK events keep only their
-resourceVersion, and a watch ERROR event is raised as the matching `kube.errors` class.
+`Watcher` owns the WATCH verb of `Client`, opening each stream through the `Transport` it
+holds (from its pool of streams). Each event's object is decoded straight from its bytes,
+BOOKMARK events keep only their resourceVersion, and a watch ERROR event is raised as the
+matching `kube.errors` class.
 """
 
 from __future__ import annotations
@@ -49,8 +51,12 @@ class _Bookmark(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
 
 
-class Watcher(Transport):
-    """The WATCH verb of `Client`."""
+class Watcher:
+    """The WATCH verb of `Client`: each stream a GET through `transport`, from its pool of
+    streams, with the same credentials, retries and error mapping as any request."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
 
     async def watch(
         self,
@@ -77,16 +83,13 @@ class Watcher(Transport):
             label_selector=label_selector,
             field_selector=field_selector,
         )
-        events = _Events(
-            resource, self._decoder(type), self._decoder(_RawEvent), self._decoder(_Bookmark)
-        )
+        tr = self.transport
+        events = _Events(resource, tr.decoder(type), tr.decoder(_RawEvent), tr.decoder(_Bookmark))
         timeout = aiohttp.ClientTimeout(
-            total=None, connect=self._timeout, sock_read=timeout_seconds + 30
+            total=None, connect=tr.timeout, sock_read=timeout_seconds + 30
         )
         path = resource.path(namespace)
-        async with self._open(
-            "GET", path, params=params, client_timeout=timeout, stream=True
-        ) as resp:
+        async with tr.open("GET", path, params=params, client_timeout=timeout, stream=True) as resp:
             try:
                 async for line in _lines(resp.content):
                     yield events.decode(line)

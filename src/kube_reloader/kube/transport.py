@@ -1,8 +1,10 @@
-"""Connections to one API server: the pools, auth headers, proxy, retries and error mapping.
+"""Connections to one API server: the pools, auth headers, proxy, retries, error mapping and
+the decoding of answers.
 
-Every request of `Client` goes through `Transport._open`: it presents the current
-credentials, retries what is worth retrying, re-authenticates once after a 401, and turns
-every failure into a `kube.errors` class. An injected `RequestObserver` is told what
+`Transport` owns the HTTP side of `Client`: every request, a LIST page or a watch stream
+included, goes through `Transport.open`, which presents the current credentials, retries
+what is worth retrying, re-authenticates once after a 401, and turns every failure into a
+`kube.errors` class. An injected `RequestObserver` is told what
 client-go tells its metrics adapters: every attempt's status code, and every request's
 duration with its retries (watches excepted), both with the API server's host.
 
@@ -22,7 +24,7 @@ import time
 from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypedDict
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
@@ -73,8 +75,20 @@ class RetryPolicy:
         return limiting.backoff(attempt, base=self.base_delay, cap=self.max_delay, jitter=jitter)
 
 
+class TransportOptions(TypedDict, total=False):
+    """The keywords of `Transport` besides its config (and so of `Client`)."""
+
+    user_agent: str
+    timeout: float
+    retry: RetryPolicy | None
+    max_connections: int
+    observer: RequestObserver | None
+    monotonic: Callable[[], float]
+
+
 class Transport:
-    """Connections to one API server. Use as an async context manager.
+    """Connections to one API server, and how requests are sent, retried and decoded. Use as
+    an async context manager. `Client` holds one; its pager and watcher send through it.
 
     Ordinary requests share a pool of at most `max_connections`; each watch stream has a
     connection of its own, from a separate pool, so open watches never take a connection
@@ -98,7 +112,8 @@ class Transport:
         self.host = host_of(config.server)
         self._monotonic = monotonic
         self._user_agent = user_agent
-        self._timeout = timeout
+        #: the seconds one ordinary request may take; a watch's connect timeout
+        self.timeout = timeout
         self._retry = retry or RetryPolicy()
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -162,7 +177,8 @@ class Transport:
         self._ssl_cache = {key: ctx}  # credentials rotate; keep only the current context
         return ctx
 
-    def _decoder(self, tp: Any) -> Any:
+    def decoder(self, tp: Any) -> Any:
+        """The msgspec JSON decoder of `tp`, made once per type and kept."""
         dec = self._decoders.get(tp)
         if dec is None:
             dec = msgspec.json.Decoder(tp)
@@ -170,7 +186,7 @@ class Transport:
         return dec
 
     @contextlib.asynccontextmanager
-    async def _open(
+    async def open(
         self,
         method: str,
         path: str,
@@ -234,7 +250,7 @@ class Transport:
         client_timeout: aiohttp.ClientTimeout | None,
     ) -> aiohttp.ClientResponse:
         """One attempt, with `auth`'s credentials. aiohttp's and the system's errors (a TLS
-        context that cannot be built included) are raised for `_open` to map."""
+        context that cannot be built included) are raised for `open` to map."""
         headers: dict[str, str] = {}
         if auth.token:
             headers["Authorization"] = f"Bearer {auth.token}"
@@ -253,7 +269,7 @@ class Transport:
             headers=headers,
             auth=basic,
             ssl=self._ssl_context(auth),
-            timeout=client_timeout or aiohttp.ClientTimeout(total=self._timeout),
+            timeout=client_timeout or aiohttp.ClientTimeout(total=self.timeout),
             proxy=self._proxy,
             proxy_headers=self._connect_headers,
             **kwargs,
@@ -281,7 +297,7 @@ class Transport:
         to retry (an eviction refused by a disruption budget)."""
         started = self._monotonic()
         try:
-            async with self._open(
+            async with self.open(
                 method, path, params=params, body=body, content_type=content_type, retry=retry
             ) as resp:
                 try:
@@ -296,15 +312,17 @@ class Transport:
 
     # ----------------------------------------------------------------- helpers
 
-    def _decode_raw(self, data: bytes, what: str) -> RawObject:
-        obj = self._decode(data, RawObject, what)
+    def decode_raw(self, data: bytes, what: str) -> RawObject:
+        """An answer that must be a JSON object, as a dict; `what` names it in the error."""
+        obj = self.decode(data, RawObject, what)
         if not isinstance(obj, dict):
             raise errors.KubeError(f"{what}: the answer is not a JSON object")
         return obj
 
-    def _decode(self, data: bytes, tp: Any, what: str) -> Any:
+    def decode(self, data: bytes, tp: Any, what: str) -> Any:
+        """An answer decoded as `tp`; what does not decode or fit raises `KubeError`."""
         try:
-            return self._decoder(tp).decode(data)
+            return self.decoder(tp).decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise errors.KubeError(f"{what}: cannot decode the answer: {exc}") from exc
 
