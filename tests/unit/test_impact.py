@@ -175,8 +175,8 @@ def test_a_cycle_is_said_in_a_warning() -> None:
 def test_the_strategy_follows_the_default_where_pods_can_be_evicted(
     default: evicting.PodStrategy, kind: str, strategy: str
 ) -> None:
-    (row,) = impacting.preview(CHANGE, [wl(kind, "a")], config=planning.Config(), now=NOW,
-                            default_strategy=default)  # fmt: skip
+    config = planning.Config(default_strategy=default)
+    (row,) = impacting.preview(CHANGE, [wl(kind, "a")], config=config, now=NOW)
     assert row.strategy == strategy
 
 

@@ -286,7 +286,6 @@ def main(argv: Sequence[str]) -> int:
         config=cfg,
         now=time.time(),
         only=only,
-        default_strategy=run.options.default_strategy,
         template_changed_at=template_time(workload, cfg.match.keys),
         reconcile_on_start=run.options.reconcile_on_start,
     )

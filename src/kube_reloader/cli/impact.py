@@ -331,12 +331,5 @@ def _preview(
         now=time.time(),
         state=state,
         namespace_annotations=inputs.namespace_annotations if opts.namespace_policies else {},
-        default_strategy=opts.default_strategy,
-        evictable=_evictable,
     )
     return inputs, list(rows), state
-
-
-def _evictable(kind: str) -> bool:
-    spec = BUILTIN.get(kind)
-    return spec is not None and spec.evictable

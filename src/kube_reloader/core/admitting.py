@@ -244,15 +244,11 @@ def admit(
     changes: Mapping[Reference, planning.Change],
     config: planning.Config,
     now: int,
-    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
-    evictable: bool | None = None,
 ) -> Admission:
     """The operations writing, into `obj` (the review's object, which `workload` was read
     from), what the controller would write for each found reference's current content
     (`changes`: as the controller's cache would describe it, see `cache.ConfigEntry.change`)."""
-    policy, _ = evicting.policy_of(
-        workload.kind, workload.annotations, default_strategy, evictable=evictable
-    )
+    policy = planning.mode_of(workload, config).policy
     if policy is None or policy.strategy is not evicting.PodStrategy.PATCH:
         return Admission([], ["the workload is not reloaded by patching its pod template"])
     plans = [

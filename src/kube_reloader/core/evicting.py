@@ -132,6 +132,22 @@ class PodPolicy:
     signal: str = inplace.DEFAULT_SIGNAL
 
 
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """How a workload is reloaded (`planning.mode_of`): its policy, or None when its
+    annotations cannot be read (it is then not reloaded at all), and the warnings they
+    earn."""
+
+    policy: PodPolicy | None = PodPolicy()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def pod_level(self) -> bool:
+        """Its pods are acted on (evict, restart-in-place, signal): its template is not
+        written."""
+        return self.policy is not None and self.policy.strategy.pod_level
+
+
 def policy_of(
     kind: str,
     annotations: Mapping[str, str],

@@ -94,7 +94,6 @@ def explain(
     config: planning.Config,
     now: float,
     only: tuple[ResourceType, str] | None = None,
-    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
     template_changed_at: float | None = None,
     reconcile_on_start: bool = True,
 ) -> Explanation:
@@ -136,7 +135,7 @@ def explain(
         references=tuple(refs),
         verdicts=tuple(verdicts),
         pause=_pause(workload, w, config, now),
-        reload_by=_reload_by(w, default_strategy),
+        reload_by=_reload_by(w, config),
         schedule=schedule(w, now),
     )
 
@@ -254,8 +253,9 @@ def schedule(w: planning.Workload, now: float) -> str:
     return "; ".join(parts) or "written as soon as planned (no window, order or Job policy)"
 
 
-def _reload_by(w: planning.Workload, default: evicting.PodStrategy) -> str:
-    policy, problems = evicting.policy_of(str(w.kind), w.annotations, default)
+def _reload_by(w: planning.Workload, config: planning.Config) -> str:
+    mode = planning.mode_of(w, config)
+    policy, problems = mode.policy, mode.warnings
     if policy is None:
         return f"not reloaded: {'; '.join(problems)}"
     if policy.strategy is evicting.PodStrategy.PATCH:

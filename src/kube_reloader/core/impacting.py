@@ -13,7 +13,7 @@ at the end of the queue, once that one is written and its run is not followed (J
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, rollouts, scheduling
@@ -64,14 +64,9 @@ class Row:
     warnings: tuple[str, ...] = ()
 
 
-def strategy_of(
-    w: planning.Workload,
-    config: planning.Config,
-    default: evicting.PodStrategy,
-    evictable: bool,
-) -> str | None:
+def strategy_of(mode: evicting.Mode, config: planning.Config) -> str | None:
     """env-vars / annotations (the template written), evict, or None when unreadable."""
-    policy, _ = evicting.policy_of(w.kind, w.annotations, default, evictable=evictable)
+    policy = mode.policy
     if policy is None:
         return None
     if policy.strategy.pod_level:
@@ -87,14 +82,12 @@ def preview(
     now: float,
     state: State = State(),
     namespace_annotations: Mapping[str, str] | None = None,
-    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH,
-    evictable: Callable[[str], bool] = lambda kind: kind in evicting.EVICTABLE_KINDS,
 ) -> list[Row]:
     """Every workload of the change's namespace, what the change would do to it."""
     mine = sorted((w for w in workloads if w.namespace == change.namespace), key=lambda w: w.key)
     by_key = {w.key: w for w in mine}
     ns_annotations = namespace_annotations or {}
-    run = _Run(change, by_key, config, now, state, ns_annotations, default_strategy, evictable)
+    run = _Run(change, by_key, config, now, state, ns_annotations)
     rows = {
         w.key: Row(w.key, p.outcome.value, p.message)
         for w in mine
@@ -131,8 +124,6 @@ class _Run:
     now: float
     state: State
     ns_annotations: Mapping[str, str]
-    default_strategy: evicting.PodStrategy
-    evictable: Callable[[str], bool]
     plans: dict[ObjectKey, planning.Plan] = field(init=False)
     #: the slots, their line and who follows whom, as the controller's scheduler keeps them
     ledger: Ledger = field(init=False)
@@ -165,7 +156,7 @@ class _Run:
 
     def _handle(self, w: planning.Workload) -> Row:
         p, state, change = self.plans[w.key], self.state, self.change
-        how = strategy_of(w, self.config, self.default_strategy, self.evictable(str(w.kind)))
+        how = strategy_of(p.mode, self.config)
         if how is None:
             unreadable = ("kube-reloader.io/strategy is unreadable: not reloaded",)
             return Row(w.key, p.outcome.value, p.message, warnings=unreadable)
@@ -231,7 +222,7 @@ class _Run:
         if w is None:
             return False
         if self.plans[k].outcome is Outcome.RELOAD:
-            how = strategy_of(w, self.config, self.default_strategy, self.evictable(str(w.kind)))
+            how = strategy_of(self.plans[k].mode, self.config)
             carries = how != "evict" and w.kind != WorkloadKind.CRONJOB
             if carries or k not in self.handled or k in self.held:
                 return True

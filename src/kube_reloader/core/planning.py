@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from kube_reloader.core import (
+    evicting,
     matching,
     podtemplates,
     rollouts,
@@ -119,6 +120,10 @@ class Config:
     compat: strategies.Compat = strategies.Compat.V1
     #: `--reload-scope`: the default of `kube-reloader.io/reload-scope`
     scope: scoping.Scope = scoping.Scope.OBJECT
+    #: `--default-strategy`: how a workload without `kube-reloader.io/strategy` is reloaded
+    default_strategy: evicting.PodStrategy = evicting.PodStrategy.PATCH
+    #: the kinds whose pods can be replaced (a registered `--workload-kind` too)
+    evictable: frozenset[str] = evicting.EVICTABLE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,37 +143,39 @@ class Plan:
     #: False when `written` is the object's hash only because the per-key digests a `keys`
     #: workload needs are not known: a carried hash can then not be compared
     exact: bool = True
+    #: how the workload is reloaded, whatever the outcome (`mode_of`)
+    mode: evicting.Mode = field(default_factory=evicting.Mode)
 
 
 def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
     """Decide and build the patch for one (change, workload) pair. `now` is Unix seconds."""
-    key = workload.key
+    key, mode = workload.key, mode_of(workload, config)
     decision, scope = _decide(change, workload, config)
     refusal = _refusal(decision, workload)
     if refusal is not None:
-        return Plan(key, change, decision, Outcome.SKIPPED, refusal, written=change.hash)
+        return Plan(key, change, decision, Outcome.SKIPPED, refusal, written=change.hash, mode=mode)
     v2 = config.compat is strategies.Compat.V2
     target = _target(change, workload, decision, v2=v2)
     if target.container is None:
         message = f"{decision.message}, but {target.how}"
-        return Plan(
-            key, change, decision, Outcome.NO_CONTAINER, message, target, written=change.hash
-        )
+        outcome = Outcome.NO_CONTAINER
+        return Plan(key, change, decision, outcome, message, target, written=change.hash, mode=mode)
     container = target.container
-    keys = (
-        scoping.consumed_keys(workload.template, change.rtype, change.name)
-        if scope is scoping.Scope.KEYS
-        else None
-    )
-    written, why, exact = scoping.value_for(
-        keys=keys, object_hash=change.hash, packed=change.digests, scope=scope
-    )
+    keys, (written, why, exact) = _value(change, workload, scope)
     if why:
         decision = dataclasses.replace(decision, message=f"{decision.message} ({why})")
     if _keys_unchanged(change, workload.template, config.strategy, container, keys, written):
         message = f"{decision.message}; the keys it consumes did not change"
         return Plan(
-            key, change, decision, Outcome.UP_TO_DATE, message, target, written=written, exact=exact
+            key,
+            change,
+            decision,
+            Outcome.UP_TO_DATE,
+            message,
+            target,
+            written=written,
+            exact=exact,
+            mode=mode,
         )
     env_name = strategies.env_var_name(change.name, change.rtype)
     content = templateedits.Content(
@@ -195,7 +202,19 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
         env_name,
         written,
         exact,
+        mode,
     )
+
+
+def mode_of(workload: Workload, config: Config) -> evicting.Mode:
+    """How `workload` is reloaded: its template written, or its pods acted on (or not at all,
+    its `kube-reloader.io/strategy` unreadable). The one rule: `plan()` records it in every
+    plan, and what has no plan at hand asks it here."""
+    evictable = workload.kind in config.evictable
+    policy, warnings = evicting.policy_of(
+        workload.kind, workload.annotations, config.default_strategy, evictable=evictable
+    )
+    return evicting.Mode(policy, warnings)
 
 
 def _decide(
@@ -225,6 +244,21 @@ def _decide(
     if scope_warning is not None:
         decision = dataclasses.replace(decision, warnings=(*decision.warnings, scope_warning))
     return decision, scope
+
+
+def _value(
+    change: Change, workload: Workload, scope: scoping.Scope
+) -> tuple[frozenset[str] | None, tuple[str, str, bool]]:
+    """The keys a `keys` workload consumes (None: the object's every key) and what it records
+    for the change (`scoping.value_for`)."""
+    keys = (
+        scoping.consumed_keys(workload.template, change.rtype, change.name)
+        if scope is scoping.Scope.KEYS
+        else None
+    )
+    return keys, scoping.value_for(
+        keys=keys, object_hash=change.hash, packed=change.digests, scope=scope
+    )
 
 
 def _refusal(decision: matching.Decision, workload: Workload) -> str | None:
@@ -270,20 +304,9 @@ def _keys_unchanged(
         return False
     if before.digests == scoping.OVERFLOW or change.event is not Event.UPDATED:
         return False
-    held = _carried_value(tmpl, strategy, container, change)
+    held = strategies.carried_value(tmpl, strategy, container, change.rtype, change.name)
     same = scoping.scoped_hash(before.digests, keys) == written
     return same and held in (None, before.hash)  # it missed nothing before this change
-
-
-def _carried_value(
-    tmpl: PodTemplate, strategy: strategies.Strategy, container: str, change: Change
-) -> str | None:
-    """The hash the template carries for the change's resource (env var or record)."""
-    if strategy is strategies.Strategy.ENV_VARS:
-        found = tmpl.container(container)
-        env_name = strategies.env_var_name(change.name, change.rtype)
-        return None if found is None else found[1].env_value(env_name)
-    return strategies.records(tmpl).get(strategies.record_key(change.rtype, change.name))
 
 
 def combine(plans: list[Plan]) -> list[tuple[strategies.PatchType, Any]]:
@@ -374,25 +397,3 @@ def missed_while_away(
     if config_changed_at > template_changed_at:
         return True, f"{what} was written after the pod template; its pods have older content"
     return False, f"{what} is older than the pod template; its pods already have this content"
-
-
-def carried_hashes(
-    workload: Workload, strategy: strategies.Strategy
-) -> dict[tuple[ResourceType, str], str]:
-    """Every hash the workload's pod template carries, by the resource it was written for."""
-    out: dict[tuple[ResourceType, str], str] = {}
-    record = strategies.records(workload.template)
-    tmpl = workload.template
-    for rtype, name in workload.template.references():
-        if strategy is strategies.Strategy.ENV_VARS:
-            env_name = strategies.env_var_name(name, rtype)
-            for c in (*tmpl.containers, *tmpl.init_containers):
-                value = c.env_value(env_name)
-                if value is not None:
-                    out[(rtype, name)] = value
-                    break
-        else:
-            value = record.get(strategies.record_key(rtype, name))
-            if value is not None:
-                out[(rtype, name)] = value
-    return out

@@ -219,3 +219,33 @@ def carries_reload(template: PodTemplate) -> bool:
         for c in (*template.containers, *template.init_containers)
         for v in c.env
     )
+
+
+def carried_value(
+    tmpl: PodTemplate, strategy: Strategy, container: str, rtype: ResourceType, name: str
+) -> str | None:
+    """The hash the template carries for one resource (`container`'s env var, or the
+    record), or None."""
+    if strategy is Strategy.ENV_VARS:
+        found = tmpl.container(container)
+        return None if found is None else found[1].env_value(env_var_name(name, rtype))
+    return records(tmpl).get(record_key(rtype, name))
+
+
+def carried_hashes(tmpl: PodTemplate, strategy: Strategy) -> dict[tuple[ResourceType, str], str]:
+    """Every hash the pod template carries, by the resource it was written for."""
+    out: dict[tuple[ResourceType, str], str] = {}
+    record = records(tmpl)
+    for rtype, name in tmpl.references():
+        if strategy is Strategy.ENV_VARS:
+            env_name = env_var_name(name, rtype)
+            for c in (*tmpl.containers, *tmpl.init_containers):
+                value = c.env_value(env_name)
+                if value is not None:
+                    out[(rtype, name)] = value
+                    break
+        else:
+            value = record.get(record_key(rtype, name))
+            if value is not None:
+                out[(rtype, name)] = value
+    return out

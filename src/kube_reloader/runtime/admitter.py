@@ -290,15 +290,12 @@ class Admitter:
         if isinstance(found, str):
             return [], found
         opts = self.options
-        kind = opts.kinds.get(workload.kind)
         result = admitting.admit(
             workload=workload,
             obj=review.obj,
             changes=found,
             config=opts.plan,
             now=int(self.clock.wall()),
-            default_strategy=opts.default_strategy,
-            evictable=None if kind is None else kind.evictable,
         )
         log.debug("admission plans", extra={"reasons": result.reasons, "uid": review.uid})
         names = ", ".join(f"{rt.kind} {n}" for rt, n in sorted(found))

@@ -66,7 +66,7 @@ class Breaker:
         if st.progress_deadline_exceeded:
             if workload.template_manager != field_manager:
                 return  # someone else's change failed
-            for (rtype, name), h in planning.carried_hashes(workload, strategy).items():
+            for (rtype, name), h in strategies.carried_hashes(workload.template, strategy).items():
                 entry = self.stores.config(rtype, workload.namespace, name)
                 if (
                     rtype is not ResourceType.SECRETPROVIDERCLASS

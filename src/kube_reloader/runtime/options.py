@@ -6,6 +6,7 @@ passed explicitly to everything that needs it (no globals).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning
@@ -95,3 +96,12 @@ class Options:
     user_agent: str = ""
     #: `--audit-interval`: seconds between two staleness audits by the leader (0: off)
     audit_interval: float = 0.0
+
+    def __post_init__(self) -> None:
+        """`plan` decides with `default_strategy` and with the evictable kinds of `kinds`
+        (a registered `--workload-kind` too): each has one source, these options."""
+        evictable = frozenset(spec.kind for spec in self.kinds if spec.evictable)
+        plan = dataclasses.replace(
+            self.plan, default_strategy=self.default_strategy, evictable=evictable
+        )
+        object.__setattr__(self, "plan", plan)  # frozen: set once, while it is being built

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, fairness, planning, scheduling
+from kube_reloader.core import fairness, planning, scheduling
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.runtime.clock import Clock, Pacer
@@ -95,14 +95,6 @@ class Resync:
         """Queue what one workload missed; 1 when it was queued, else 0 (a workload with
         thousands of references yields between them too)."""
         workload = self.stores.resolve(candidate)
-        kind = self.kinds.get(workload.kind)
-        policy, _ = evicting.policy_of(
-            workload.kind,
-            workload.annotations,
-            self.options.default_strategy,
-            evictable=kind is not None and kind.evictable,
-        )
-        evicts = policy is not None and policy.strategy.pod_level
         queued = 0
         on_time: list[Suspect] = []
         for rtype, name in sorted(self.stores.wanted(workload, names)):
@@ -112,7 +104,8 @@ class Resync:
                 continue
             change = entry.change(Event.UPDATED)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-            if evicts and p.outcome is planning.Outcome.RELOAD and entry.changed_at is not None:
+            reloads = p.outcome is planning.Outcome.RELOAD and entry.changed_at is not None
+            if reloads and p.mode.pod_level:
                 # its template carries nothing: the rotation compares its pods with the change
                 missed, why = True, f"{change}: pods older than its last write are replaced"
             else:

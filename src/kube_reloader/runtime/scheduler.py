@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core import planning, rollouts, scheduling
 from kube_reloader.core.ledger import Ledger, adopts
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 from kube_reloader.core.planning import Outcome, Plan
@@ -124,7 +124,8 @@ class Scheduler:
         now = int(self.clock.wall())
         # a reload that leaves no hash on its template (pods evicted, a CronJob triggered):
         # pending while its changes wait
-        carries = not _evicts(w, self.options) and w.kind != WorkloadKind.CRONJOB
+        evicts = planning.mode_of(w, self.options.plan).pod_level
+        carries = not evicts and w.kind != WorkloadKind.CRONJOB
         for p in todo:  # the same namespace: the same change
             mine = planning.plan(change=p.change, workload=w, config=self.options.plan, now=now)
             if mine.outcome is Outcome.RELOAD and (carries or k in self.coalescer):
@@ -306,14 +307,3 @@ class Scheduler:
         for hold in self.held.values():
             out[hold.value] += 1
         return out
-
-
-def _evicts(w: planning.Workload, options: Options) -> bool:
-    kind = options.kinds.get(w.kind)
-    policy, _ = evicting.policy_of(
-        w.kind,
-        w.annotations,
-        options.default_strategy,
-        evictable=kind is not None and kind.evictable,
-    )
-    return policy is not None and policy.strategy.pod_level

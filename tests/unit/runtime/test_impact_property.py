@@ -235,7 +235,6 @@ def preview(c: Case) -> list[impacting.Row]:
     return impacting.preview(
         c.change, [cli.workload_of(d, NS) for d in c.manifests], config=opts.plan,
         now=EPOCH, state=state, namespace_annotations=c.ns_annotations,
-        default_strategy=c.default, evictable=cli._evictable,
     )  # fmt: skip
 
 
