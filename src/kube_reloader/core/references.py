@@ -68,6 +68,12 @@ class Volume:
     configmap_items: tuple[tuple[str, ...] | None, ...] = ()
     secret_items: tuple[tuple[str, ...] | None, ...] = ()
 
+    @property
+    def used(self) -> bool:
+        """Whether it names anything the rules read (an emptyDir, or a projected volume of
+        service-account tokens alone, names nothing: both readers leave it out)."""
+        return bool(self.configmaps or self.secrets or self.spc)
+
     def items_of(self, rtype: ResourceType) -> list[tuple[str, tuple[str, ...] | None]]:
         """Each source of the type with the keys its `items` project (None: every key)."""
         if rtype is ResourceType.CONFIGMAP:
@@ -219,7 +225,7 @@ def pod_template_from_manifest(template: Mapping[str, Any] | None) -> PodTemplat
         annotations=dict(pt.template_annotations(template)),
         containers=tuple(_container(c) for c in pt.containers(template)),
         init_containers=tuple(_container(c) for c in pt.init_containers(template)),
-        volumes=tuple(_volume(v) for v in pt.volumes(template)),
+        volumes=tuple(v for v in map(_volume, pt.volumes(template)) if v.used),
     )
 
 

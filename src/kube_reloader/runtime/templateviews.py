@@ -15,6 +15,9 @@ def _env(v: p.EnvVar) -> EnvVar:
     value = v.value if v.name.startswith(ENV_PREFIX) else None
     cm = v.valueFrom.configMapKeyRef if v.valueFrom else None
     sec = v.valueFrom.secretKeyRef if v.valueFrom else None
+    # a reference without a name reads nothing (as `core.podtemplates` reads a manifest)
+    cm = cm if cm is not None and cm.name else None
+    sec = sec if sec is not None and sec.name else None
     ref = cm or sec
     return EnvVar(
         v.name,
@@ -88,6 +91,12 @@ def pod_template(tmpl: p.PodTemplateSpec | None, keep: frozenset[str]) -> PodTem
         containers=tuple(_container(c) for c in tmpl.spec.containers),
         init_containers=tuple(_container(c) for c in tmpl.spec.initContainers),
         volumes=tuple(
-            _volume(v) for v in tmpl.spec.volumes if v.configMap or v.secret or v.projected or v.csi
+            vol
+            for vol in (
+                _volume(v)
+                for v in tmpl.spec.volumes
+                if v.configMap or v.secret or v.projected or v.csi
+            )
+            if vol.used
         ),
     )
