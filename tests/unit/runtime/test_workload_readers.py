@@ -87,7 +87,7 @@ VOLUMES = [
     {"name": "csi", "csi": {"driver": "secrets-store.csi.k8s.io",
                             "volumeAttributes": {"secretProviderClass": "spc"}}},
 ]  # fmt: skip # a manifest, laid out as YAML would be
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "every kind of reference": {
         "metadata": {"annotations": {"reloader.stakater.com/last-reloaded-from": "{}", "x": "y"}},
         "spec": {"containers": [CONTAINER], "initContainers": [{**CONTAINER, "name": "init"}],
