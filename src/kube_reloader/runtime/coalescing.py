@@ -143,6 +143,12 @@ class Coalescer:
         if current is not None:
             current[1].cancel()
 
+    def timers(self, key: ObjectKey) -> set[str]:
+        """The timers running for `key`: "delay" (a window or a deferral), "retry", "wake"."""
+        running = {"delay": key in self._timers, "retry": key in self._retries}
+        running["wake"] = key in self._wakes
+        return {name for name, on in running.items() if on}
+
     def requeue(self, key: ObjectKey) -> None:
         """Queue `key` at once (it is handed out again when its current worker is done)."""
         self._queue.add(key)

@@ -1,7 +1,11 @@
 """Workers: take a workload's work item, re-plan its changes against the workload's latest
 state (level-based: a duplicate or stale change writes nothing), apply the rate limits, write
-through the kind's strategy (cancellable when leadership is lost), retry with backoff, and
-report one outcome."""
+through the kind's strategy (cancellable when leadership is lost), and report one outcome.
+
+A reconcile returns what is left to do with the item, a `core.results.Result` (`Done`,
+`Hold`, `Defer`, `Retry`, `Requeue`, `Drop`); `Reconciler.apply` alone applies it: the changes
+put back or forgotten, the coalescer asked for the timer, the consecutive failures counted or
+cleared. An admitted write's slot and token are settled after (a requeue keeps its turn)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ import msgspec
 from kube_reloader.core import evicting, limiting, pausing, planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Outcome
-from kube_reloader.core.scheduling import Verdict
+from kube_reloader.core.results import Defer, Done, Drop, Hold, Requeue, Result, Retry
+from kube_reloader.core.scheduling import Hold as Held
 from kube_reloader.kube import errors
 from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.clock import Clock, utc
@@ -42,6 +47,17 @@ CSI_NOT_FOLLOWED = (
     "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
     "not reloaded for them"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A write the scheduler admitted, settled once it ends (`Reconciler._settle`)."""
+
+    key: ObjectKey
+    todo: list[planning.Plan]
+    written: bool = False
+    #: its rollout (or rotation) is followed, which frees the slot when it finishes
+    rolling: bool = False
 
 
 @dataclass
@@ -73,62 +89,115 @@ class Reconciler:
             item = await self.coalescer.get()
             await self.handle(item)
 
-    async def handle(self, item: WorkItem) -> None:
+    async def handle(self, item: WorkItem) -> Result:
         """Reconcile one item as its own task, so that losing the lease cancels it in flight;
-        whatever happens, the item's changes are never lost."""
+        whatever happens, the item's changes are never lost. Returns what became of it."""
         key = item.key
         queued = item.queued_at
         now = self.clock.monotonic()
         self.reporter.dequeued(None if queued is None else now - queued, self.coalescer.depth)
-        result = "success"
+        outcome = "success"
+        result: Result = Retry()
         write = self.supervisor.task(f"reconcile/{key}", self.reconcile(item))
         try:
-            if not await self.fence.guarded(write):  # the worker's own cancellation propagates
-                result = "cancelled"
-                self._put_back(item)  # perhaps cancelled before its first step: keep the changes
-                self._retry(key)  # cancelled on lost leadership: the changes wait, kept
+            if await self.fence.guarded(write):  # the worker's own cancellation propagates
+                result = write.result()  # applied by reconcile
+            else:
+                outcome = "cancelled"
+                # cancelled on lost leadership, perhaps before its first step: kept, it waits
+                self.apply(item, result)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the worker: retry
-            result = "error"
-            self.reporter.handler_error()
-            self.reporter.object_failed("reconcile", key, exc)
-            self.scheduler.idle(key)  # a slot it was called for goes to the next in line
-            workload = self.stores.workload(key)
-            if workload is not None:
-                error = type(exc).__name__
-                retry = f"kube-reloader failed to reload this workload and will retry: {error}"
-                self.reporter.warn_once(workload, (retry,), "ReloadError")
-            self._retry(key)
+            outcome = "error"
+            self._crashed(key, exc)
+            # reconcile put the changes back as it crashed: an item with no changes puts
+            # nothing back, and only the backoff is applied
+            self.apply(WorkItem(key), result)
         finally:
             self.coalescer.done(key)
-            self.reporter.reconciled(result, self.clock.monotonic() - now)
+            self.reporter.reconciled(outcome, self.clock.monotonic() - now)
+        return result
 
-    def _retry(self, key: ObjectKey) -> None:
-        n = self.failures.get(key, 0) + 1
-        self.failures[key] = n
-        self.reporter.retrying()
-        self.coalescer.retry_after(key, limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF))
+    def _crashed(self, key: ObjectKey, exc: Exception) -> None:
+        self.reporter.handler_error()
+        self.reporter.object_failed("reconcile", key, exc)
+        self.scheduler.idle(key)  # a slot it was called for goes to the next in line
+        workload = self.stores.workload(key)
+        if workload is not None:
+            error = type(exc).__name__
+            retry = f"kube-reloader failed to reload this workload and will retry: {error}"
+            self.reporter.warn_once(workload, (retry,), "ReloadError")
 
-    async def reconcile(self, item: WorkItem) -> None:
+    async def reconcile(self, item: WorkItem) -> Result:
+        """Reconcile one item and apply its result; an admitted write's slot and token are
+        settled after it."""
         if not item.changes:
-            return
+            return Done(cleared=False)
         try:
-            await self._reconcile(item)
+            result, admitted = await self._reconcile(item)
+            try:
+                self.apply(item, result)
+            finally:
+                if admitted is not None:
+                    self._settle(admitted)
         except BaseException:
             # a crash or a cancellation never loses the changes (newer ones that arrived
             # meanwhile win); the worker retries with backoff
             self._put_back(item)
             raise
+        return result
+
+    def apply(self, item: WorkItem, result: Result) -> None:
+        """The one place a reconcile's result is applied: the changes put back (newer ones
+        that arrived meanwhile win) or forgotten, the coalescer asked for the timer, the
+        consecutive failures counted or cleared."""
+        key = item.key
+        match result:
+            case Done(cleared=cleared):
+                if cleared:
+                    self.failures.pop(key, None)
+            case Hold(after=after):
+                self.failures.pop(key, None)
+                item.queued_at = None  # queued again when it is woken
+                self.coalescer.put_back(item)
+                if after is not None:  # else only what it waits for wakes it
+                    self.coalescer.wake_at(key, after)
+            case Defer(after=after):
+                item.queued_at = None  # queued again when the deferral ends
+                self.coalescer.put_back(item)
+                self.coalescer.schedule(key, after)
+            case Retry():
+                self._put_back(item)
+                n = self.failures[key] = self.failures.get(key, 0) + 1
+                self.reporter.retrying()
+                backoff = limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF)
+                self.coalescer.retry_after(key, backoff)
+            case Requeue():
+                self._put_back(item)
+                self.coalescer.requeue(key)
+                self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
+            case Drop():
+                self.coalescer.drop(key)
 
     def _put_back(self, item: WorkItem) -> None:
         item.queued_at = self.clock.monotonic()
         self.coalescer.put_back(item)
 
-    async def _reconcile(self, item: WorkItem) -> None:
+    def _settle(self, admitted: Admitted) -> None:
+        """An admitted write ended: a token not spent goes back; the scheduler settles the
+        slot (freed, kept for a conflict's requeue, or held while the rollout is followed)."""
+        key, written = admitted.key, admitted.written
+        if not written:
+            self.throttle.give_back(key)  # nothing was written: its token was not spent
+        self.scheduler.wrote(key, admitted.todo, written=written, rolling=admitted.rolling)
+
+    async def _reconcile(self, item: WorkItem) -> tuple[Result, Admitted | None]:
+        """Re-plan the item on the latest state and write it if it may be: its result, and
+        the write it was admitted for, if any."""
         key = item.key
         cached = self.stores.workload(key)
         if cached is None:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
-            return
+            return Done(cleared=False), None
         workload = self.stores.resolve(cached)
         now = int(self.clock.wall())
         plans = [
@@ -139,9 +208,8 @@ class Reconciler:
         ]
         todo = [p for p in plans if p.outcome is Outcome.RELOAD]
         if not todo:
-            self.failures.pop(key, None)
             self.scheduler.idle(key)
-            return
+            return Done(), None
         kind = self.kinds.get(workload.kind)
         policy, warnings = evicting.policy_of(
             workload.kind,
@@ -151,43 +219,48 @@ class Reconciler:
         )
         self.reporter.warn_once(workload, warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
-            self.failures.pop(key, None)
             self.scheduler.idle(key)
-            return
-        if self._defer(item, workload):
-            return
+            return Done(), None
+        deferred = self._defer(workload)
+        if deferred is not None:
+            return deferred, None
         verdict = self.scheduler.admit(workload, todo)
         if not verdict.write:
-            self._hold(item, verdict)
-            return
+            # its changes wait (newer ones join them), looked at again when what it waits
+            # for happens, or when the scheduler says time alone must (its window opens, a
+            # slot's deadline passes), by the coalescer's timer
+            reason = verdict.hold or Held.SLOTS
+            return Hold(reason, self.scheduler.wake_after(verdict)), None
         self.throttle.take(key)  # admitted: its tokens are spent (a held one spends none)
-        written = rolling = False
         try:
-            if policy.strategy.pod_level:
-                written = rolling = self._rotate(workload, policy, todo)
-            else:
-                self.rotations.forget(key)  # switched back to patch: a rotation running ends
-                written, rolling = await self._write(item, workload, todo)
-        finally:
-            if not written:
-                self.throttle.give_back(key)  # nothing was written: its token was not spent
-            self.scheduler.wrote(key, todo, written=written, rolling=rolling)
+            result, written, rolling = await self._reload(item, workload, policy, todo)
+        except BaseException:
+            self._settle(Admitted(key, todo))  # crashed or cancelled: nothing was written
+            raise
+        return result, Admitted(key, todo, written, rolling)
 
-    def _hold(self, item: WorkItem, verdict: Verdict) -> None:
-        """The scheduler holds the reload: its changes wait (newer ones join them), looked at
-        again when what it waits for happens, or at the time the scheduler names (its window
-        opens, a slot's deadline passes), by the coalescer's timer."""
-        self.failures.pop(item.key, None)
-        item.queued_at = None
-        self.coalescer.put_back(item)
-        delay = self.scheduler.wake_after(verdict)
-        if delay is not None:
-            self.coalescer.wake_at(item.key, delay)
+    async def _reload(
+        self,
+        item: WorkItem,
+        workload: planning.Workload,
+        policy: evicting.PodPolicy,
+        todo: list[planning.Plan],
+    ) -> tuple[Result, bool, bool]:
+        """The admitted reload, by a rotation or a write: (its result, written, its rollout
+        or rotation followed)."""
+        if policy.strategy.pod_level:
+            rotating = self._rotate(workload, policy, todo)
+            if rotating is None:
+                return Done(cleared=False), False, False
+            return Done(), rotating, rotating
+        self.rotations.forget(workload.key)  # switched back to patch: a rotation running ends
+        return await self._write(item, workload, todo)
 
     async def _write(
         self, item: WorkItem, workload: planning.Workload, todo: list[planning.Plan]
-    ) -> tuple[bool, bool]:
-        """Write the reload through the kind's strategy: (written, its rollout followed)."""
+    ) -> tuple[Result, bool, bool]:
+        """Write the reload through the kind's strategy: (its result, written, its rollout
+        followed)."""
         key = workload.key
         spec = self.kinds[workload.kind]
         when = utc(self.clock)
@@ -201,42 +274,33 @@ class Reconciler:
                 raise asyncio.CancelledError
             answer = await self.writer.reload(workload, todo, now=when, committed=self.fence.commit)
         except errors.Conflict as exc:
-            await self._conflicted(item, workload, exc)
-            return False, False
+            return await self._conflicted(workload, exc), False, False
         except errors.Transient as exc:
-            # put the changes back (newer ones that arrived meanwhile win) and back off
-            self._put_back(item)
+            # the changes go back (newer ones that arrived meanwhile win), backed off
             log.warning(
                 "reload failed, will retry", extra={"workload": str(key), "error": str(exc)}
             )
-            self._retry(key)
-            return False, False
+            return Retry(), False, False
         except errors.NotFound:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
-            return False, False
+            return Done(cleared=False), False, False
         except errors.KubeError as exc:
-            self.failures.pop(key, None)
             self.reporter.reload_failed(workload, todo, exc)
-            return False, False
-        return True, self._written(item, workload, todo, answer, write_started)
+            return Done(), False, False
+        return Done(), True, self._written(item, workload, todo, answer, write_started)
 
-    async def _conflicted(
-        self, item: WorkItem, workload: planning.Workload, exc: errors.Conflict
-    ) -> None:
-        """The object changed under us: re-read it, refresh the cache, re-plan at once."""
+    async def _conflicted(self, workload: planning.Workload, exc: errors.Conflict) -> Result:
+        """The object changed under us: re-read it, refresh the cache, re-plan at once (its
+        changes are put back when the result is applied)."""
         key = workload.key
-        self._put_back(item)
         log.info("conflict, re-reading", extra={"workload": str(key), "error": str(exc)})
         try:
             self.refresh(workload.kind, await self.writer.read(key))
         except errors.NotFound:
-            self.coalescer.drop(key)
-            return
+            return Drop()
         except errors.KubeError:
-            self._retry(key)
-            return
-        self.coalescer.requeue(key)
-        self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
+            return Retry()
+        return Requeue()
 
     def _written(
         self,
@@ -248,7 +312,6 @@ class Reconciler:
     ) -> bool:
         """Account for a write the API server accepted; True when its rollout is followed."""
         key = workload.key
-        self.failures.pop(key, None)
         self.throttle.reloaded(key)
         if answer is not None:
             generation = (answer.get("metadata") or {}).get("generation")
@@ -268,16 +331,17 @@ class Reconciler:
 
     def _rotate(
         self, workload: planning.Workload, policy: evicting.PodPolicy, todo: list[planning.Plan]
-    ) -> bool:
+    ) -> bool | None:
         """Hand the reload to a rotation (its pods replaced; the template is not written),
         for the newest of its changes: the pods created before it are replaced. True when
-        one was started (or took the change over)."""
+        one was started (or took the change over); None when none was asked (every change
+        was a CSI rotation's)."""
         csi = [p for p in todo if p.change.rtype is ResourceType.SECRETPROVIDERCLASS]
         if csi:  # per-pod statuses, no content time: a rotation could not tell old from new
             self.reporter.warn_once(workload, (CSI_NOT_FOLLOWED,))
             todo = [p for p in todo if p not in csi]
             if not todo:
-                return False
+                return None
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
         written = [self._changed_at(p.change) for p in todo]
@@ -285,7 +349,6 @@ class Reconciler:
         # that lags would leave pods created in between on the old content); else now
         changed_at = max((t for t in written if t is not None), default=self.clock.wall())
         self.rotations.start(workload, policy, todo, changed_at)
-        self.failures.pop(workload.key, None)
         self.throttle.reloaded(workload.key)
         return workload.key in self.rotations
 
@@ -306,17 +369,14 @@ class Reconciler:
         entry = self.stores.config(change.rtype, change.namespace, change.name)
         return None if entry is None else entry.changed_at
 
-    def _defer(self, item: WorkItem, workload: planning.Workload) -> bool:
-        """Apply the rate limits: True when the reload was deferred (its changes kept)."""
-        wait, reason = self.throttle.wait(item.key)
+    def _defer(self, workload: planning.Workload) -> Defer | None:
+        """Ask the rate limits: a deferral (reported), or None when it may be written now."""
+        wait, reason = self.throttle.wait(workload.key)
         if wait <= 0:
-            return False
-        item.queued_at = None  # queued again when the deferral ends
-        self.coalescer.put_back(item)
+            return None
         until = pausing.format_time(utc(self.clock) + dt.timedelta(seconds=wait))
         self.reporter.deferred(workload, reason, until, self.options.min_interval)
-        self.coalescer.schedule(item.key, wait)
-        return True
+        return Defer(reason, wait)
 
     def refresh(self, kind: str, answer: dict[str, Any]) -> None:
         """The write's answer is the new object: index it now, before its watch event."""
