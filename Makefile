@@ -7,13 +7,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
+.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit test-repeat check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
 	@echo "make check     - ruff (lint + format), mypy --strict, import-linter, then the tests"
 	@echo "make test-unit - unit tests only (no control plane)"
 	@echo "make test-node - the real-node tests: kubelet + containerd here, our image from the chart (root)"
+	@echo "make test-repeat [RUNS=5] - the cluster and real-node tiers RUNS times in a row: flakiness, counted (.test-repeat/)"
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
@@ -54,6 +55,12 @@ node-prerequisites:
 
 test-node: cluster-binaries node-prerequisites
 	@KUBE_RELOADER_NODE_TESTS=1 scripts/timed node-tests $(BIN)/pytest tests/node $(PYTEST_ARGS)
+
+# Flakiness measured: the cluster tiers and the real-node tier RUNS times in a row (results and
+# a table in .test-repeat/); exit 1 when any test failed in any run.
+RUNS ?= 5
+test-repeat: cluster-binaries node-prerequisites
+	@scripts/timed test-repeat $(PY) scripts/repeat_tiers.py --runs $(RUNS)
 
 test-unit: venv
 	@scripts/timed unit-tests $(BIN)/pytest tests/unit $(PYTEST_ARGS)

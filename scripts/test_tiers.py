@@ -38,7 +38,15 @@ KUBECONFIG_ENV = "KUBE_RELOADER_TEST_KUBECONFIG"
 NODES = 1
 
 
-def tier(name: str, args: Sequence[str], env: dict[str, str] | None = None) -> int:
+#: the tiers, in the order they run
+TIERS = ("unit-tests", "parallel-tests", "serial-tests")
+
+
+def tier(
+    name: str, args: Sequence[str], env: dict[str, str] | None = None, junit: Path | None = None
+) -> int:
+    if junit is not None:
+        args = [*args, f"--junitxml={junit / (name + '.xml')}"]
     print(f"==> [{name}] pytest {' '.join(args)}", file=sys.stderr, flush=True)
     start = time.monotonic()
     code = subprocess.call([*PYTEST, *args], cwd=ROOT, env=env)
@@ -67,15 +75,36 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workers", type=int, default=3, help="integration workers (default 3)")
     parser.add_argument("--unit-workers", type=int, default=2, help="unit workers (default 2)")
+    parser.add_argument(
+        "--tiers",
+        default=",".join(TIERS),
+        help=f"the tiers to run, comma-separated (default: all, {','.join(TIERS)})",
+    )
+    parser.add_argument(
+        "--junit-dir", type=Path, help="write each tier's results to DIR/<tier>.xml"
+    )
     known, extra = parser.parse_known_args(argv)
     if extra:
         return tier("tests", extra)
-    failures = [tier("unit-tests", ["tests/unit", "-n", str(known.unit_workers)])]
-    with dev_cluster() as kubeconfig:
-        env = {**os.environ, KUBECONFIG_ENV: kubeconfig}
-        parallel = [*CLUSTER_TIERS, "-m", "not serial", "-n", str(known.workers)]
-        failures.append(tier("parallel-tests", [*parallel, "--dist", "loadfile"], env))
-        failures.append(tier("serial-tests", [*CLUSTER_TIERS, "-m", "serial"], env))
+    chosen = [t.strip() for t in known.tiers.split(",") if t.strip()]
+    unknown = sorted(set(chosen) - set(TIERS))
+    if unknown:
+        parser.error(f"--tiers: unknown {', '.join(unknown)} (known: {', '.join(TIERS)})")
+    junit = known.junit_dir
+    failures = []
+    if "unit-tests" in chosen:
+        unit = ["tests/unit", "-n", str(known.unit_workers)]
+        failures.append(tier("unit-tests", unit, junit=junit))
+    if {"parallel-tests", "serial-tests"} & set(chosen):
+        with dev_cluster() as kubeconfig:
+            env = {**os.environ, KUBECONFIG_ENV: kubeconfig}
+            parallel = [*CLUSTER_TIERS, "-m", "not serial", "-n", str(known.workers)]
+            if "parallel-tests" in chosen:
+                args = [*parallel, "--dist", "loadfile"]
+                failures.append(tier("parallel-tests", args, env, junit))
+            if "serial-tests" in chosen:
+                args = [*CLUSTER_TIERS, "-m", "serial"]
+                failures.append(tier("serial-tests", args, env, junit))
     return next((code for code in failures if code), 0)
 
 
