@@ -210,14 +210,8 @@ class Reconciler:
         if not todo:
             self.scheduler.idle(key)
             return Done(), None
-        kind = self.kinds.get(workload.kind)
-        policy, warnings = evicting.policy_of(
-            workload.kind,
-            workload.annotations,
-            self.options.default_strategy,
-            evictable=kind is not None and kind.evictable,
-        )
-        self.reporter.warn_once(workload, warnings)
+        policy = todo[0].mode.policy  # (one workload: every plan has its mode)
+        self.reporter.warn_once(workload, todo[0].mode.warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
             self.scheduler.idle(key)
             return Done(), None
