@@ -36,6 +36,7 @@ from kube_reloader.core import (
     scoping,
     strategies,
 )
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 
 #: bytes of AdmissionReview read (an object is at most ~1.5 MiB in etcd; a review holds the
@@ -199,7 +200,7 @@ def workload_of(review: Review) -> planning.Workload | str:
     meta = podtemplates.mapping(review.obj.get("metadata"))
     owners = podtemplates.mappings(meta.get("ownerReferences"))
     owner = next((str(o.get("kind") or "") for o in owners if o.get("controller") is True), "")
-    paused = spec.get("suspend" if workload.kind == WorkloadKind.CRONJOB else "paused") is True
+    paused = spec.get(traits(workload.kind).pause_field) is True
     return planning.Workload(
         kind=workload.kind,
         namespace=review.namespace,

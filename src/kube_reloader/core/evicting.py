@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kube_reloader.core import inplace
+from kube_reloader.core import inplace, kindtraits
 from kube_reloader.core.annotations import MAX_UNAVAILABLE, POD_SELECTOR, POD_STRATEGY, SIGNAL
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.selectors import SelectorError, validate
@@ -44,8 +44,9 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 _MAX_DIGITS = 6
 #: characters accepted in a pod-selector annotation
 MAX_SELECTOR_TEXT = 1024
-#: the kinds whose pods a rotation can replace (their controllers re-create evicted pods)
-EVICTABLE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+#: the built-in kinds whose pods a rotation can replace (their controllers re-create evicted
+#: pods)
+EVICTABLE_KINDS = kindtraits.EVICTABLE
 #: a rotation looks at its pods every POLL_SECONDS while it makes progress, every
 #: SLOW_POLL_SECONDS once nothing has moved for SLOW_AFTER seconds (a replacement that does
 #: not start, a budget that refuses): a stuck rotation costs a LIST every few seconds

@@ -16,8 +16,9 @@ from typing import Any, NamedTuple
 
 from kube_reloader.core import evicting, pausing, planning, scheduling, scoping
 from kube_reloader.core import podtemplates as pt
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.matching import carries_named_list
-from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import Reference, references_with_fields
 
 TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
@@ -247,7 +248,7 @@ def schedule(w: planning.Workload, now: float) -> str:
         parts.append(f"window {rules.window.source!r} ({state})")
     if rules.after:
         parts.append("after " + ", ".join(f"{k.kind}/{k.name}" for k in rules.after))
-    if w.kind == WorkloadKind.JOB:
+    if traits(w.kind).job:
         parts.append(f"job-policy {rules.job_policy.value}")
     parts += [f"warning: {text}" for text in warnings]
     return "; ".join(parts) or "written as soon as planned (no window, order or Job policy)"
@@ -276,7 +277,7 @@ def _reload_by(w: planning.Workload, config: planning.Config) -> str:
         )
     else:
         pace = f"at most {policy.max_unavailable} unavailable"
-        if w.kind == WorkloadKind.STATEFULSET:
+        if traits(w.kind).ordered:
             pace = "one pod at a time, highest ordinal first"
         pods = f"pods matching {policy.pod_selector!r}" if policy.pod_selector else "its pods"
         how = (
@@ -295,7 +296,7 @@ def _pause(
     obj: Mapping[str, Any], w: planning.Workload, config: planning.Config, now: float
 ) -> str:
     keys = config.match.keys
-    if w.kind != WorkloadKind.DEPLOYMENT or keys.pause_period not in w.annotations:
+    if not traits(w.kind).pausable or keys.pause_period not in w.annotations:
         return "no pause period"
     paused = bool((obj.get("spec") or {}).get("paused"))
     at = dt.datetime.fromtimestamp(now, dt.UTC)

@@ -17,20 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.ledger import Ledger
-from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Outcome
 from kube_reloader.core.scheduling import Hold, Verdict
-
-#: kinds whose rollout the controller follows (a write holds a slot until it finishes)
-FOLLOWED_KINDS = frozenset(
-    {
-        WorkloadKind.DEPLOYMENT,
-        WorkloadKind.STATEFULSET,
-        WorkloadKind.DAEMONSET,
-        WorkloadKind.ROLLOUT,
-    }
-)
 
 Resource = tuple[ResourceType, str, str]
 
@@ -174,7 +165,7 @@ class _Run:
         )
         warnings.extend(cycles)
         verdict = scheduling.decide(rules, self._facts(w, waiting))
-        followed = how == "evict" or w.kind in FOLLOWED_KINDS
+        followed = how == "evict" or traits(w.kind).long_running
         self.ledger.settle(w.key, verdict, takes_slot=followed)
         if verdict.write and not followed:
             self.written.add(w.key)
@@ -223,7 +214,7 @@ class _Run:
             return False
         if self.plans[k].outcome is Outcome.RELOAD:
             how = strategy_of(self.plans[k].mode, self.config)
-            carries = how != "evict" and w.kind != WorkloadKind.CRONJOB
+            carries = how != "evict" and not traits(w.kind).scheduled
             if carries or k not in self.handled or k in self.held:
                 return True
         return rollouts.rolling(str(w.kind), w.status)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kube_reloader.core import evicting, lintkeys, lintnames, lintvalues
+from kube_reloader.core import kindtraits, lintkeys, lintnames, lintvalues
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.annotations import (
     CRONJOB_INSTANTIATE,
@@ -23,6 +23,7 @@ from kube_reloader.core.annotations import (
     ROLLOUT_STRATEGY,
     Keys,
 )
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.lintrules import (
     META_ANNOTATIONS,
     RULES,
@@ -34,13 +35,13 @@ from kube_reloader.core.lintrules import (
     finding,
 )
 from kube_reloader.core.matching import Decision, MatchConfig, decide
-from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.references import pod_template_from_manifest
 
 __all__ = ["RULES", "Document", "Finding", "Path", "Rule", "Severity", "lint"]
 
 #: lint reads the built-in workload kinds only (a custom kind's spec.template may be no pod's)
-WORKLOAD_KINDS = {k.value for k in WorkloadKind}
+WORKLOAD_KINDS = frozenset(kindtraits.BUILTIN)
 CORE_OWNERS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 Resource = tuple[str, str, str]
 Decided = list[tuple[ResourceType, str, Decision]]
@@ -225,7 +226,7 @@ def _owned(d: Document, kind: str, m: Mapping[str, Any], ref: str) -> list[Findi
                 "(including reload annotations) may be reverted by that controller"
             )
             fix = f"set the reload annotations through the {what}'s own spec or patch mechanism"
-            if kind in evicting.EVICTABLE_KINDS:
+            if traits(kind).evictable:
                 fix += ", or reload its pods instead (kube-reloader.io/strategy: evict)"
             return [finding("KR013", d, ("metadata", "ownerReferences"), text, fix, ref)]
     return []

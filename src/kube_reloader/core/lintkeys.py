@@ -23,6 +23,7 @@ from kube_reloader.core.annotations import (
     RELOADED_HASHES,
     Keys,
 )
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.lintrules import META_ANNOTATIONS, Document, Finding, Path, finding
 from kube_reloader.core.matching import shadowed_template_keys
 from kube_reloader.core.objects import ResourceType
@@ -161,7 +162,7 @@ def placement(
             "it is ignored"
         )
         out.append(_to_metadata("KR014", d, pa_path, key, text, ref))
-    if keys.pause_period in wa and kind != "Deployment":
+    if keys.pause_period in wa and not traits(kind).pausable:
         at = (*META_ANNOTATIONS, keys.pause_period)
         text = f"{ref}: the pause period applies to Deployments only; on a {kind} it is ignored"
         out.append(finding("KR009", d, at, text, "remove it", ref))

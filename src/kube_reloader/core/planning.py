@@ -24,7 +24,8 @@ from kube_reloader.core import (
     strategies,
     templateedits,
 )
-from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind, parse_workload_kind
+from kube_reloader.core.kindtraits import traits
+from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
 from kube_reloader.core.references import (
     PodTemplate,
     Target,
@@ -207,9 +208,8 @@ def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Pla
 
 
 def mode_of(workload: Workload, config: Config) -> evicting.Mode:
-    """How `workload` is reloaded: its template written, or its pods acted on (or not at all,
-    its `kube-reloader.io/strategy` unreadable). The one rule: `plan()` records it in every
-    plan, and what has no plan at hand asks it here."""
+    """How `workload` is reloaded: its template written, its pods acted on, or not at all (an
+    unreadable strategy). The one rule: in every plan, and for what has no plan at hand."""
     evictable = workload.kind in config.evictable
     policy, warnings = evicting.policy_of(
         workload.kind, workload.annotations, config.default_strategy, evictable=evictable
@@ -266,14 +266,15 @@ def _refusal(decision: matching.Decision, workload: Workload) -> str | None:
     Job with job-policy: never), or None when it is."""
     if not decision.reload:
         return decision.message
-    if workload.kind == WorkloadKind.CRONJOB and workload.paused:
+    kind = traits(workload.kind)
+    if kind.scheduled and workload.paused:
         return f"{decision.message}, but the CronJob is suspended"
-    if workload.kind == WorkloadKind.JOB and workload.owner_kind == WorkloadKind.CRONJOB:
+    if kind.job and traits(workload.owner_kind).scheduled:
         return (
             f"{decision.message}, but this Job was created by a CronJob: the CronJob is "
             "reloaded instead of re-running its past Jobs"
         )
-    if workload.kind == WorkloadKind.JOB:
+    if kind.job:
         policy, _ = scheduling.job_policy(workload.annotations)
         if policy is scheduling.JobPolicy.NEVER:
             return f"{decision.message}, but the Job says job-policy: never"

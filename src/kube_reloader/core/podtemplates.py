@@ -13,18 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube_reloader.core.objects import ResourceType, WorkloadKind
-
-Path = tuple[str, ...]
-
-#: where a workload keeps its pod template: any kind but CronJob at spec.template
-TEMPLATE_PATH: Path = ("spec", "template")
-CRONJOB_TEMPLATE_PATH: Path = ("spec", "jobTemplate", "spec", "template")
+from kube_reloader.core.kindtraits import Path, traits
+from kube_reloader.core.objects import ResourceType
 
 
 def template_path(kind: str) -> Path:
     """The path of a workload's pod template, for any kind name."""
-    return CRONJOB_TEMPLATE_PATH if kind == WorkloadKind.CRONJOB else TEMPLATE_PATH
+    return traits(kind).template_path
 
 
 def mapping(value: Any) -> Mapping[str, Any]:

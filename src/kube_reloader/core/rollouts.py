@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kube_reloader.core.objects import WorkloadKind
+from kube_reloader.core.kindtraits import traits
 
 DEFAULT_DEADLINE_SECONDS = 600.0
 
@@ -47,11 +47,7 @@ def state(kind: str, written_generation: int, s: Status) -> RolloutState:
     if s.progress_deadline_exceeded:
         return RolloutState.FAILED
     done = s.updated >= s.replicas and s.available >= s.replicas and s.outdated <= 0
-    if (
-        kind == WorkloadKind.STATEFULSET
-        and s.update_revision
-        and s.current_revision != s.update_revision
-    ):
+    if traits(kind).revisions and s.update_revision and s.current_revision != s.update_revision:
         done = done and s.replicas == 0
     return RolloutState.COMPLETE if done else RolloutState.PROGRESSING
 

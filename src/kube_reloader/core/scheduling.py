@@ -31,6 +31,7 @@ from enum import StrEnum
 
 from kube_reloader.core import annotations as a
 from kube_reloader.core import fairness, windows
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
 
 #: at most this many workloads in one `reload-after` list
@@ -150,7 +151,7 @@ def rules_of(
         if error:
             warnings.append(f"{error}; it follows no workload")
     policy = JobPolicy.RECREATE
-    if own.kind == WorkloadKind.JOB:
+    if traits(own.kind).job:
         policy, warning = job_policy(workload_annotations)
         if warning is not None:
             warnings.append(warning)

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from kube_reloader.core import planning, staleness, x509
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.staleness import Candidate, Consumed, Finding, Reason, Unwatched
 from kube_reloader.core.x509 import iso
@@ -46,8 +47,6 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import Reporter, log
 from kube_reloader.runtime.stores import Stores
 
-#: the kinds whose pods run for long (a Job's or CronJob's pods start with current content)
-AUDITED = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Rollout"})
 #: certificates remembered (one per stale TLS Secret), the oldest dropped first
 MAX_CERTIFICATES = 10_000
 #: reads of unwatched resources per namespace and audit round (each resource read once)
@@ -127,7 +126,7 @@ async def audit(
     by_ns: dict[str, list[tuple[planning.Workload, list[Candidate]]]] = defaultdict(list)
     pacer = Pacer(clock or SystemClock())  # a large round never holds the loop
     for w in workloads:
-        if w.kind not in AUDITED:
+        if not traits(w.kind).long_running:  # a Job's, a CronJob's pods start current
             continue
         report.workloads += 1
         consumed = []

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from kube_reloader.core import hashing, matching, rollouts, scoping
 from kube_reloader.core.annotations import Keys
-from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
+from kube_reloader.core.kindtraits import traits
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Before, Change, Event, Workload
 from kube_reloader.kube import projections as p
 from kube_reloader.kube.projections import ObjectMeta
@@ -154,7 +155,7 @@ def workload_entry(
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
         template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
         status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
-        active=_job_running(obj) if kind == WorkloadKind.JOB and isinstance(obj, p.Workload) else 0,
+        active=_job_running(obj) if traits(kind).job and isinstance(obj, p.Workload) else 0,
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
 
@@ -186,7 +187,7 @@ def status_entry(
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
         template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
         status=None if status is None else status(obj),
-        active=_job_running(obj) if kind == WorkloadKind.JOB else 0,
+        active=_job_running(obj) if traits(kind).job else 0,
     )
     return WorkloadEntry(_trim_meta(meta, frozenset()), workload)
 
@@ -325,6 +326,6 @@ class WorkloadIndex:
         keys = set(self._refs.get((namespace, rtype, name), ()))
         keys |= self._named.get((namespace, rtype), set())
         for k in list(keys):  # Rollouts that borrow a candidate Deployment's template
-            if k.kind == WorkloadKind.DEPLOYMENT:
+            if traits(k.kind).lends_template:
                 keys |= self._borrowers.get((namespace, k.name), set())
         return [self.workloads[k] for k in sorted(keys) if k in self.workloads]

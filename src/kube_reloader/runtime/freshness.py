@@ -24,10 +24,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from kube_reloader.core import evicting, planning, selectors
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change
 from kube_reloader.kube import errors
-from kube_reloader.kube.pods import OWNED_KINDS, PodObject, owned
+from kube_reloader.kube.pods import PodObject, owned
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.podviews import view
@@ -165,7 +166,7 @@ class Freshness:
 
     async def _pods(self, workload: planning.Workload) -> tuple[evicting.Pod, ...] | None:
         """The workload's live pods, or None when they cannot be told (so it rolls)."""
-        if workload.kind not in OWNED_KINDS or self._forbidden:
+        if not traits(workload.kind).long_running or self._forbidden:
             return None
         for pause in (*RETRY_SECONDS, None):
             try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kube_reloader.core import evicting, inplace, planning, rollouts
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.kube import errors
 from kube_reloader.kube.pods import PodObject, owned
@@ -232,7 +233,7 @@ def _next_step(
         now,
         replicas=replicas,
         started=st.started,
-        ordered=w.kind == "StatefulSet",
+        ordered=traits(w.kind).ordered,
         last_action=st.last_action,
         pending=frozenset(st.pending),
         restarted=frozenset(st.restarted),

@@ -1,6 +1,7 @@
 """The one registry of workload kinds: per kind, its API resource, the projection its watch
 events decode into, how it is reloaded (a `writeseam.Strategy`), how its rollout state is
-read, and whether the start-up catch-up and the pause period apply to it.
+read; what the rules know of it (evictable, caught up at start, pausable, ...) is its
+`core.kindtraits` entry.
 
 Adding a kind is one `KindSpec` (plus, at most, one strategy). A registry is a value: a test
 can register a kind of its own (`BUILTIN.with_kind(...)`) and pass it in `Options.kinds`.
@@ -14,6 +15,7 @@ from typing import Any
 
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.customkinds import CustomKind
+from kube_reloader.core.kindtraits import KindTraits, traits
 from kube_reloader.core.objects import WorkloadKind
 from kube_reloader.kube import projections as p
 from kube_reloader.kube import resources
@@ -32,18 +34,32 @@ class KindSpec:
     projection: type[Any] = p.Workload
     #: reads the rollout state from the object; None: its rollouts are not followed
     status: Callable[[p.Workload], rollouts.Status | None] | None = None
-    #: the start-up catch-up reloads what it missed (not Jobs and CronJobs: their next run
-    #: reads the current content anyway)
-    catch_up: bool = True
-    #: honours the pause-period annotation (Deployments)
-    pausable: bool = False
     #: watched only once API discovery finds it served; never holds up readiness
     discovered: bool = False
-    #: its pods can be replaced (`kube-reloader.io/strategy: evict`)
-    evictable: bool = False
     #: turns the decoded object into a `p.Workload` (a template found elsewhere than at
     #: spec.template); None: the projection is one already
     adapt: Callable[[Any], p.Workload] | None = None
+
+    @property
+    def traits(self) -> KindTraits:
+        """What the rules know of the kind (`core.kindtraits`): a built-in kind's, else the
+        custom kinds'."""
+        return traits(self.kind)
+
+    @property
+    def catch_up(self) -> bool:
+        """The start-up catch-up reloads what it missed (not Jobs and CronJobs)."""
+        return self.traits.catch_up
+
+    @property
+    def pausable(self) -> bool:
+        """It honours the pause-period annotation (Deployments)."""
+        return self.traits.pausable
+
+    @property
+    def evictable(self) -> bool:
+        """Its pods can be replaced (`kube-reloader.io/strategy: evict`)."""
+        return self.traits.evictable
 
     def workload(self, obj: Any) -> Any:
         """The decoded object as the cache reads it."""
@@ -119,15 +135,12 @@ def custom(kind: str, ck: CustomKind) -> KindSpec:
     resource = Resource(ck.group, ck.version, ck.plural, kind)
     path = ck.path
     if path == ("spec", "template"):
-        return KindSpec(
-            kind, resource, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH), evictable=True
-        )
+        return KindSpec(kind, resource, writeseam.fixed(writeseam.CUSTOM_RESOURCE_PATCH))
     return KindSpec(
         kind,
         resource,
         writeseam.fixed(writeseam.CustomResourcePatch(path)),
         projection=p.SpecObject,
-        evictable=True,
         adapt=lambda obj: p.workload_at(obj, path),
     )
 
@@ -138,25 +151,19 @@ BUILTIN = Kinds(
             WorkloadKind.DEPLOYMENT,
             writeseam.TEMPLATE_PATCH,
             status=replica_status,
-            pausable=True,
-            evictable=True,
         ),
         _builtin(
             WorkloadKind.DAEMONSET,
             writeseam.TEMPLATE_PATCH,
             status=daemonset_status,
-            evictable=True,
         ),
         _builtin(
             WorkloadKind.STATEFULSET,
             writeseam.TEMPLATE_PATCH,
             status=replica_status,
-            evictable=True,
         ),
-        _builtin(
-            WorkloadKind.CRONJOB, writeseam.CRONJOB_TRIGGER, projection=p.CronJob, catch_up=False
-        ),
-        _builtin(WorkloadKind.JOB, writeseam.JOB_RECREATE, catch_up=False),
+        _builtin(WorkloadKind.CRONJOB, writeseam.CRONJOB_TRIGGER, projection=p.CronJob),
+        _builtin(WorkloadKind.JOB, writeseam.JOB_RECREATE),
         KindSpec(
             WorkloadKind.ROLLOUT,
             resources.WORKLOAD_RESOURCES[WorkloadKind.ROLLOUT],

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kube_reloader.core import fairness, planning, scheduling
-from kube_reloader.core.objects import ObjectKey, WorkloadKind
+from kube_reloader.core.kindtraits import traits
+from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
@@ -40,12 +41,13 @@ class Resync:
     ready: asyncio.Event
     #: the namespace filter (`--namespace-selector`, `--namespaces-to-ignore`): the index of a
     #: cluster-wide watch holds every namespace's workloads
-    namespace_wanted: Callable[[str], bool] = field(default=lambda _ns: True)
+    namespace_wanted: Callable[[str], bool]
     #: a rollout in flight found here takes a slot of `--max-concurrent-rollouts`
-    adopt: Callable[[planning.Workload], bool] = field(default=lambda _w: False)
+    adopt: Callable[[planning.Workload], bool]
     #: where changes missed on time alone go to have the workload's pods looked at first
-    #: (`freshness.Freshness`); None: they are caught up at once
-    freshness: Freshness | None = None
+    #: (`freshness.Freshness`, which queues what it finds stale itself); None: they are
+    #: caught up at once
+    freshness: Freshness | None
 
     async def loop(self) -> None:
         """Catch up each time this replica starts writing (startup, or a won election)."""
@@ -135,15 +137,11 @@ class Resync:
             queued = 1
         return queued
 
-    def queue(self, key: ObjectKey, change: Change) -> None:
-        """Catch `change` up for workload `key` (after the coalescing window)."""
-        self.coalescer.add(key, change, None, self.options.coalesce_window)
-
 
 def _held_job(workload: planning.Workload) -> bool:
     """A Job under `job-policy: after-completion` may have been held when the controller
     stopped: its re-creation is caught up like any rollout."""
-    if workload.kind != WorkloadKind.JOB:
+    if not traits(workload.kind).job:
         return False
     policy, _ = scheduling.job_policy(workload.annotations)
     return policy is scheduling.JobPolicy.AFTER_COMPLETION

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kube_reloader.core import planning, strategies
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.runtime.clock import Clock, Timer
@@ -21,9 +22,6 @@ from kube_reloader.runtime.reporting import Reporter
 
 #: seconds after a template write during which a revert is looked for
 WATCH_SECONDS = 60.0
-#: the kinds whose reload is a template write that stays (not Jobs, CronJobs, Argo restarts)
-#: and whose cached state says which generation it is
-TEMPLATE_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 
 
 @dataclass
@@ -43,7 +41,7 @@ class Reverts:
     def written(self, before: planning.Workload, plans: list[Plan], generation: int) -> None:
         """`plans` were written to the template of `before` (the workload as planned), which
         the API server answered with `generation`."""
-        if before.kind not in TEMPLATE_KINDS or generation <= 0:
+        if not traits(before.kind).reverts_watched or generation <= 0:
             return
         key = before.key
         self.forget(key)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_reloader.core import evicting, limiting, planning, rollouts, selectors
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.kube import errors
@@ -91,7 +92,7 @@ class Rotations:
     lookup: Callable[[ObjectKey], planning.Workload | None]
     #: told when a rotation ends (frees its slot): True when it replaced every pod, False
     #: when it failed, None when it was dropped (lost lease, workload gone)
-    on_done: Callable[[ObjectKey, bool | None], None] = field(default=lambda _k, _ok: None)
+    on_done: Callable[[ObjectKey, bool | None], None]
     _running: dict[ObjectKey, Rotation] = field(default_factory=dict)
     _active: FairSlots = field(default_factory=lambda: FairSlots(MAX_ACTIVE))
 
@@ -258,7 +259,7 @@ class Rotations:
             replicas=replicas,
             max_unavailable=rotation.policy.max_unavailable.resolve(replicas),
             min_ready_seconds=min_ready,
-            ordered=w.kind == "StatefulSet",
+            ordered=traits(w.kind).ordered,
             deadline=rollouts.held_deadline(w.status),
         )
         step = evicting.next_step(
@@ -335,7 +336,7 @@ def _replicas(w: planning.Workload, obj: dict[str, Any], fallback: int) -> int:
     """Pods the workload should have: its cached rollout status (spec.replicas, or a
     DaemonSet's desired number), else the object read at start, else `fallback` (the pods
     seen at the first look — never the live count, which drops as pods are evicted)."""
-    if w.status is not None and (w.kind != "DaemonSet" or w.status.replicas):
+    if w.status is not None and (not traits(w.kind).per_node or w.status.replicas):
         return w.status.replicas
     spec = obj.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("replicas"), int):

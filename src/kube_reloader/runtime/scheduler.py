@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kube_reloader.core import planning, rollouts, scheduling
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.ledger import Ledger, adopts
-from kube_reloader.core.objects import ObjectKey, WorkloadKind
+from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.core.scheduling import Hold, Verdict
 from kube_reloader.runtime import breaker
@@ -125,7 +126,7 @@ class Scheduler:
         # a reload that leaves no hash on its template (pods evicted, a CronJob triggered):
         # pending while its changes wait
         evicts = planning.mode_of(w, self.options.plan).pod_level
-        carries = not evicts and w.kind != WorkloadKind.CRONJOB
+        carries = not evicts and not traits(w.kind).scheduled
         for p in todo:  # the same namespace: the same change
             mine = planning.plan(change=p.change, workload=w, config=self.options.plan, now=now)
             if mine.outcome is Outcome.RELOAD and (carries or k in self.coalescer):
