@@ -1,5 +1,6 @@
-"""The reload controller: wiring only. It builds the rooms, connects them, and starts and
-stops them in order; each room owns one thing (see docs/architecture.md):
+"""The reload controller: wiring only. It builds the rooms in order, each given in its
+constructor what it uses and whom it tells, and starts and stops them in order; each room
+owns one thing (see docs/architecture.md):
 
     intake (reflector events -> changes)  ->  fanout (a decision per candidate workload)
       ->  coalescing (one work item per workload)  ->  reconciling (re-plan on the latest
@@ -16,13 +17,14 @@ from typing import Any
 
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.planning import Change
 from kube_reloader.edges.alerts import AlertSender, WebhookNotifier
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import sources, writeseam
 from kube_reloader.runtime.clock import Clock, SystemClock
 from kube_reloader.runtime.coalescing import Coalescer
-from kube_reloader.runtime.fanout import FanOut
+from kube_reloader.runtime.fanout import FanOut, Webhook
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness
 from kube_reloader.runtime.intake import Intake
@@ -68,7 +70,8 @@ class Controller:
         #: every background task runs under it: a crash is logged, counted and restarted
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
-        reporter = self.reporter = Reporter(self.metrics, events, fence, spawn, clock)
+        alerts = _alerts(options)  # started by run()
+        reporter = self.reporter = Reporter(self.metrics, events, fence, spawn, clock, alerts)
         self.stats = reporter.stats
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = stores.index
@@ -77,46 +80,36 @@ class Controller:
         rate, burst = options.reload_rate, options.reload_burst
         self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
         self.pauses = Pauses(clock, stores.keys, writer, fence, reporter, spawn)
-        self.tracker = RolloutTracker(clock, reporter, stores.workload)
-        self.fanout = FanOut(options, clock, stores, coalescer, fence, reporter)
-        self.resync = Resync(options, kinds, clock, stores, coalescer, fence, reporter, ready)
-        self.rotations = Rotations(clock, writer, fence, reporter, sup, stores.workload)
-        self.resync.freshness = Freshness(clock, writer, fence, reporter, sup, self.resync.queue)
+        scheduler = self.scheduler = Scheduler(options, clock, stores, coalescer, reporter)
+        self.tracker = RolloutTracker(clock, reporter, stores.workload, scheduler.finished)
+        done = scheduler.rotation_done
+        self.rotations = Rotations(clock, writer, fence, reporter, sup, stores.workload, done)
+        webhook: Webhook | None = None  # webhook mode: sent by run()
+        if options.webhook_url:
+            webhook = WebhookNotifier(options.webhook_url)
+        self.fanout = FanOut(options, clock, stores, coalescer, fence, reporter, webhook)
         self.reverts = Reverts(clock, reporter, options.plan.strategy)
-        self.scheduler = Scheduler(options, clock, stores, coalescer, reporter)
         self.reconciler = Reconciler(
-            options,
-            kinds,
-            clock,
-            stores,
-            coalescer,
-            self.throttle,
-            self.pauses,
-            self.tracker,
-            writer,
-            fence,
-            reporter,
-            sup,
-            self.rotations,
-            self.reverts,
-            self.scheduler,
+            *(options, kinds, clock, stores, coalescer, self.throttle, self.pauses, self.tracker),
+            *(writer, fence, reporter, sup, self.rotations, self.reverts, scheduler),
         )
-        self.intake = Intake(options, clock, stores, reporter, sup, ready)
-        self._connect()
+        # the one cycle (an optional kind's list ends -> the catch-up, which asks the intake's
+        # filter) goes through the controller's own `_optional_synced` (called once run() runs)
+        self.intake = Intake(
+            *(options, clock, stores, reporter, sup, ready),
+            fan_out=self.fanout.fan_out,
+            workload_seen=self._workload_seen,
+            workload_gone=self._workload_gone,
+            optional_synced=self._optional_synced,
+            namespace_changed=scheduler.namespace_changed,
+        )
+        fresh = Freshness(clock, writer, fence, reporter, sup, self._catch_up)
+        self.resync = Resync(
+            *(options, kinds, clock, stores, coalescer, fence, reporter, ready),
+            *(self.intake.namespace_wanted, scheduler.adopt, fresh),
+        )
         self.discovery = Discovery(client, options, stores, self.intake, sup)
         self.metrics.loop_registry.register(ControllerCollector(self))
-
-    def _connect(self) -> None:
-        """What the rooms tell each other."""
-        self.tracker.on_finished = self.scheduler.finished
-        self.rotations.on_done = self.scheduler.rotation_done
-        self.resync.adopt = self.scheduler.adopt
-        self.resync.namespace_wanted = self.intake.namespace_wanted
-        self.intake.fan_out = self.fanout.fan_out
-        self.intake.workload_seen = self._workload_seen
-        self.intake.workload_gone = self._workload_gone
-        self.intake.optional_synced = self._optional_synced
-        self.intake.namespace_changed = self.scheduler.namespace_changed
 
     # -- leadership (called by the manager's elector, synchronously) ------------------------
     def start_leading(self) -> None:
@@ -163,6 +156,11 @@ class Controller:
         self.pauses.forget(key)
         self.tracker.forget(key)
 
+    def _catch_up(self, key: ObjectKey, change: Change) -> None:
+        """A change the catch-up's look at the pods found missed: queued as the catch-up
+        queues (after the coalescing window)."""
+        self.coalescer.add(key, change, None, self.options.coalesce_window)
+
     async def _optional_synced(self) -> None:
         """An optional kind finished its list after readiness: replay, then catch up."""
         await self.fanout.replay()
@@ -173,20 +171,11 @@ class Controller:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""
         sources.build(self.client, self.options, self.stores)
         opts, intake, sup = self.options, self.intake, self.supervisor
-        if opts.alerts is not None:
-            a = opts.alerts
-            alerts = AlertSender(
-                url=a.url,
-                sink=a.sink,
-                additional_info=a.additional_info,
-                proxy=a.proxy or None,
-                structured=a.structured,
-            )
-            self.reporter.alerts = alerts
+        alerts = self.reporter.alerts
+        if alerts is not None:
             alerts.start()
             sup.spawn("alerts", alerts.run)
-        if opts.webhook_url:
-            self.fanout.webhook = WebhookNotifier(opts.webhook_url)
+        if self.fanout.webhook is not None:
             sup.spawn("webhook", self.fanout.send_webhooks)
         for r in self.stores.workloads:
             intake.watch(r, intake.consume_workloads)
@@ -238,3 +227,18 @@ class Controller:
             await alerts.stop()
         if self.fanout.webhook is not None:
             await self.fanout.webhook.close()
+
+
+def _alerts(options: Options) -> AlertSender | None:
+    """The alert sender the options ask for (not started), or None."""
+    a = options.alerts
+    if a is None:
+        return None
+    proxy = a.proxy or None
+    return AlertSender(
+        url=a.url,
+        sink=a.sink,
+        additional_info=a.additional_info,
+        proxy=proxy,
+        structured=a.structured,
+    )

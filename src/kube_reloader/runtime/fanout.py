@@ -39,7 +39,8 @@ class FanOut:
     coalescer: Coalescer
     fence: Fence
     reporter: Reporter
-    webhook: Webhook | None = None
+    #: webhook mode (`--webhook-url`): every change is one notification, nothing is decided
+    webhook: Webhook | None
     #: changes fanned out while an optional kind was still listing (see `replay`)
     _replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False

@@ -50,13 +50,16 @@ class Intake:
     reporter: Reporter
     supervisor: Supervisor
     ready: asyncio.Event
-    # wired by the controller
-    fan_out: FanOutFn | None = None
-    workload_seen: Callable[[planning.Workload], None] = lambda _w: None
-    workload_gone: Callable[[ObjectKey], None] = lambda _k: None
-    optional_synced: Callable[[], Awaitable[None]] | None = None
+    #: a change's decisions, one per candidate workload (`fanout.FanOut.fan_out`)
+    fan_out: FanOutFn
+    #: a workload's new state, for the rooms that follow workloads
+    workload_seen: Callable[[planning.Workload], None]
+    #: a workload was deleted: nothing of it is kept
+    workload_gone: Callable[[ObjectKey], None]
+    #: an optional kind finished its list after readiness (replay, then catch up)
+    optional_synced: Callable[[], Awaitable[None]]
     #: a namespace's annotations changed (freeze, reload-window)
-    namespace_changed: Callable[[str], None] = lambda _ns: None
+    namespace_changed: Callable[[str], None]
     _selected_namespaces: set[str] = field(default_factory=set, init=False)
     _stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False
@@ -106,8 +109,6 @@ class Intake:
     def _deliver(self, change: Change, observed: float) -> None:
         """Put `change` in its namespace's lane (joining a change of the same resource still
         waiting there, in its place), and make sure the lanes are being drained."""
-        if self.fan_out is None:
-            return
         lane = self._lanes.setdefault(change.namespace, {})
         key = (change.rtype, change.name)
         earlier = lane.get(key)
@@ -121,7 +122,7 @@ class Intake:
     async def _drain(self) -> None:
         """Fan the waiting changes out, one per namespace in turn, until none waits."""
         try:
-            while self._lanes and self.fan_out is not None:
+            while self._lanes:
                 namespace = next(iter(self._lanes))
                 lane = self._lanes.pop(namespace)
                 key = next(iter(lane))
@@ -154,7 +155,7 @@ class Intake:
             try:
                 if ev.type is EventType.SYNCED and optional:
                     self.stores.workloads_listed()
-                    if self.ready.is_set() and self.optional_synced is not None:
+                    if self.ready.is_set():
                         await self.optional_synced()
                 else:
                     self.on_workload(ev)

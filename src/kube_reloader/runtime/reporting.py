@@ -57,10 +57,12 @@ class Reporter(Counting):
         fence: Fence,
         spawn: Spawn,
         clock: Clock,
+        alerts: AlertSender | None,
     ) -> None:
         super().__init__(metrics)
         self.fence = fence
-        self.alerts: AlertSender | None = None
+        #: where outcomes are alerted (the options' `alerts`, started by the controller)
+        self.alerts = alerts
         self.events = EventQueue(sink, fence, spawn, clock.monotonic, metrics.dropped_event)
         self._warned: dict[tuple[ObjectKey, str], None] = {}
         #: each held or deferred workload's last reason: logged again only when it changes

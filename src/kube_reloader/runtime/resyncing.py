@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from kube_reloader.core import fairness, planning, scheduling
 from kube_reloader.core.kindtraits import traits
-from kube_reloader.core.objects import ObjectKey
-from kube_reloader.core.planning import Change, Event
+from kube_reloader.core.planning import Event
 from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fencing import Fence

@@ -20,12 +20,13 @@ class RolloutTracker:
         clock: Clock,
         reporter: Reporter,
         lookup: Callable[[ObjectKey], planning.Workload | None],
+        on_finished: Callable[[ObjectKey, rollouts.RolloutState], None],
     ) -> None:
         self.clock = clock
         self.reporter = reporter
         self.lookup = lookup
         #: told when a followed rollout ends (the scheduler frees its slot)
-        self.on_finished: Callable[[ObjectKey, rollouts.RolloutState], None] = lambda _k, _r: None
+        self.on_finished = on_finished
         #: key -> (generation written, started (monotonic), deadline seconds, the timer)
         self._tracking: dict[ObjectKey, tuple[int, float, float, Timer]] = {}
         #: key -> the rollout's last progress (updated, available, outdated pods): the deadline

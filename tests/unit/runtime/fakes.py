@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,11 +152,32 @@ class Room:
     reporter: Reporter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.reporter = Reporter(self.metrics, self.events, self.fence, self.spawned, self.clock)
+        self.reporter = Reporter(
+            self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None
+        )
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels or None)
         return value or 0.0
+
+
+async def no_fan_out(change: Change, observed: float) -> None:
+    """A fan-out that decides nothing."""
+
+
+async def nothing_to_replay() -> None:
+    """An optional kind's list ended: nothing waits for it."""
+
+
+def intake_ports(fan_out: Callable[[Change, float], Awaitable[None]] = no_fan_out) -> Any:
+    """What an `Intake` tells the rooms after it, told nobody but `fan_out`."""
+    return {
+        "fan_out": fan_out,
+        "workload_seen": lambda _w: None,
+        "workload_gone": lambda _k: None,
+        "optional_synced": nothing_to_replay,
+        "namespace_changed": lambda _ns: None,
+    }
 
 
 def workload(

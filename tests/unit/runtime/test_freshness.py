@@ -242,8 +242,6 @@ def resync_rig(template_at: float, carried: str | None) -> tuple[Resync, Coalesc
                                "resource": type("R", (), {"plural": "configmaps"})()})  # fmt: skip
     stores.configs.append(store())
     co = Coalescer(room.clock)
-    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reporter,
-                    asyncio.Event())  # fmt: skip
     looked: list[object] = []
 
     class Recording(Freshness):
@@ -251,8 +249,10 @@ def resync_rig(template_at: float, carried: str | None) -> tuple[Resync, Coalesc
             looked.extend(s.change for s in suspects)
             return True
 
-    resync.freshness = Recording(room.clock, PodWriter(), room.fence, room.reporter,
-                                 Supervisor(), resync.queue)  # fmt: skip
+    fresh = Recording(room.clock, PodWriter(), room.fence, room.reporter, Supervisor(),
+                      lambda key, change: co.add(key, change, None, 0.0))  # fmt: skip
+    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reporter,
+                    asyncio.Event(), lambda _ns: True, lambda _w: False, fresh)  # fmt: skip
     return resync, co, looked
 
 

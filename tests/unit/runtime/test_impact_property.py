@@ -253,11 +253,10 @@ async def controller(c: Case) -> Done:
     )
     co = Coalescer(room.clock)
     sup = Supervisor()
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
-    rotations = NoRotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
     scheduler = Scheduler(opts, room.clock, stores, co, room.reporter)
-    tracker.on_finished = scheduler.finished
-    rotations.on_done = scheduler.rotation_done
+    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
+    rotations = NoRotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload,
+                            scheduler.rotation_done)  # fmt: skip
     rec = Reconciler(
         opts, BUILTIN, room.clock, stores, co,
         Throttle(room.clock, min_interval=0.0, rate=0.0, burst=0.0),
@@ -268,7 +267,8 @@ async def controller(c: Case) -> Done:
     scheduler.ledger.in_flight |= c.in_flight
     if c.halted is not None:
         scheduler.breaker.halted[(c.rtype, NS, CFG)] = c.halted
-    await FanOut(opts, room.clock, stores, co, room.fence, room.reporter).fan_out(c.change, 0.0)
+    fanout = FanOut(opts, room.clock, stores, co, room.fence, room.reporter, webhook=None)
+    await fanout.fan_out(c.change, 0.0)
     for _ in range(200):
         if not co.depth:
             break

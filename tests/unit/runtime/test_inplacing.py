@@ -96,7 +96,7 @@ def rig(replicas: int = 3) -> Rig:
                              updated=replicas, available=replicas)  # fmt: skip
     w = workload(status=status)
     rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
-                          lambda key: w if key == KEY else None)  # fmt: skip
+                          lambda key: w if key == KEY else None, lambda _k, _ok: None)  # fmt: skip
     return Rig(room, writer, rotations)
 
 

@@ -15,6 +15,7 @@ from kube_reloader.kube.watching import EventType, ReflectorEvent
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
 from kube_reloader.runtime.intake import (
     MAX_AHEAD_SECONDS,
+    FanOutFn,
     Intake,
     clamp_content_time,
     keep_content_time,
@@ -23,7 +24,7 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
-from .fakes import KEYS, Room
+from .fakes import KEYS, Room, intake_ports, no_fan_out
 from .fakes import workload as fake_workload
 
 
@@ -41,9 +42,12 @@ def event(kind: EventType, new: str | None, old: str | None = None, *,
     )  # fmt: skip
 
 
-def intake(room: Room, **options: object) -> Intake:
+def intake(room: Room, fan_out: FanOutFn = no_fan_out, **options: object) -> Intake:
     opts = dataclasses.replace(Options(), **options)  # type: ignore[arg-type]
-    return Intake(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event())
+    return Intake(
+        *(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event()),
+        **intake_ports(fan_out),
+    )
 
 
 CASES = [
@@ -83,13 +87,12 @@ def test_a_watch_event_becomes_a_change_only_when_it_should(
 
 async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out() -> None:
     room = Room()
-    i = intake(room)
     delivered: list[Change] = []
 
     async def fan_out(change: Change, observed: float) -> None:
         delivered.append(change)
 
-    i.fan_out = fan_out
+    i = intake(room, fan_out)
     await i.on_config(event(EventType.MODIFIED, "h2", "h1"), "configmaps", initial=False)
     await i.on_config(event(EventType.MODIFIED, "h3", "h2"), "configmaps", initial=False)
     assert delivered == []
@@ -152,8 +155,6 @@ def named_event(namespace: str, name: str, new: str, old: str) -> ReflectorEvent
 
 async def test_an_expensive_namespace_neither_blocks_the_watch_nor_delays_another_namespace(
 ) -> None:  # fmt: skip
-    i = intake(Room())
-    i.ready.set()
     order: list[str] = []
     busy = asyncio.Event()
 
@@ -162,7 +163,8 @@ async def test_an_expensive_namespace_neither_blocks_the_watch_nor_delays_anothe
             await busy.wait()  # each of its changes costs a long fan-out
         order.append(f"{change.namespace}/{change.name}")
 
-    i.fan_out = fan_out
+    i = intake(Room(), fan_out)
+    i.ready.set()
     for n in range(300):
         await i.on_config(named_event("tenant", f"c{n}", "h2", "h1"), "configmaps", initial=False)
     await i.on_config(named_event("canary", "cm", "h2", "h1"), "configmaps", initial=False)
@@ -176,14 +178,13 @@ async def test_an_expensive_namespace_neither_blocks_the_watch_nor_delays_anothe
 
 
 async def test_changes_of_one_resource_waiting_for_their_fan_out_join_in_its_place() -> None:
-    i = intake(Room())
-    i.ready.set()
     delivered: list[Change] = []
 
     async def fan_out(change: Change, observed: float) -> None:
         delivered.append(change)
 
-    i.fan_out = fan_out
+    i = intake(Room(), fan_out)
+    i.ready.set()
     await i.on_config(named_event("ns", "a", "h2", "h1"), "configmaps", initial=False)
     await i.on_config(named_event("ns", "b", "h2", "h1"), "configmaps", initial=False)
     await i.on_config(named_event("ns", "a", "h3", "h2"), "configmaps", initial=False)

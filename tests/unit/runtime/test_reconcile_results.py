@@ -60,10 +60,11 @@ def rig(options: Options) -> Rig:
     co = Coalescer(room.clock)
     throttle = Throttle(room.clock, min_interval=options.min_interval, rate=0, burst=0)
     pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
-    sup = Supervisor()
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
     scheduler = Scheduler(options, room.clock, stores, co, room.reporter)
+    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
+    sup = Supervisor()
+    done = scheduler.rotation_done
+    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload, done)
     reverts = Reverts(room.clock, room.reporter, options.plan.strategy)
     rec = Reconciler(
         *(options, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer),

@@ -42,10 +42,11 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
     co = Coalescer(room.clock)
     throttle = Throttle(room.clock, min_interval=min_interval, rate=0, burst=0)
     pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload)
-    sup = Supervisor()
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload)
     scheduler = Scheduler(opts, room.clock, stores, co, room.reporter)
+    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
+    sup = Supervisor()
+    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload,
+                          scheduler.rotation_done)  # fmt: skip
     rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
                      room.fence, room.reporter, sup, rotations,
                      Reverts(room.clock, room.reporter, opts.plan.strategy),

@@ -51,7 +51,7 @@ def reporter(
         tasks.append(asyncio.get_running_loop().create_task(coro))
 
     metrics = Recorder(by_namespace=False)
-    return Reporter(metrics, sink, fence or Fence(), spawn, FakeClock()), tasks, metrics
+    return Reporter(metrics, sink, fence or Fence(), spawn, FakeClock(), None), tasks, metrics
 
 
 def in_ns(name: str, namespace: str) -> planning.Workload:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 
 from kube_reloader.core import hashing
 from kube_reloader.core.objects import ResourceType
@@ -28,7 +29,9 @@ class Store:
         self.resource = type("R", (), {"plural": "configmaps"})()
 
 
-def rig(*workloads: object, changed_at: float | None) -> tuple[Room, Stores, Coalescer, Resync]:
+def rig(
+    *workloads: object, changed_at: float | None, wanted: Callable[[str], bool] = lambda _ns: True
+) -> tuple[Room, Stores, Coalescer, Resync]:
     room, stores = Room(), Stores(KEYS)
     for w in workloads:
         stores.index.put(w)  # type: ignore[arg-type]
@@ -37,7 +40,7 @@ def rig(*workloads: object, changed_at: float | None) -> tuple[Room, Stores, Coa
     stores.configs.append(Store({("ns", "cm"): entry}))  # type: ignore[arg-type]
     co = Coalescer(room.clock)
     resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reporter,
-                    asyncio.Event())  # fmt: skip
+                    asyncio.Event(), wanted, adopt=lambda _w: False, freshness=None)  # fmt: skip
     return room, stores, co, resync
 
 
@@ -86,8 +89,8 @@ async def test_a_workload_whose_check_raises_gets_a_warning_and_the_others_are_s
 
 async def test_a_workload_in_a_namespace_the_filter_leaves_out_is_never_caught_up() -> None:
     w = dataclasses.replace(workload(configmap="cm"), template_changed_at=100.0)
-    _room, _stores, co, resync = rig(w, changed_at=200.0)
-    resync.namespace_wanted = lambda ns: ns != "ns"  # --namespaces-to-ignore=ns, say
+    # --namespaces-to-ignore=ns, say
+    _room, _stores, co, resync = rig(w, changed_at=200.0, wanted=lambda ns: ns != "ns")
     assert await resync.reconcile_missed() == 0
     assert w.key not in co
 
@@ -138,7 +141,7 @@ async def test_a_tenant_sized_catch_up_lets_other_tasks_run_and_visits_namespace
     clock = WorkClock(per_read=0.001)
     room.fence.start_leading()
     resync = Resync(Options(), BUILTIN, clock, stores, co, room.fence, room.reporter,  # type: ignore[arg-type]
-                    asyncio.Event())  # fmt: skip
+                    asyncio.Event(), lambda _ns: True, lambda _w: False, None)  # fmt: skip
     yields = 0
     canary_at: int | None = None
 

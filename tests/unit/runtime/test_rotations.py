@@ -50,7 +50,7 @@ def rig(replicas: int = 3) -> Rig:
                              updated=replicas, available=replicas)  # fmt: skip
     w = workload(status=status)
     rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
-                          lambda key: w if key == KEY else None)  # fmt: skip
+                          lambda key: w if key == KEY else None, lambda _k, _ok: None)  # fmt: skip
     return Rig(room, writer, rotations)
 
 
@@ -165,7 +165,7 @@ async def test_a_custom_kind_without_a_selector_has_the_pods_it_controls_replace
     writer.owner = owner
     custom = dataclasses.replace(workload(), kind="PodSet", uid="ps-1")
     rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
-                          lambda k: custom if k == key else None)  # fmt: skip
+                          lambda k: custom if k == key else None, lambda _k, _ok: None)  # fmt: skip
     rig_ = Rig(room, writer, rotations)
     rotations.start(custom, EVICT, [], changed_at=EPOCH)
     for _ in range(8):
@@ -192,7 +192,8 @@ async def test_one_namespaces_stuck_rotations_never_take_the_slots_another_names
     room = Room()
     room.fence.start_leading()
     Stuck.ran = []
-    rs = Stuck(room.clock, PodWriter(), room.fence, room.reporter, Supervisor(), lambda _k: None)
+    no_one = Supervisor(), lambda _k: None, lambda _k, _ok: None
+    rs = Stuck(room.clock, PodWriter(), room.fence, room.reporter, *no_one)
     for i in range(40):
         rs.start(dataclasses.replace(workload(f"h{i}"), namespace="hog"), EVICT, [], EPOCH)
     for _ in range(5):

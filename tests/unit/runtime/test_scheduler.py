@@ -92,12 +92,12 @@ class Rig:
         self.stores.namespace_annotations = lambda _ns: self.namespace  # type: ignore[method-assign]
         self.coalescer = Coalescer(room.clock)
         self.writer = ApiWriter(self)
-        self.tracker = RolloutTracker(room.clock, room.reporter, self.stores.workload)
+        self.scheduler = Scheduler(opts, room.clock, self.stores, self.coalescer, room.reporter)
+        self.tracker = RolloutTracker(room.clock, room.reporter, self.stores.workload,
+                                      self.scheduler.finished)  # fmt: skip
         sup = Supervisor()
         rotations = Rotations(room.clock, self.writer, room.fence, room.reporter, sup,
-                              self.stores.workload)  # fmt: skip
-        self.scheduler = Scheduler(opts, room.clock, self.stores, self.coalescer, room.reporter)
-        self.tracker.on_finished = self.scheduler.finished
+                              self.stores.workload, self.scheduler.rotation_done)  # fmt: skip
         self.reconciler = Reconciler(
             opts, BUILTIN, room.clock, self.stores, self.coalescer,
             Throttle(room.clock, min_interval=0, rate=0, burst=0),

@@ -27,7 +27,7 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
-from .fakes import AUTO, KEYS, FakeWriter, Room, change, workload
+from .fakes import AUTO, KEYS, FakeWriter, Room, change, intake_ports, workload
 from .test_reconciling import item, rig
 
 IGNORED = frozenset({"kube-system"})
@@ -103,14 +103,14 @@ async def test_a_watch_event_is_skipped_or_processed_with_reloaders_reason(
 ) -> None:  # fmt: skip
     room = Room()
     opts = dataclasses.replace(Options(), **options)  # type: ignore[arg-type]
-    intake = Intake(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event())
-    intake.ready.set()
     delivered: list[object] = []
 
     async def fan_out(c: object, observed: float) -> None:
         delivered.append(c)
 
-    intake.fan_out = fan_out
+    intake = Intake(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event(),
+                    **intake_ports(fan_out))  # fmt: skip
+    intake.ready.set()
     assert ev.object is not None
     resource_type = ev.object.rtype.plural
     await intake.on_config(ev, resource_type, initial=initial)
