@@ -40,11 +40,11 @@ from kube_reloader.core.x509 import iso
 from kube_reloader.kube import errors, podstarts, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.projections import ObjectMeta
-from kube_reloader.runtime.auditreports import StaleCertificate
+from kube_reloader.runtime.auditreports import AuditReports, StaleCertificate
 from kube_reloader.runtime.clock import Clock, Pacer, SystemClock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import log
 from kube_reloader.runtime.stores import Stores
 
 #: certificates remembered (one per stale TLS Secret), the oldest dropped first
@@ -202,7 +202,7 @@ class Auditing:
         clock: Clock,
         stores: Stores,
         fence: Fence,
-        reporter: Reporter,
+        audit: AuditReports,
         ready: asyncio.Event,
     ) -> None:
         self.client = client
@@ -210,7 +210,7 @@ class Auditing:
         self.clock = clock
         self.stores = stores
         self.fence = fence
-        self.reporter = reporter
+        self.audit = audit
         self.ready = ready
         self.certificates = Certificates(client)
         self.last: Report | None = None
@@ -258,7 +258,7 @@ class Auditing:
             return report
         kept = {s for s in self.series if s[0] in report.unread}  # a failed read: as before
         self.series = {series(f) for f in report.findings} | kept
-        await self.reporter.audit.stale(self.series, Pacer(self.clock))
+        await self.audit.stale(self.series, Pacer(self.clock))
         certs = []
         for f in report.findings:
             workload = stores.workload(f.workload) if f.tls else None
@@ -266,7 +266,7 @@ class Auditing:
                 certs.append(
                     StaleCertificate(workload, f.name, f.changed_at, stale_certificate_text(f))
                 )
-        self.reporter.audit.stale_certificates(certs)
+        self.audit.stale_certificates(certs)
         for problem in report.errors[:5]:
             log.warning("staleness audit: a read failed", extra={"problem": problem})
         log.info(
@@ -284,7 +284,7 @@ class Auditing:
     async def _drop(self) -> None:
         """Not leading: no series."""
         self.series = set()
-        await self.reporter.audit.stale(set(), Pacer(self.clock))
+        await self.audit.stale(set(), Pacer(self.clock))
 
     def _version(self, namespace: str, name: str) -> str:
         entry = self.stores.config(ResourceType.SECRET, namespace, name)

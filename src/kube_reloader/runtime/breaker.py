@@ -18,7 +18,7 @@ from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Plan
 from kube_reloader.core.references import PodTemplate
 from kube_reloader.runtime.cache import ConfigEntry
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.fleetreports import FleetReports
 from kube_reloader.runtime.stores import Stores
 
 #: a ConfigMap or Secret: (type, namespace, name)
@@ -36,7 +36,7 @@ class Breaker:
     #: failures that halt a content (0: the breaker is off)
     limit: int
     stores: Stores
-    reporter: Reporter
+    fleet: FleetReports
     _failed: dict[Content, set[ObjectKey]] = field(default_factory=dict, init=False)
     _failed_by: dict[ObjectKey, set[Content]] = field(default_factory=dict, init=False)
     #: content the breaker stopped (halted until the resource's content changes)
@@ -106,7 +106,7 @@ class Breaker:
             halted = self.halted.get(resource)
             if halted is not None and halted != p.change.hash:
                 del self.halted[resource]
-                self.reporter.halted(_target(self.stores, resource), "", on=False)
+                self.fleet.halted(_target(self.stores, resource), "", on=False)
                 for k in self._failed.pop((resource, halted), set()):
                     self._failed_by.get(k, set()).discard((resource, halted))
 
@@ -117,7 +117,7 @@ class Breaker:
             "failed with its current content (--halt-after-failures); its next content change "
             "resumes them"
         )
-        self.reporter.halted(_target(self.stores, resource), text, on=True)
+        self.fleet.halted(_target(self.stores, resource), text, on=True)
 
 
 def _target(stores: Stores, resource: Resource) -> planning.Workload:

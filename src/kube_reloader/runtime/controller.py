@@ -7,7 +7,7 @@ owns one thing (see docs/architecture.md):
           state, throttling; scheduling: slots, windows, freeze, breaker, order; the kind's
           strategy)  ->  tracking (rollout progress frees the slot)
     resyncing (catch-up at start and on winning the lease; freshness: its look at pods),
-    discovery, reporting (log lines, metrics, Events, alerts), fencing, supervisor.
+    discovery, reports (a reporter per domain over one sink), fencing, supervisor.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from kube_reloader.runtime.optionalapis import Discovery
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
 from kube_reloader.runtime.reconciling import Reconciler
-from kube_reloader.runtime.reporting import KubeEvents, Reporter, log
+from kube_reloader.runtime.reporting import KubeEvents, Sink, log
+from kube_reloader.runtime.reports import Reports
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
@@ -71,42 +72,42 @@ class Controller:
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
         alerts = _alerts(options)  # started by run()
-        reporter = self.reporter = Reporter(self.metrics, events, fence, spawn, clock, alerts)
-        self.stats = reporter.stats
+        r = self.reports = Reports.over(Sink(self.metrics, events, fence, spawn, clock, alerts))
+        self.stats = r.sink.stats
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = stores.index
-        coalescer = self.coalescer = Coalescer(clock, on_queued=reporter.queued)
+        coalescer = self.coalescer = Coalescer(clock, on_queued=r.queue.queued)
         writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager)
         rate, burst = options.reload_rate, options.reload_burst
         self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
-        self.pauses = Pauses(clock, stores.keys, writer, fence, reporter, spawn)
-        scheduler = self.scheduler = Scheduler(options, clock, stores, coalescer, reporter)
-        self.tracker = RolloutTracker(clock, reporter, stores.workload, scheduler.finished)
-        done = scheduler.rotation_done
-        self.rotations = Rotations(clock, writer, fence, reporter, sup, stores.workload, done)
-        webhook: Webhook | None = None  # webhook mode: sent by run()
-        if options.webhook_url:
-            webhook = WebhookNotifier(options.webhook_url)
-        self.fanout = FanOut(options, clock, stores, coalescer, fence, reporter, webhook)
-        self.reverts = Reverts(clock, reporter, options.plan.strategy)
+        self.pauses = Pauses(clock, stores.keys, writer, fence, r.rollouts, r.problems, spawn)
+        sched = self.scheduler = Scheduler(options, clock, stores, coalescer, r.fleet, r.problems)
+        trk = self.tracker = RolloutTracker(clock, r.rollouts, stores.workload, sched.finished)
+        rot = self.rotations = Rotations(
+            clock, writer, fence, r.rollouts, r.problems, sup, stores.workload, sched.rotation_done
+        )
+        webhook: Webhook | None = WebhookNotifier(u) if (u := options.webhook_url) else None
+        told = (r.changes, r.queue, r.reloads, r.webhooks, r.problems)
+        self.fanout = FanOut(options, clock, stores, coalescer, fence, *told, webhook)
+        rev = self.reverts = Reverts(clock, r.reloads, options.plan.strategy)
         self.reconciler = Reconciler(
-            *(options, kinds, clock, stores, coalescer, self.throttle, self.pauses, self.tracker),
-            *(writer, fence, reporter, sup, self.rotations, self.reverts, scheduler),
+            *(options, kinds, clock, stores, coalescer, self.throttle, self.pauses, trk, writer),
+            *(fence, r.queue, r.reloads, r.problems, sup, rot, rev, sched),
         )
         # the one cycle (an optional kind's list ends -> the catch-up, which asks the intake's
         # filter) goes through the controller's own `_optional_synced` (called once run() runs)
         self.intake = Intake(
-            *(options, clock, stores, reporter, sup, ready),
+            *(options, clock, stores, r.changes, r.problems, sup, ready),
             fan_out=self.fanout.fan_out,
             workload_seen=self._workload_seen,
             workload_gone=self._workload_gone,
             optional_synced=self._optional_synced,
-            namespace_changed=scheduler.namespace_changed,
+            namespace_changed=sched.namespace_changed,
         )
-        fresh = Freshness(clock, writer, fence, reporter, sup, self._catch_up)
+        fresh = Freshness(clock, writer, fence, r.changes, r.problems, sup, self._catch_up)
         self.resync = Resync(
-            *(options, kinds, clock, stores, coalescer, fence, reporter, ready),
-            *(self.intake.namespace_wanted, scheduler.adopt, fresh),
+            *(options, kinds, clock, stores, coalescer, fence, r.changes, r.problems, ready),
+            *(self.intake.namespace_wanted, sched.adopt, fresh),
         )
         self.discovery = Discovery(client, options, stores, self.intake, sup)
         self.metrics.loop_registry.register(ControllerCollector(self))
@@ -123,7 +124,7 @@ class Controller:
 
     @property
     def alerts(self) -> AlertSender | None:
-        return self.reporter.alerts
+        return self.reports.sink.alerts
 
     @property
     def pending(self) -> int:
@@ -171,7 +172,7 @@ class Controller:
         """Run until `stop` is set; then stop taking work and finish in-flight writes."""
         sources.build(self.client, self.options, self.stores)
         opts, intake, sup = self.options, self.intake, self.supervisor
-        alerts = self.reporter.alerts
+        alerts = self.reports.sink.alerts
         if alerts is not None:
             alerts.start()
             sup.spawn("alerts", alerts.run)
@@ -190,7 +191,7 @@ class Controller:
             sup.spawn("catch-up", self.resync.loop)
         started = self.clock.monotonic()
         sup.spawn("sync", lambda: self._synced(started))
-        sup.spawn("loop-lag", LoopLag(self.clock, self.reporter.loop_lag).run)
+        sup.spawn("loop-lag", LoopLag(self.clock, self.reports.queue.loop_lag).run)
         await stop.wait()
         await self._stop()
 
@@ -219,7 +220,7 @@ class Controller:
             ):
                 break
             await asyncio.sleep(0.05)
-        alerts = self.reporter.alerts
+        alerts = self.reports.sink.alerts
         if alerts is not None:
             await alerts.drain()
         await self.supervisor.close()

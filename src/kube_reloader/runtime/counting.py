@@ -1,9 +1,8 @@
-"""The counts of the event stream, with Reloader v1's metric labels and values: watch events
-received, changes processed or skipped, the queue, reconciles, failed attempts and retries,
-and webhook mode (where a change is a notification, never a reload).
-
-`reporting.Reporter` is built on `Counting`: the rooms report through one object, and the
-outcomes with a log line, an Event or an alert are `reporting`'s. v1's values:
+"""The counts of the event stream, with Reloader v1's metric labels and values, in three
+domain reporters over the one sink (`reporting.Sink`): the changes taken in (`ChangeReports`:
+watch events received, changes processed or skipped), the work queue and its workers
+(`QueueReports`: the queue, reconciles, failed attempts and retries, the event loop's lag),
+and webhook mode (`WebhookReports`: a change is a notification, never a reload). v1's values:
 `events_processed_total{event_type="unknown", resource_type, result="success"|"dropped"}`,
 `errors_total{type="handler_error"}` for each failed attempt, `skipped_total{reason}` in
 `ignored_or_not_selected`, `no_data_change`, `strategy_not_updated`.
@@ -11,41 +10,21 @@ outcomes with a log line, an Event or an alert are `reporting`'s. v1's values:
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
-
 from kube_reloader.core.planning import Change
-from kube_reloader.metrics import Recorder
-
-# one logger for all the controller's rooms, named as before they were split
-log = logging.getLogger("kube_reloader.runtime.controller")
+from kube_reloader.runtime.reporting import Sink, log, log_change
 
 #: why a watch event is no change (v1's `skipped_total` reasons)
 NOT_SELECTED = "ignored_or_not_selected"
 NO_DATA_CHANGE = "no_data_change"
 
 
-@dataclass
-class Stats:
-    """Counters the controller keeps about itself (also exported as metrics)."""
+class ChangeReports:
+    """The changes taken in: by the intake, the fan-out, the catch-up and its look at pods."""
 
-    changes: int = 0
-    reloads: int = 0
-    failures: int = 0
-    retries: int = 0
-    patches: int = 0
-    webhooks: int = 0
-    pauses: int = 0
-    resumes: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.metrics = sink.metrics
 
-
-class Counting:
-    def __init__(self, metrics: Recorder) -> None:
-        self.metrics = metrics
-        self.stats = Stats()
-
-    # -- intake -----------------------------------------------------------------------------
     def event_received(self, event_type: str, resource_type: str) -> None:
         self.metrics.events_received.labels(
             event_type=event_type, resource_type=resource_type
@@ -71,7 +50,22 @@ class Counting:
     def synced(self) -> None:
         self.metrics.ready.set(1)
 
-    # -- the queue and the workers ----------------------------------------------------------
+    def change_detected(self, change: Change, *, synthesized: bool) -> None:
+        self.sink.stats.changes += 1
+        log_change("change detected", change, missed_while_not_watching=synthesized)
+
+    def log_change(self, message: str, change: Change, **extra: object) -> None:
+        """An info line about a change (`reporting.log_change`: a Secret's hash at debug)."""
+        log_change(message, change, **extra)
+
+
+class QueueReports:
+    """The work queue and the workers that take from it (and the event loop they run on)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.metrics = sink.metrics
+
     def coalesced(self) -> None:
         self.metrics.coalesced.inc()
 
@@ -94,21 +88,34 @@ class Counting:
 
     def retrying(self) -> None:
         """A failed attempt (a transient error, a crash, a lost lease) is tried again."""
-        self.stats.retries += 1
+        self.sink.stats.retries += 1
         self.metrics.errors.labels(type="handler_error").inc()
         self.metrics.retries.inc()
         self.metrics.deferred.labels(reason="retry_backoff").inc()
 
-    # -- webhook mode: each change is one notification, its handler in v1's terms -----------
+    def loop_lag(self, seconds: float, worst: float) -> None:
+        self.metrics.event_loop_lag(seconds, worst)
+
+
+class WebhookReports:
+    """Webhook mode: each change is one notification, its handler in v1's terms (a reconcile
+    of the queue's, a change processed or dropped)."""
+
+    def __init__(self, sink: Sink, changes: ChangeReports, queue: QueueReports) -> None:
+        self.sink = sink
+        self.metrics = sink.metrics
+        self.changes = changes
+        self.queue = queue
+
     def webhook_sent(self, change: Change, seconds: float) -> None:
-        self.stats.webhooks += 1
+        self.sink.stats.webhooks += 1
         self.metrics.side_channel.labels(channel="webhook", result="success").inc()
-        self.reconciled("success", seconds)
-        self.processed(change, "success")
+        self.queue.reconciled("success", seconds)
+        self.changes.processed(change, "success")
         log.info("webhook sent instead of reloading", extra={"resource": str(change)})
 
     def webhook_retrying(self, change: Change, error: str) -> None:
-        self.stats.retries += 1
+        self.sink.stats.retries += 1
         self.metrics.errors.labels(type="handler_error").inc()
         self.metrics.retries.inc()
         log.warning("webhook failed, will retry", extra={"resource": str(change), "error": error})
@@ -117,9 +124,9 @@ class Counting:
         """Every attempt failed: the change is dropped, as v1 drops it after its retries."""
         self.metrics.side_channel.labels(channel="webhook", result="error").inc()
         self.metrics.errors.labels(type="handler_error").inc()
-        self.reconciled("error", seconds)
-        self.processed(change, "dropped")
+        self.queue.reconciled("error", seconds)
+        self.changes.processed(change, "dropped")
 
     def webhook_dropped(self, change: Change) -> None:
         """The queue was full: the oldest waiting notification is never sent."""
-        self.processed(change, "dropped")
+        self.changes.processed(change, "dropped")

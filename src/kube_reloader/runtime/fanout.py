@@ -17,9 +17,11 @@ from kube_reloader.core.planning import Change, Outcome
 from kube_reloader.edges.alerts import WebhookNotifier
 from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.counting import ChangeReports, QueueReports, WebhookReports
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reloadreports import ReloadReports
+from kube_reloader.runtime.reporting import ProblemReports
 from kube_reloader.runtime.stores import Stores
 
 #: seconds of decisions a fan-out makes before it lets other tasks run
@@ -38,7 +40,11 @@ class FanOut:
     stores: Stores
     coalescer: Coalescer
     fence: Fence
-    reporter: Reporter
+    changes: ChangeReports
+    queue: QueueReports
+    reloads: ReloadReports
+    webhook_reports: WebhookReports
+    problems: ProblemReports
     #: webhook mode (`--webhook-url`): every change is one notification, nothing is decided
     webhook: Webhook | None
     #: changes fanned out while an optional kind was still listing (see `replay`)
@@ -56,11 +62,11 @@ class FanOut:
             if body and self.fence.may_write():
                 dropped = self.webhook.enqueue((change, body))
                 if dropped is not None:
-                    self.reporter.webhook_dropped(dropped[0])
+                    self.webhook_reports.webhook_dropped(dropped[0])
             return
         self._remember_for_optional(change, observed)
         await self._decide_all(change, observed)
-        self.reporter.processed(change, "success")
+        self.changes.processed(change, "success")
 
     async def _decide_all(self, change: Change, observed: float) -> None:
         """The loop yields to the other tasks every few milliseconds, so a change with
@@ -75,15 +81,15 @@ class FanOut:
                 if self._decide(change, candidate, now):
                     matched.append(candidate.key)
             except Exception as exc:  # noqa: BLE001 - one decision never stops the others
-                self.reporter.object_failed("decision", candidate.key, exc)
-                self.reporter.warn_once(
+                self.problems.object_failed("decision", candidate.key, exc)
+                self.problems.warn_once(
                     candidate,
                     (f"kube-reloader could not decide on this workload: {type(exc).__name__}",),
                     "ReloadError",
                 )
         for key in matched:
             if self.coalescer.add(key, change, observed, self._window(change, key.kind)):
-                self.reporter.coalesced()
+                self.queue.coalesced()
 
     def _window(self, change: Change, kind: str) -> float:
         """How long the reload waits for more: the coalescing window, or with the admission
@@ -99,8 +105,8 @@ class FanOut:
         """Plan `change` for one workload; True when it must reload."""
         workload = self.stores.resolve(candidate)
         p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-        self.reporter.warn_once(workload, p.decision.warnings)
-        self.reporter.decided(workload, change, p)
+        self.problems.warn_once(workload, p.decision.warnings)
+        self.reloads.decided(workload, change, p)
         return p.outcome is Outcome.RELOAD
 
     def _remember_for_optional(self, change: Change, observed: float) -> None:
@@ -158,17 +164,17 @@ class FanOut:
             started = self.clock.monotonic()
 
             def retrying(error: str, change: Change = change) -> None:
-                self.reporter.webhook_retrying(change, error)
+                self.webhook_reports.webhook_retrying(change, error)
 
             try:
                 delivered = await self.webhook.notify(retrying, body)
                 seconds = self.clock.monotonic() - started
                 if delivered:
-                    self.reporter.webhook_sent(change, seconds)
+                    self.webhook_reports.webhook_sent(change, seconds)
                 else:
-                    self.reporter.webhook_failed(change, seconds)
+                    self.webhook_reports.webhook_failed(change, seconds)
             except Exception as exc:  # noqa: BLE001 - one notification never stops the sender
-                self.reporter.object_failed("webhook", change, exc)
+                self.problems.object_failed("webhook", change, exc)
 
     def warn_shadowed(self, workload: planning.Workload) -> None:
         """One Warning per workload whose pod-template reload annotations can never be used."""
@@ -177,7 +183,7 @@ class FanOut:
         )
         if shadowed:
             listed = ", ".join(f"{k}={quote(v)}" for k, v in sorted(shadowed.items()))
-            self.reporter.warn_once(
+            self.problems.warn_once(
                 workload,
                 (
                     f"pod-template annotations {listed} are never used: the workload's own "

@@ -30,9 +30,10 @@ from kube_reloader.core.planning import Change
 from kube_reloader.kube import errors
 from kube_reloader.kube.pods import PodObject, owned
 from kube_reloader.runtime.clock import Clock, sleep
+from kube_reloader.runtime.counting import ChangeReports
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.podviews import view
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer
 
@@ -67,14 +68,16 @@ class Freshness:
         clock: Clock,
         writer: Writer,
         fence: Fence,
-        reporter: Reporter,
+        changes: ChangeReports,
+        problems: ProblemReports,
         supervisor: Supervisor,
         queue: Callable[[ObjectKey, Change], None],
     ) -> None:
         self.clock = clock
         self.writer = writer
         self.fence = fence
-        self.reporter = reporter
+        self.changes = changes
+        self.problems = problems
         self.supervisor = supervisor
         #: catch the change up (the coalescer, after its window)
         self.queue = queue
@@ -131,7 +134,7 @@ class Freshness:
                 try:
                     await self._look(workload, suspects)
                 except Exception as exc:  # noqa: BLE001 - one workload never stops the others
-                    self.reporter.object_failed("freshness", workload.key, exc)
+                    self.problems.object_failed("freshness", workload.key, exc)
                     for s in suspects:  # what it cannot tell rolls
                         self.queue(workload.key, s.change)
                 finally:
@@ -149,14 +152,14 @@ class Freshness:
         for s in suspects:
             if pods is not None and not evicting.targets(pods, s.changed_at + MARGIN):
                 self._remember((key, s.change.rtype, s.change.name), (s.change.hash, s.changed_at))
-                self.reporter.log_change(
+                self.changes.log_change(
                     "its pods already run this content; nothing to roll",
                     s.change,
                     workload=str(key),
                     pods=len(pods),
                 )
                 continue
-            self.reporter.log_change(
+            self.changes.log_change(
                 "reloading a change missed while not watching",
                 s.change,
                 workload=str(key),

@@ -29,7 +29,8 @@ from kube_reloader.kube.pods import PodObject, owned
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.podviews import in_place_view
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import log
+from kube_reloader.runtime.rolloutreports import RolloutReports
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer
 
@@ -51,7 +52,7 @@ class Rotations(Protocol):
     clock: Clock
     writer: Writer
     fence: Fence
-    reporter: Reporter
+    rollouts: RolloutReports
     supervisor: Supervisor
 
     @property
@@ -153,7 +154,7 @@ async def _want(
         return True
     st.want = inplace.signal_request(rotation.policy.signal, digests)
     if len(st.want) > inplace.MAX_REQUEST_TEXT:
-        rs.reporter.rotation_failed(
+        rs.rollouts.rotation_failed(
             w, "too many volumes to name in one signal request", 0, how=st.mode.value
         )
         return False
@@ -185,7 +186,7 @@ async def _look_and_act(
     if step.phase is inplace.Phase.DONE:
         if st.asked:
             elapsed = rs.clock.monotonic() - rotation.started
-            rs.reporter.rotation_done(w, rotation.plans, len(st.asked), elapsed, how=st.mode.value)
+            rs.rollouts.rotation_done(w, rotation.plans, len(st.asked), elapsed, how=st.mode.value)
         return True
     if st.left is None or step.remaining < st.left:  # a pod became current: progress
         st.progress_at = now
@@ -194,7 +195,7 @@ async def _look_and_act(
     if now - st.progress_at > deadline:  # no pod became current for that long
         reason = step.reason or f"{step.remaining} pods not reloaded"
         why = f"{reason} for {deadline:g}s"
-        rs.reporter.rotation_failed(w, why, len(st.asked), how=st.mode.value)
+        rs.rollouts.rotation_failed(w, why, len(st.asked), how=st.mode.value)
         return False
     if step.phase is inplace.Phase.WAIT:
         await rs.pause(evicting.poll_seconds(now - st.progress_at))

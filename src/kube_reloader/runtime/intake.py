@@ -29,9 +29,9 @@ from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
 from kube_reloader.runtime import memory
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
 from kube_reloader.runtime.clock import Clock, Pacer
-from kube_reloader.runtime.counting import NO_DATA_CHANGE, NOT_SELECTED
+from kube_reloader.runtime.counting import NO_DATA_CHANGE, NOT_SELECTED, ChangeReports
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
@@ -47,7 +47,8 @@ class Intake:
     options: Options
     clock: Clock
     stores: Stores
-    reporter: Reporter
+    changes: ChangeReports
+    problems: ProblemReports
     supervisor: Supervisor
     ready: asyncio.Event
     #: a change's decisions, one per candidate workload (`fanout.FanOut.fan_out`)
@@ -87,7 +88,7 @@ class Intake:
             memory.release_free_memory()
         self.stores.settle()
         self.ready.set()
-        self.reporter.synced()
+        self.changes.synced()
         stashed, self._stashed = self._stashed, {}
         for change, observed in stashed.values():
             self._deliver(change, observed)
@@ -132,7 +133,7 @@ class Intake:
                 try:
                     await self.fan_out(change, observed)
                 except Exception as exc:  # noqa: BLE001 - one change never stops the others
-                    self.reporter.object_failed("fan-out", change, exc)
+                    self.problems.object_failed("fan-out", change, exc)
         finally:
             self._draining = False
 
@@ -160,9 +161,9 @@ class Intake:
                 else:
                     self.on_workload(ev)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
-                self.reporter.object_failed("workload", ev.key, exc)
+                self.problems.object_failed("workload", ev.key, exc)
                 if ev.object is not None:
-                    self.reporter.warn_once(
+                    self.problems.warn_once(
                         ev.object.workload,
                         (f"kube-reloader could not handle this object: {type(exc).__name__}",),
                         "ReloadError",
@@ -223,7 +224,7 @@ class Intake:
                 clamp_content_time(refl.store, ev, self.clock.wall() + MAX_AHEAD_SECONDS)
                 await self.on_config(ev, resource_type, initial=initial)
             except Exception as exc:  # noqa: BLE001 - one bad object never stops the others
-                self.reporter.object_failed("config", ev.key, exc)
+                self.problems.object_failed("config", ev.key, exc)
 
     async def drain(self, refl: Reflector[Any]) -> None:
         async for _ in refl.events():
@@ -232,13 +233,13 @@ class Intake:
     async def on_config(
         self, ev: ReflectorEvent[ConfigEntry], resource_type: str, *, initial: bool
     ) -> None:
-        self.reporter.event_received(EVENT_NAMES.get(ev.type, ""), resource_type)
+        self.changes.event_received(EVENT_NAMES.get(ev.type, ""), resource_type)
         change = self.triage(ev, initial=initial)
         if not isinstance(change, Change):
-            self.reporter.not_changed(change, resource_type)
+            self.changes.not_changed(change, resource_type)
             return
         observed = self.clock.monotonic()
-        self.reporter.change_detected(change, synthesized=ev.synthesized)
+        self.changes.change_detected(change, synthesized=ev.synthesized)
         if self.ready.is_set():
             self._deliver(change, observed)
         else:

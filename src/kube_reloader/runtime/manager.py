@@ -240,7 +240,7 @@ class Manager:
                 if options.audit_interval > 0 and isinstance(controller, Controller):
                     c = controller  # the staleness audit reads its caches, reports through it
                     room = Auditing(
-                        client, options, c.clock, c.stores, c.fence, c.reporter, c.ready
+                        client, options, c.clock, c.stores, c.fence, c.reports.audit, c.ready
                     )
                     c.supervisor.spawn("staleness-audit", room.loop)
                 code = await self._run_controller(client, controller, stop)

@@ -13,7 +13,8 @@ from kube_reloader.core.objects import ObjectKey
 from kube_reloader.kube import errors
 from kube_reloader.runtime.clock import Clock, Timer, utc
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.reporting import Reporter, Spawn, log
+from kube_reloader.runtime.reporting import ProblemReports, Spawn, log
+from kube_reloader.runtime.rolloutreports import RolloutReports
 from kube_reloader.runtime.writing import Writer
 
 #: seconds before a resume that could not be done (not leading, API error) is tried again
@@ -26,7 +27,8 @@ class Pauses:
     keys: Keys
     writer: Writer
     fence: Fence
-    reporter: Reporter
+    rollouts: RolloutReports
+    problems: ProblemReports
     spawn: Spawn
     _resumes: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
@@ -45,11 +47,11 @@ class Pauses:
             paused_at_key=keys.paused_at,
         )
         if decision.action is pausing.PauseAction.INVALID:
-            self.reporter.warn_once(workload, (decision.message,))
+            self.problems.warn_once(workload, (decision.message,))
         elif decision.action is pausing.PauseAction.PAUSE:
             await self.writer.pause(workload.key, keys.paused_at, now)
             assert decision.resume_at is not None
-            self.reporter.paused(workload.key, str(decision.resume_at))
+            self.rollouts.paused(workload.key, str(decision.resume_at))
             self._schedule(workload.key, decision.resume_at)
 
     def observe(self, workload: planning.Workload) -> None:
@@ -102,7 +104,7 @@ class Pauses:
                 self._later(key)
                 return
             await self.writer.resume(key, self.keys.paused_at)
-            self.reporter.resumed(key)
+            self.rollouts.resumed(key)
         except errors.NotFound:
             return
         except errors.KubeError as exc:

@@ -25,11 +25,13 @@ from kube_reloader.kube import errors
 from kube_reloader.runtime.cache import workload_entry
 from kube_reloader.runtime.clock import Clock, utc
 from kube_reloader.runtime.coalescing import Coalescer, WorkItem
+from kube_reloader.runtime.counting import QueueReports
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.pauses import Pauses
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reloadreports import ReloadReports
+from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.reverts import Reverts
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.scheduler import Scheduler
@@ -72,7 +74,9 @@ class Reconciler:
     tracker: RolloutTracker
     writer: Writer
     fence: Fence
-    reporter: Reporter
+    queue: QueueReports
+    reloads: ReloadReports
+    problems: ProblemReports
     supervisor: Supervisor
     #: pod-level reloads (`kube-reloader.io/strategy: evict`)
     rotations: Rotations
@@ -95,7 +99,7 @@ class Reconciler:
         key = item.key
         queued = item.queued_at
         now = self.clock.monotonic()
-        self.reporter.dequeued(None if queued is None else now - queued, self.coalescer.depth)
+        self.queue.dequeued(None if queued is None else now - queued, self.coalescer.depth)
         outcome = "success"
         result: Result = Retry()
         write = self.supervisor.task(f"reconcile/{key}", self.reconcile(item))
@@ -114,18 +118,18 @@ class Reconciler:
             self.apply(WorkItem(key), result)
         finally:
             self.coalescer.done(key)
-            self.reporter.reconciled(outcome, self.clock.monotonic() - now)
+            self.queue.reconciled(outcome, self.clock.monotonic() - now)
         return result
 
     def _crashed(self, key: ObjectKey, exc: Exception) -> None:
-        self.reporter.handler_error()
-        self.reporter.object_failed("reconcile", key, exc)
+        self.queue.handler_error()
+        self.problems.object_failed("reconcile", key, exc)
         self.scheduler.idle(key)  # a slot it was called for goes to the next in line
         workload = self.stores.workload(key)
         if workload is not None:
             error = type(exc).__name__
             retry = f"kube-reloader failed to reload this workload and will retry: {error}"
-            self.reporter.warn_once(workload, (retry,), "ReloadError")
+            self.problems.warn_once(workload, (retry,), "ReloadError")
 
     async def reconcile(self, item: WorkItem) -> Result:
         """Reconcile one item and apply its result; an admitted write's slot and token are
@@ -168,7 +172,7 @@ class Reconciler:
             case Retry():
                 self._put_back(item)
                 n = self.failures[key] = self.failures.get(key, 0) + 1
-                self.reporter.retrying()
+                self.queue.retrying()
                 backoff = limiting.backoff(n - 1, base=BACKOFF_BASE, cap=MAX_BACKOFF)
                 self.coalescer.retry_after(key, backoff)
             case Requeue():
@@ -211,7 +215,7 @@ class Reconciler:
             self.scheduler.idle(key)
             return Done(), None
         policy = todo[0].mode.policy  # (one workload: every plan has its mode)
-        self.reporter.warn_once(workload, todo[0].mode.warnings)
+        self.problems.warn_once(workload, todo[0].mode.warnings)
         if policy is None:  # unreadable: never fall back to a write the user ruled out
             self.scheduler.idle(key)
             return Done(), None
@@ -279,7 +283,7 @@ class Reconciler:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
             return Done(cleared=False), False, False
         except errors.KubeError as exc:
-            self.reporter.reload_failed(workload, todo, exc)
+            self.reloads.reload_failed(workload, todo, exc)
             return Done(), False, False
         return Done(), True, self._written(item, workload, todo, answer, write_started)
 
@@ -317,10 +321,10 @@ class Reconciler:
                 self.tracker.started(workload, answer)
                 rolling = workload.key in self.tracker
         accepted = self.clock.monotonic()
-        self.reporter.written(key.kind, accepted - write_started)
+        self.reloads.written(key.kind, accepted - write_started)
         for p in todo:
             seen = item.observed.get((p.change.rtype, p.change.name))
-            self.reporter.reloaded(workload, p, None if seen is None else accepted - seen)
+            self.reloads.reloaded(workload, p, None if seen is None else accepted - seen)
         return rolling
 
     def _rotate(
@@ -332,7 +336,7 @@ class Reconciler:
         was a CSI rotation's)."""
         csi = [p for p in todo if p.change.rtype is ResourceType.SECRETPROVIDERCLASS]
         if csi:  # per-pod statuses, no content time: a rotation could not tell old from new
-            self.reporter.warn_once(workload, (CSI_NOT_FOLLOWED,))
+            self.problems.warn_once(workload, (CSI_NOT_FOLLOWED,))
             todo = [p for p in todo if p not in csi]
             if not todo:
                 return None
@@ -369,7 +373,7 @@ class Reconciler:
         if wait <= 0:
             return None
         until = pausing.format_time(utc(self.clock) + dt.timedelta(seconds=wait))
-        self.reporter.deferred(workload, reason, until, self.options.min_interval)
+        self.reloads.deferred(workload, reason, until, self.options.min_interval)
         return Defer(reason, wait)
 
     def refresh(self, kind: str, answer: dict[str, Any]) -> None:

@@ -20,11 +20,12 @@ from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.planning import Event
 from kube_reloader.runtime.clock import Clock, Pacer
 from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.counting import ChangeReports
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.freshness import Freshness, Suspect
 from kube_reloader.runtime.kinds import Kinds
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.stores import Names, Stores
 
 
@@ -36,7 +37,8 @@ class Resync:
     stores: Stores
     coalescer: Coalescer
     fence: Fence
-    reporter: Reporter
+    changes: ChangeReports
+    problems: ProblemReports
     ready: asyncio.Event
     #: the namespace filter (`--namespace-selector`, `--namespaces-to-ignore`): the index of a
     #: cluster-wide watch holds every namespace's workloads
@@ -83,10 +85,10 @@ class Resync:
             try:
                 queued += await self._catch_up(candidate, now, names, pacer)
             except Exception as exc:  # noqa: BLE001 - one workload never stops the catch-up
-                self.reporter.object_failed("catch-up", candidate.key, exc)
+                self.problems.object_failed("catch-up", candidate.key, exc)
                 error = type(exc).__name__
                 unchecked = f"kube-reloader could not check this workload at start: {error}"
-                self.reporter.warn_once(candidate, (unchecked,), "ReloadError")
+                self.problems.warn_once(candidate, (unchecked,), "ReloadError")
         log.info("startup reconciliation done", extra={"workloads_queued": queued})
         return queued
 
@@ -123,7 +125,7 @@ class Resync:
                     continue
             if not missed:
                 continue
-            self.reporter.log_change(
+            self.changes.log_change(
                 "reloading a change missed while not watching",
                 change,
                 workload=str(workload.key),

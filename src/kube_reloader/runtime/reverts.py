@@ -18,7 +18,7 @@ from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
 from kube_reloader.runtime.clock import Clock, Timer
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reloadreports import ReloadReports
 
 #: seconds after a template write during which a revert is looked for
 WATCH_SECONDS = 60.0
@@ -27,7 +27,7 @@ WATCH_SECONDS = 60.0
 @dataclass
 class Reverts:
     clock: Clock
-    reporter: Reporter
+    reloads: ReloadReports
     strategy: strategies.Strategy
     #: key -> (plan, the hash the template carried before the write) pairs, the generation
     #: the write made, and the timer
@@ -63,7 +63,7 @@ class Reverts:
             now = planning.carried(plan, workload, self.strategy)
             if now != (plan.written or plan.change.hash) and now == earlier:
                 self.forget(workload.key)
-                self.reporter.reverted(workload, plan)
+                self.reloads.reverted(workload, plan)
                 return
 
     def forget(self, key: ObjectKey) -> None:

@@ -34,7 +34,8 @@ from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.podviews import view
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import ProblemReports, log
+from kube_reloader.runtime.rolloutreports import RolloutReports
 from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.writing import Writer
 from kube_reloader.turns import FairSlots
@@ -86,7 +87,8 @@ class Rotations:
     clock: Clock
     writer: Writer
     fence: Fence
-    reporter: Reporter
+    rollouts: RolloutReports
+    problems: ProblemReports
     supervisor: Supervisor
     #: the cached workload (its rollout status: how many pods it should have); None: gone
     lookup: Callable[[ObjectKey], planning.Workload | None]
@@ -143,10 +145,10 @@ class Rotations:
         except errors.KubeError as exc:
             ok = False
             how = rotation.policy.strategy.value
-            self.reporter.rotation_failed(rotation.workload, str(exc), rotation.evicted, how=how)
+            self.rollouts.rotation_failed(rotation.workload, str(exc), rotation.evicted, how=how)
         except Exception as exc:  # noqa: BLE001 - one workload's bug never stops the others
-            self.reporter.object_failed("rotation", key, exc)
-            self.reporter.warn_once(
+            self.problems.object_failed("rotation", key, exc)
+            self.problems.warn_once(
                 rotation.workload,
                 (f"kube-reloader could not replace this workload's pods: {type(exc).__name__}",),
                 "ReloadError",
@@ -166,7 +168,7 @@ class Rotations:
             f"the pod-level reload waits for a rotation slot: namespace {ns} runs its share "
             f"of the {MAX_ACTIVE} rotations the controller runs at once"
         )
-        self.reporter.warn_once(rotation.workload, (waits,), "ReloadDeferred")
+        self.problems.warn_once(rotation.workload, (waits,), "ReloadDeferred")
 
     async def _rotate(self, rotation: Rotation) -> bool | None:
         """Replace the pods; True when every one was replaced, False when it failed, None
@@ -193,7 +195,7 @@ class Rotations:
         try:
             return selectors.from_label_selector(spec.get("selector"))
         except selectors.SelectorError as err:
-            self.reporter.warn_once(
+            self.problems.warn_once(
                 rotation.workload, (f"cannot find the pods to replace: {err}",), "ReloadError"
             )
             return None
@@ -222,10 +224,10 @@ class Rotations:
             if step.phase is evicting.Phase.DONE:
                 if rotation.evicted:
                     elapsed = self.clock.monotonic() - rotation.started
-                    self.reporter.rotation_done(w, rotation.plans, rotation.evicted, elapsed)
+                    self.rollouts.rotation_done(w, rotation.plans, rotation.evicted, elapsed)
                 return True
             if step.phase is evicting.Phase.FAILED:
-                self.reporter.rotation_failed(w, step.reason, rotation.evicted)
+                self.rollouts.rotation_failed(w, step.reason, rotation.evicted)
                 return False
             refused = await self._evict(rotation, step.evict) if step.evict else False
             if not refused:
@@ -233,7 +235,7 @@ class Rotations:
                 continue
             if now - rotation.progress_at > plan.deadline:  # refused for too long
                 why = f"evictions refused for {plan.deadline:g}s: {rotation.last_error}"
-                self.reporter.rotation_failed(w, why, rotation.evicted)
+                self.rollouts.rotation_failed(w, why, rotation.evicted)
                 return False
             await self.pause(
                 limiting.backoff(min(rotation.refusals - 1, 16), base=REFUSED_BASE, cap=REFUSED_CAP)
@@ -290,16 +292,16 @@ class Rotations:
                 rotation.refusals += 1
                 rotation.last_error = str(exc)[:300]
                 result = "refused" if isinstance(exc, errors.TooManyRequests) else "error"
-                self.reporter.eviction(w, pod.name, result, str(exc))
+                self.rollouts.eviction(w, pod.name, result, str(exc))
                 return True
             except (errors.NotFound, errors.Conflict):
-                self.reporter.eviction(w, pod.name, "gone", "")  # already replaced
+                self.rollouts.eviction(w, pod.name, "gone", "")  # already replaced
                 continue
             rotation.refusals = 0
             rotation.evicted += 1
             rotation.evicting.add(pod.uid)
             rotation.last_eviction = rotation.progress_at = self.clock.wall()
-            self.reporter.eviction(w, pod.name, "evicted", "")
+            self.rollouts.eviction(w, pod.name, "evicted", "")
         return False
 
     async def _read(self, key: ObjectKey) -> dict[str, Any]:

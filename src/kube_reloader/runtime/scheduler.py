@@ -21,8 +21,9 @@ from kube_reloader.runtime import breaker
 from kube_reloader.runtime.breaker import Breaker, Content
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.coalescing import Coalescer
+from kube_reloader.runtime.fleetreports import FleetReports
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter, log
+from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.stores import Stores
 
 #: a window opens "±30 s": look again this long after its start, so a clock that lags a
@@ -39,7 +40,8 @@ class Scheduler:
     clock: Clock
     stores: Stores
     coalescer: Coalescer
-    reporter: Reporter
+    fleet: FleetReports
+    problems: ProblemReports
     #: the slots, their line and who follows whom (`core.ledger`, as `impact` keeps it)
     ledger: Ledger = field(init=False)
     #: what each rolling workload was written with (for the breaker)
@@ -59,7 +61,7 @@ class Scheduler:
     _again: set[ObjectKey] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.reporter)
+        self.breaker = Breaker(self.options.halt_after_failures, self.stores, self.fleet)
         self.ledger = Ledger(self.options.max_concurrent_rollouts)
 
     @property
@@ -79,7 +81,7 @@ class Scheduler:
             self.stores.namespace_annotations(workload.namespace),
             freeze=self.options.freeze,
         )
-        self.reporter.warn_once(workload, tuple(warnings))
+        self.problems.warn_once(workload, tuple(warnings))
         facts = self._facts(workload, rules, todo)
         verdict = scheduling.decide(rules, facts)
         self._call(self.ledger.settle(key, verdict))
@@ -99,7 +101,7 @@ class Scheduler:
         waiting, cycles = self.ledger.waiting_on(
             workload.key, rules.after, lambda k: self._unfinished(k, todo), self._annotations
         )
-        self.reporter.warn_once(workload, tuple(cycles))
+        self.problems.warn_once(workload, tuple(cycles))
         return self.ledger.facts(
             workload.key,
             now=self.clock.wall(),
@@ -198,7 +200,7 @@ class Scheduler:
 
     def _unhold(self, key: ObjectKey) -> None:
         self.held.pop(key, None)
-        self.reporter.released(key)  # its next hold or deferral is news
+        self.fleet.released(key)  # its next hold or deferral is news
         self.coalescer.cancel_wake(key)
 
     def _free(self, key: ObjectKey, *, keep: bool = False) -> None:
@@ -300,7 +302,7 @@ class Scheduler:
         what = ", ".join(sorted({str(p.change) for p in todo}))
         verb = "held" if verdict.hold is Hold.HALTED else "deferred"
         text = f"Reload of '{workload.name}' for {what} {verb}: {verdict.message}"
-        self.reporter.held(workload, str(verdict.hold), text, first=first)
+        self.fleet.held(workload, str(verdict.hold), text, first=first)
 
     def counts(self) -> dict[str, int]:
         """Held workloads by reason (for the gauge)."""

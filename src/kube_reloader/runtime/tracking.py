@@ -11,19 +11,19 @@ from typing import Any
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.runtime.clock import Clock, Timer
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.rolloutreports import RolloutReports
 
 
 class RolloutTracker:
     def __init__(
         self,
         clock: Clock,
-        reporter: Reporter,
+        rollouts: RolloutReports,
         lookup: Callable[[ObjectKey], planning.Workload | None],
         on_finished: Callable[[ObjectKey, rollouts.RolloutState], None],
     ) -> None:
         self.clock = clock
-        self.reporter = reporter
+        self.rollouts = rollouts
         self.lookup = lookup
         #: told when a followed rollout ends (the scheduler frees its slot)
         self.on_finished = on_finished
@@ -93,5 +93,5 @@ class RolloutTracker:
         _written, started, limit, timer = self._tracking.pop(workload.key)
         self._progress.pop(workload.key, None)
         timer.cancel()
-        self.reporter.rollout_finished(workload, result, self.clock.monotonic() - started, limit)
+        self.rollouts.rollout_finished(workload, result, self.clock.monotonic() - started, limit)
         self.on_finished(workload.key, result)

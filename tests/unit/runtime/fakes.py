@@ -21,7 +21,8 @@ from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
 from kube_reloader.kube.projections import OwnerReference
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reporting import Sink
+from kube_reloader.runtime.reports import Reports
 
 EPOCH = 1_780_000_000.0
 AUTO = {"reloader.stakater.com/auto": "true"}
@@ -142,19 +143,19 @@ class Spawned:
 
 @dataclass
 class Room:
-    """What every room is built from: fake clock, fence, reporter with fake Events."""
+    """What every room is built from: fake clock, fence, and a domain reporter of each kind
+    over one sink with fake Events (each room takes the ones it reports in)."""
 
     clock: FakeClock = field(default_factory=FakeClock)
     fence: Fence = field(default_factory=Fence)
     events: FakeEvents = field(default_factory=FakeEvents)
     spawned: Spawned = field(default_factory=Spawned)
     metrics: Recorder = field(default_factory=lambda: Recorder(by_namespace=False))
-    reporter: Reporter = field(init=False)
+    reports: Reports = field(init=False)
 
     def __post_init__(self) -> None:
-        self.reporter = Reporter(
-            self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None
-        )
+        sink = Sink(self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None)
+        self.reports = Reports.over(sink)
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels or None)

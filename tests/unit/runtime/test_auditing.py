@@ -173,7 +173,7 @@ def rig(options: Options | None = None) -> tuple[Room, Stores, FakeClient, Audit
     room.fence.start_leading()
     room.clock.now = CHANGED + 100 - room.clock.wall() + room.clock.now
     audit = Auditing(client, options or Options(audit_interval=60.0), room.clock, stores,  # type: ignore[arg-type]
-                     room.fence, room.reporter, asyncio.Event())  # fmt: skip
+                     room.fence, room.reports.audit, asyncio.Event())  # fmt: skip
     return room, stores, client, audit
 
 

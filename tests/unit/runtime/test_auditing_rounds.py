@@ -45,7 +45,7 @@ async def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_c
     room = Room()
     caplog.set_level(logging.WARNING)
     for _ in range(2):
-        await room.reporter.audit.stale(stale_series(MAX_STALE_SERIES + 25), Pacer(room.clock))
+        await room.reports.audit.stale(stale_series(MAX_STALE_SERIES + 25), Pacer(room.clock))
     exported = sum(
         len(m.samples) for m in room.metrics.registry.collect()
         if m.name == "kube_reloader_stale_workloads"
@@ -61,7 +61,7 @@ async def test_the_stale_gauge_exports_at_most_its_cap_and_warns_once_with_the_c
         )
         == 2 * 25
     ), "counted per namespace, in each round"
-    await room.reporter.audit.stale(stale_series(3), Pacer(room.clock))
+    await room.reports.audit.stale(stale_series(3), Pacer(room.clock))
     assert sum(len(m.samples) for m in room.metrics.registry.collect()
                if m.name == "kube_reloader_stale_workloads") == 3  # fmt: skip
 
@@ -74,13 +74,13 @@ async def test_stale_certificate_events_survive_a_flood_of_other_warnings() -> N
     room = Room()
     room.fence.start_leading()
     found = [cert("nats", "nats-tls", 1.0), cert("api", "api-tls", 1.0)]
-    room.reporter.audit.stale_certificates(found)
+    room.reports.audit.stale_certificates(found)
     for i in range(MAX_WARNED + 10):
-        room.reporter.warn_once(workload(f"w{i}"), (f"bad annotation {i}",))
+        room.reports.problems.warn_once(workload(f"w{i}"), (f"bad annotation {i}",))
         if i % 500 == 0:
             await room.spawned.run()  # (Events waiting are bounded: send them as they come)
     await room.spawned.run()
-    room.reporter.audit.stale_certificates(found)
+    room.reports.audit.stale_certificates(found)
     await room.spawned.run()
     assert room.events.reasons().count("StaleCertificate") == 2
 
@@ -94,7 +94,7 @@ async def test_one_tenant_rotating_often_gets_an_event_per_rotation_and_evicts_n
     room.fence.start_leading()
     others = [cert(f"w{i}", f"s{i}", 1.0) for i in range(50)]
     for rotation in range(1, 30):
-        room.reporter.audit.stale_certificates([cert("busy", "busy-tls", float(rotation)), *others])
+        room.reports.audit.stale_certificates([cert("busy", "busy-tls", float(rotation)), *others])
     await room.spawned.run()
     sent = [(key.name, reason) for key, reason, _ in room.events.sent]
     assert sent.count(("busy", "StaleCertificate")) == 29
@@ -107,7 +107,7 @@ async def test_more_stale_certificates_than_the_cap_are_not_warned_again_every_r
     room = leading_room(monkeypatch, cap=20)
     many = [cert(f"w{i}", "tls", 1.0) for i in range(25)]
     for _ in range(3):
-        room.reporter.audit.stale_certificates(many)
+        room.reports.audit.stale_certificates(many)
         await room.spawned.run()
     assert room.events.reasons().count("StaleCertificate") == 20, "the cap, once each"
 
@@ -123,7 +123,7 @@ async def test_ten_thousand_new_stale_series_are_set_in_parts_letting_other_task
             steps.append(len(room.metrics._stale))
             return True
 
-    await room.reporter.audit.stale(stale_series(MAX_STALE_SERIES), Every())  # type: ignore[arg-type]
+    await room.reports.audit.stale(stale_series(MAX_STALE_SERIES), Every())  # type: ignore[arg-type]
     assert len(steps) == MAX_STALE_SERIES // auditreports.CHUNK
     assert steps[0] == auditreports.CHUNK, "a part at a time"
     assert steps[-1] == MAX_STALE_SERIES
@@ -134,12 +134,12 @@ async def test_the_stale_certificate_memory_never_exceeds_its_cap_however_many_n
 ) -> None:
     room = leading_room(monkeypatch, cap=100)
     full = [cert(f"a{i}", "tls", 1.0) for i in range(100)]
-    room.reporter.audit.stale_certificates(full)
+    room.reports.audit.stale_certificates(full)
     others = [dataclasses.replace(cert(f"n{i}", "tls", 1.0),
                                   workload=dataclasses.replace(workload(f"n{i}"), namespace=f"ns{i}"))
               for i in range(100)]  # fmt: skip
-    room.reporter.audit.stale_certificates(full + others)
-    assert len(room.reporter.audit._stale_certs) <= 100
+    room.reports.audit.stale_certificates(full + others)
+    assert len(room.reports.audit._stale_certs) <= 100
     await room.spawned.run()
 
 

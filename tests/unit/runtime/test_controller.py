@@ -57,7 +57,7 @@ def test_leadership_flips_the_fence_the_rooms_share() -> None:
     c.stop_leading()
     assert not c.may_write()
     assert not c.reconciler.fence.may_write()
-    assert not c.reporter.fence.may_write()
+    assert not c.reports.sink.fence.may_write()
     c.start_leading()
     assert c.pauses.fence.may_write()
 

@@ -18,7 +18,19 @@ from .fakes import KEYS, Room, change, workload
 
 def fanout(room: Room, stores: Stores, co: Coalescer) -> FanOut:
     options = Options(coalesce_window=0.3)
-    return FanOut(options, room.clock, stores, co, room.fence, room.reporter, webhook=None)
+    return FanOut(
+        options,
+        room.clock,
+        stores,
+        co,
+        room.fence,
+        room.reports.changes,
+        room.reports.queue,
+        room.reports.reloads,
+        room.reports.webhooks,
+        room.reports.problems,
+        webhook=None,
+    )
 
 
 async def test_only_the_workloads_that_must_reload_are_queued_after_the_window() -> None:
@@ -97,7 +109,19 @@ async def test_with_the_webhook_on_a_configmaps_reload_of_a_mutated_kind_waits_t
         )
     stores.index.put(w)
     options = Options(coalesce_window=0.3, admission_grace=2.0)
-    f = FanOut(options, room.clock, stores, co, room.fence, room.reporter, webhook=None)
+    f = FanOut(
+        options,
+        room.clock,
+        stores,
+        co,
+        room.fence,
+        room.reports.changes,
+        room.reports.queue,
+        room.reports.reloads,
+        room.reports.webhooks,
+        room.reports.problems,
+        webhook=None,
+    )
     await f.fan_out(dataclasses.replace(change("cm"), rtype=rtype), observed=0.0)
     assert w.key in co
     room.clock.advance(waits - 0.01)

@@ -82,7 +82,7 @@ def rig(
     for t in created:
         w.add(t, ready_at=t)
     queued: list[tuple[ObjectKey, Change]] = []
-    fresh = Freshness(room.clock, w, room.fence, room.reporter, Supervisor(),
+    fresh = Freshness(room.clock, w, room.fence, room.reports.changes, room.reports.problems, Supervisor(),
                       lambda key, change: queued.append((key, change)))  # fmt: skip
     return Rig(room, w, fresh, queued)
 
@@ -208,7 +208,7 @@ async def test_looks_take_turns_across_namespaces_at_most_a_few_at_once() -> Non
             await gate.wait()
             return {"metadata": {"uid": ""}, "spec": {"selector": {"matchLabels": {"app": "web"}}}}
 
-    fresh = Freshness(room.clock, Slow(), room.fence, room.reporter, Supervisor(),
+    fresh = Freshness(room.clock, Slow(), room.fence, room.reports.changes, room.reports.problems, Supervisor(),
                       lambda _k, _c: None)  # fmt: skip
     busy = [dataclasses.replace(workload(f"w{i}"), namespace="busy") for i in range(20)]
     quiet = [dataclasses.replace(workload(f"q{i}"), namespace="quiet") for i in range(2)]
@@ -249,9 +249,9 @@ def resync_rig(template_at: float, carried: str | None) -> tuple[Resync, Coalesc
             looked.extend(s.change for s in suspects)
             return True
 
-    fresh = Recording(room.clock, PodWriter(), room.fence, room.reporter, Supervisor(),
+    fresh = Recording(room.clock, PodWriter(), room.fence, room.reports.changes, room.reports.problems, Supervisor(),
                       lambda key, change: co.add(key, change, None, 0.0))  # fmt: skip
-    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reporter,
+    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reports.changes, room.reports.problems,
                     asyncio.Event(), lambda _ns: True, lambda _w: False, fresh)  # fmt: skip
     return resync, co, looked
 

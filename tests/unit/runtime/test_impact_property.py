@@ -253,21 +253,33 @@ async def controller(c: Case) -> Done:
     )
     co = Coalescer(room.clock)
     sup = Supervisor()
-    scheduler = Scheduler(opts, room.clock, stores, co, room.reporter)
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
-    rotations = NoRotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload,
+    scheduler = Scheduler(opts, room.clock, stores, co, room.reports.fleet, room.reports.problems)
+    tracker = RolloutTracker(room.clock, room.reports.rollouts, stores.workload, scheduler.finished)
+    rotations = NoRotations(room.clock, writer, room.fence, room.reports.rollouts, room.reports.problems, sup, stores.workload,
                             scheduler.rotation_done)  # fmt: skip
     rec = Reconciler(
         opts, BUILTIN, room.clock, stores, co,
         Throttle(room.clock, min_interval=0.0, rate=0.0, burst=0.0),
-        Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned),
-        tracker, writer, room.fence, room.reporter, sup, rotations,
-        Reverts(room.clock, room.reporter, opts.plan.strategy), scheduler,
+        Pauses(room.clock, KEYS, writer, room.fence, room.reports.rollouts, room.reports.problems, room.spawned),
+        tracker, writer, room.fence, room.reports.queue, room.reports.reloads, room.reports.problems, sup, rotations,
+        Reverts(room.clock, room.reports.reloads, opts.plan.strategy), scheduler,
     )  # fmt: skip
     scheduler.ledger.in_flight |= c.in_flight
     if c.halted is not None:
         scheduler.breaker.halted[(c.rtype, NS, CFG)] = c.halted
-    fanout = FanOut(opts, room.clock, stores, co, room.fence, room.reporter, webhook=None)
+    fanout = FanOut(
+        opts,
+        room.clock,
+        stores,
+        co,
+        room.fence,
+        room.reports.changes,
+        room.reports.queue,
+        room.reports.reloads,
+        room.reports.webhooks,
+        room.reports.problems,
+        webhook=None,
+    )
     await fanout.fan_out(c.change, 0.0)
     for _ in range(200):
         if not co.depth:

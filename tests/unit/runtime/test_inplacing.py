@@ -95,7 +95,7 @@ def rig(replicas: int = 3) -> Rig:
     status = rollouts.Status(generation=1, observed_generation=1, replicas=replicas,
                              updated=replicas, available=replicas)  # fmt: skip
     w = workload(status=status)
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
+    rotations = Rotations(room.clock, writer, room.fence, room.reports.rollouts, room.reports.problems, Supervisor(),
                           lambda key: w if key == KEY else None, lambda _k, _ok: None)  # fmt: skip
     return Rig(room, writer, rotations)
 

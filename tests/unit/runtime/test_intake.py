@@ -45,7 +45,15 @@ def event(kind: EventType, new: str | None, old: str | None = None, *,
 def intake(room: Room, fan_out: FanOutFn = no_fan_out, **options: object) -> Intake:
     opts = dataclasses.replace(Options(), **options)  # type: ignore[arg-type]
     return Intake(
-        *(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event()),
+        *(
+            opts,
+            room.clock,
+            Stores(KEYS),
+            room.reports.changes,
+            room.reports.problems,
+            Supervisor(),
+            asyncio.Event(),
+        ),
         **intake_ports(fan_out),
     )
 
@@ -103,7 +111,7 @@ async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out
     await i.on_config(event(EventType.MODIFIED, "h4", "h3"), "configmaps", initial=False)
     await i.drained()
     assert [c.hash for c in delivered] == ["h3", "h4"]
-    assert room.reporter.stats.changes == 3
+    assert room.reports.sink.stats.changes == 3
 
 
 class NamespaceList:

@@ -14,7 +14,15 @@ PERIOD = {**AUTO, KEYS.pause_period: "30s"}
 
 
 def pauses(room: Room, writer: FakeWriter) -> Pauses:
-    return Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
+    return Pauses(
+        room.clock,
+        KEYS,
+        writer,
+        room.fence,
+        room.reports.rollouts,
+        room.reports.problems,
+        room.spawned,
+    )
 
 
 def paused_object(w_name: str = "web") -> dict[str, object]:

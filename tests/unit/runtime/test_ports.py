@@ -14,7 +14,7 @@ from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reporting import Sink
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.rotations import Rotations
 from kube_reloader.runtime.stores import Stores
@@ -24,38 +24,40 @@ from kube_reloader.runtime.tracking import RolloutTracker
 from .fakes import KEYS, FakeEvents, FakeWriter, Room, intake_ports
 
 ROOM = Room()
+R = ROOM.reports
 STORES = Stores(KEYS)
 
 
 def tracker() -> object:
-    return RolloutTracker(ROOM.clock, ROOM.reporter, STORES.workload)  # type: ignore[call-arg]
+    return RolloutTracker(ROOM.clock, R.rollouts, STORES.workload)  # type: ignore[call-arg]
 
 
 def rotations() -> object:
-    return Rotations(ROOM.clock, FakeWriter(), ROOM.fence, ROOM.reporter, Supervisor(),  # type: ignore[call-arg]
-                     STORES.workload)  # fmt: skip
+    return Rotations(ROOM.clock, FakeWriter(), ROOM.fence, R.rollouts, R.problems,  # type: ignore[call-arg]
+                     Supervisor(), STORES.workload)  # fmt: skip
 
 
 def intake() -> object:
     ports = intake_ports()
     del ports["workload_gone"]
-    return Intake(Options(), ROOM.clock, STORES, ROOM.reporter, Supervisor(), asyncio.Event(),
-                  **ports)  # fmt: skip
+    return Intake(Options(), ROOM.clock, STORES, R.changes, R.problems, Supervisor(),
+                  asyncio.Event(), **ports)  # fmt: skip
 
 
 def resync() -> object:
     return Resync(Options(), BUILTIN, ROOM.clock, STORES, Coalescer(ROOM.clock), ROOM.fence,  # type: ignore[call-arg]
-                  ROOM.reporter, asyncio.Event(), lambda _ns: True, lambda _w: False)  # fmt: skip
+                  R.changes, R.problems, asyncio.Event(), lambda _ns: True,
+                  lambda _w: False)  # fmt: skip
 
 
 def fanout() -> object:
     return FanOut(Options(), ROOM.clock, STORES, Coalescer(ROOM.clock), ROOM.fence,  # type: ignore[call-arg]
-                  ROOM.reporter)  # fmt: skip
+                  R.changes, R.queue, R.reloads, R.webhooks, R.problems)  # fmt: skip
 
 
-def reporter() -> object:
+def sink() -> object:
     metrics = Recorder(by_namespace=False)
-    return Reporter(metrics, FakeEvents(), ROOM.fence, ROOM.spawned, ROOM.clock)  # type: ignore[call-arg]
+    return Sink(metrics, FakeEvents(), ROOM.fence, ROOM.spawned, ROOM.clock)  # type: ignore[call-arg]
 
 
 LEFT_OUT = {
@@ -64,7 +66,7 @@ LEFT_OUT = {
     "the intake without workload_gone": (intake, "workload_gone"),
     "the catch-up without its look at the pods": (resync, "freshness"),
     "the fan-out without its webhook (None: none)": (fanout, "webhook"),
-    "the reporter without its alerts (None: none)": (reporter, "alerts"),
+    "the reports' sink without its alerts (None: none)": (sink, "alerts"),
 }
 
 

@@ -59,16 +59,44 @@ def rig(options: Options) -> Rig:
     room, writer, stores = Room(), Writer(), Stores(KEYS)
     co = Coalescer(room.clock)
     throttle = Throttle(room.clock, min_interval=options.min_interval, rate=0, burst=0)
-    pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
-    scheduler = Scheduler(options, room.clock, stores, co, room.reporter)
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
+    pauses = Pauses(
+        room.clock,
+        KEYS,
+        writer,
+        room.fence,
+        room.reports.rollouts,
+        room.reports.problems,
+        room.spawned,
+    )
+    scheduler = Scheduler(
+        options, room.clock, stores, co, room.reports.fleet, room.reports.problems
+    )
+    tracker = RolloutTracker(room.clock, room.reports.rollouts, stores.workload, scheduler.finished)
     sup = Supervisor()
     done = scheduler.rotation_done
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload, done)
-    reverts = Reverts(room.clock, room.reporter, options.plan.strategy)
+    rotations = Rotations(
+        room.clock,
+        writer,
+        room.fence,
+        room.reports.rollouts,
+        room.reports.problems,
+        sup,
+        stores.workload,
+        done,
+    )
+    reverts = Reverts(room.clock, room.reports.reloads, options.plan.strategy)
     rec = Reconciler(
         *(options, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer),
-        *(room.fence, room.reporter, sup, rotations, reverts, scheduler),
+        *(
+            room.fence,
+            room.reports.queue,
+            room.reports.reloads,
+            room.reports.problems,
+            sup,
+            rotations,
+            reverts,
+            scheduler,
+        ),
     )
     return Rig(room, writer, stores, co, rec)
 

@@ -41,15 +41,23 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
     stores = Stores(KEYS)
     co = Coalescer(room.clock)
     throttle = Throttle(room.clock, min_interval=min_interval, rate=0, burst=0)
-    pauses = Pauses(room.clock, KEYS, writer, room.fence, room.reporter, room.spawned)
-    scheduler = Scheduler(opts, room.clock, stores, co, room.reporter)
-    tracker = RolloutTracker(room.clock, room.reporter, stores.workload, scheduler.finished)
+    pauses = Pauses(
+        room.clock,
+        KEYS,
+        writer,
+        room.fence,
+        room.reports.rollouts,
+        room.reports.problems,
+        room.spawned,
+    )
+    scheduler = Scheduler(opts, room.clock, stores, co, room.reports.fleet, room.reports.problems)
+    tracker = RolloutTracker(room.clock, room.reports.rollouts, stores.workload, scheduler.finished)
     sup = Supervisor()
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, sup, stores.workload,
+    rotations = Rotations(room.clock, writer, room.fence, room.reports.rollouts, room.reports.problems, sup, stores.workload,
                           scheduler.rotation_done)  # fmt: skip
     rec = Reconciler(opts, BUILTIN, room.clock, stores, co, throttle, pauses, tracker, writer,
-                     room.fence, room.reporter, sup, rotations,
-                     Reverts(room.clock, room.reporter, opts.plan.strategy),
+                     room.fence, room.reports.queue, room.reports.reloads, room.reports.problems, sup, rotations,
+                     Reverts(room.clock, room.reports.reloads, opts.plan.strategy),
                      scheduler)  # fmt: skip
     return Rig(room, writer, stores, co, rec)
 

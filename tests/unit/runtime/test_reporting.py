@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 
 from kube_reloader.core import fairness, planning
+from kube_reloader.core.correlating import Correlator
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import eventing
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.reporting import Reporter
+from kube_reloader.runtime.reporting import Sink
+from kube_reloader.runtime.reports import Reports
 
-from .fakes import FakeClock, change, workload
+from .fakes import FakeClock, Room, change, workload
+from .test_event_recording import FakeEventsAPI
 
 
 class HangingEvents:
@@ -44,14 +47,15 @@ class HangingEvents:
 
 def reporter(
     sink: HangingEvents, fence: Fence | None = None
-) -> tuple[Reporter, list[Any], Recorder]:
+) -> tuple[Reports, list[Any], Recorder]:
     tasks: list[Any] = []
 
     def spawn(_name: str, coro: Coroutine[Any, Any, None]) -> None:
         tasks.append(asyncio.get_running_loop().create_task(coro))
 
     metrics = Recorder(by_namespace=False)
-    return Reporter(metrics, sink, fence or Fence(), spawn, FakeClock(), None), tasks, metrics
+    reports = Reports.over(Sink(metrics, sink, fence or Fence(), spawn, FakeClock(), None))
+    return reports, tasks, metrics
 
 
 def in_ns(name: str, namespace: str) -> planning.Workload:
@@ -72,20 +76,20 @@ async def test_events_are_written_a_few_at_a_time_and_a_lone_namespace_fills_its
     sink = HangingEvents()
     r, tasks, metrics = reporter(sink)
     for i in range(eventing.CAP):
-        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
+        r.sink.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
     await settle()
     assert sink.most == eventing.WRITERS
     assert len(tasks) == eventing.WRITERS, "a fixed pool of writers, not a task per Event"
     half = fairness.share(eventing.CAP, 0)  # three quarters of the queue
     # its share, and one notice telling the namespace its Events are dropped
-    assert r.events.pending == half + 1
+    assert r.sink.events.pending == half + 1
     assert dropped(metrics, "storm") == eventing.CAP - half
     sink.answer.set()
     await asyncio.gather(*tasks)
     assert len(sink.sent) == half + 1
     assert sink.sent.count(("storm", "ReloadEventsDropped")) == 1
-    assert r.events.pending == 0
-    r.event(in_ns("later", "storm"), "Normal", "Reloaded", "ok", "reloader")
+    assert r.sink.events.pending == 0
+    r.sink.event(in_ns("later", "storm"), "Normal", "Reloaded", "ok", "reloader")
     await asyncio.gather(*tasks)
     assert len(sink.sent) == half + 2, "room again once the backlog is written"
 
@@ -94,8 +98,8 @@ async def test_another_namespaces_event_is_queued_and_written_early_despite_a_st
     sink = HangingEvents()
     r, tasks, metrics = reporter(sink)
     for i in range(eventing.CAP * 3):
-        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
-    assert r.event(in_ns("canary", "quiet"), "Normal", "Reloaded", "ok", "reloader")
+        r.sink.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
+    assert r.sink.event(in_ns("canary", "quiet"), "Normal", "Reloaded", "ok", "reloader")
     assert dropped(metrics, "quiet") == 0
     sink.answer.set()
     await asyncio.gather(*tasks)
@@ -106,17 +110,19 @@ async def test_another_namespaces_event_is_queued_and_written_early_despite_a_st
 async def test_a_warning_dropped_for_its_namespaces_share_is_warned_when_next_seen() -> None:
     sink = HangingEvents()
     r, tasks, _ = reporter(sink)
-    fence = r.fence
+    fence = r.sink.fence
     fence.start_leading()
     for i in range(eventing.CAP):
-        r.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
+        r.sink.event(in_ns(f"w{i}", "storm"), "Warning", "ReloadError", "boom", "reloader")
     late = in_ns("late", "storm")
-    r.warn_once(late, ("a bad annotation",))  # over the share: dropped, not marked as warned
+    r.problems.warn_once(
+        late, ("a bad annotation",)
+    )  # over the share: dropped, not marked as warned
     sink.answer.set()
     await asyncio.gather(*tasks)
     assert ("storm", "ReloadAnnotationInvalid") not in sink.sent
-    r.warn_once(late, ("a bad annotation",))
-    r.warn_once(late, ("a bad annotation",))
+    r.problems.warn_once(late, ("a bad annotation",))
+    r.problems.warn_once(late, ("a bad annotation",))
     await asyncio.gather(*tasks)
     assert sink.sent.count(("storm", "ReloadAnnotationInvalid")) == 1, "once, when room came"
 
@@ -126,7 +132,7 @@ async def test_an_event_waiting_for_a_slot_is_not_written_once_the_replica_stops
     fence = Fence()
     r, tasks, _ = reporter(sink, fence)
     for i in range(eventing.WRITERS + 3):
-        r.event(workload(f"w{i}"), "Warning", "ReloadError", "boom", "reloader")
+        r.sink.event(workload(f"w{i}"), "Warning", "ReloadError", "boom", "reloader")
     await settle()
     fence.stop_leading()
     sink.answer.set()
@@ -140,9 +146,9 @@ async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until
     r, metrics = logging_reporter(caplog)
     w = workload("follower")
     for _ in range(10):
-        r.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
-    r.held(w, "order", "waiting for Deployment/a", first=True)
-    r.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
+        r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
+    r.fleet.held(w, "order", "waiting for Deployment/a", first=True)
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
     lines = [rec.getMessage() for rec in caplog.records]
     assert lines.count("reload deferred") == 2, "once, and again when the reason changed back"
     assert lines.count("reload held") == 1
@@ -151,8 +157,8 @@ async def test_a_workload_deferred_over_and_over_is_logged_once_per_reason_until
         == 11
     ), "every deferral counted"
     plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
-    r.reloaded(w, plan, None)
-    r.deferred(w, "rate_limit", "2026-12-03T00:00:02Z", 0)
+    r.reloads.reloaded(w, plan, None)
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:02Z", 0)
     assert [rec.getMessage() for rec in caplog.records].count("reload deferred") == 3
 
 
@@ -160,23 +166,84 @@ async def test_a_hold_that_ended_and_began_again_is_logged_and_evented_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     r, _ = logging_reporter(caplog)
-    r.fence.start_leading()
+    r.sink.fence.start_leading()
     w = workload("frozen")
-    r.held(w, "frozen", "frozen (namespace ns)", first=True)
-    r.held(w, "frozen", "frozen (namespace ns)", first=False)  # woken and held again
-    r.released(w.key)  # the change was reverted: the workload has nothing to wait for
-    r.held(w, "frozen", "frozen (namespace ns)", first=True)  # a new change, held again
-    r.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
-    r.released(w.key)
-    r.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
+    r.fleet.held(w, "frozen", "frozen (namespace ns)", first=True)
+    r.fleet.held(w, "frozen", "frozen (namespace ns)", first=False)  # woken and held again
+    r.fleet.released(w.key)  # the change was reverted: the workload has nothing to wait for
+    r.fleet.held(w, "frozen", "frozen (namespace ns)", first=True)  # a new change, held again
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
+    r.fleet.released(w.key)
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
     lines = [rec.getMessage() for rec in caplog.records]
     assert lines.count("reload held") == 2
     assert lines.count("reload deferred") == 2
-    assert r.events.pending == 2, "a ReloadDeferred Event per hold"
+    assert r.sink.events.pending == 2, "a ReloadDeferred Event per hold"
 
 
-def logging_reporter(caplog: pytest.LogCaptureFixture) -> tuple[Reporter, Recorder]:
-    """A reporter whose Events never get written, its info lines captured."""
+def logging_reporter(caplog: pytest.LogCaptureFixture) -> tuple[Reports, Recorder]:
+    """Reports whose Events never get written, their info lines captured."""
     caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
     r, _tasks, metrics = reporter(HangingEvents())
     return r, metrics
+
+
+# -- one sink under every domain ------------------------------------------------------------
+
+
+def test_the_domains_count_into_the_one_recorder_and_the_one_stats_of_their_sink() -> None:
+    room = Room()
+    r, w = room.reports, workload("web")
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)
+    r.fleet.held(w, "order", "waiting for Deployment/a", first=False)
+    r.queue.retrying()
+    for reason in ("rate_limit", "order", "retry_backoff"):
+        assert room.sample("kube_reloader_deferred_total", reason=reason) == 1, reason
+    plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
+    r.reloads.reloaded(w, plan, None)
+    r.rollouts.rotation_done(w, [plan], 2, 1.0)
+    r.webhooks.webhook_retrying(change("cm"), "timeout")
+    assert (r.sink.stats.reloads, r.sink.stats.retries) == (2, 2)
+    assert room.sample("reloader_errors_total", type="handler_error") == 2
+    room.spawned.close()  # the Events queued are not written here
+
+
+def test_a_hold_of_the_fleet_and_a_deferral_of_the_reloads_share_one_memory_of_the_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kube_reloader.runtime.controller")
+    room = Room()
+    room.fence.start_leading()
+    r, w = room.reports, workload("web")
+    r.fleet.held(w, "rate_limit", "held", first=False)
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:00Z", 0)  # the same reason: not news
+    plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
+    r.rollouts.rotation_done(w, [plan], 2, 1.0)  # written: the next deferral is news again
+    r.reloads.deferred(w, "rate_limit", "2026-12-03T00:00:01Z", 0)
+    assert [rec.getMessage() for rec in caplog.records].count("reload deferred") == 1
+    room.spawned.close()  # the Events queued are not written here
+
+
+async def test_events_of_the_fleet_and_of_the_reloads_share_the_recorders_per_object_limit() -> (
+    None
+):
+    api, clock, tasks = FakeEventsAPI(), FakeClock(), []
+
+    def spawn(_name: str, coro: Coroutine[Any, Any, None]) -> None:
+        tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    correlated = eventing.EventRecorder(
+        api, clock, lambda kind: "apps/v1", correlator=Correlator(burst=1)
+    )  # type: ignore[arg-type]
+    fence = Fence()
+    fence.start_leading()
+    r = Reports.over(Sink(Recorder(by_namespace=False), correlated, fence, spawn, clock, None))
+    web, other = workload("web"), workload("other")
+    plan = planning.plan(change=change("cm"), workload=web, config=planning.Config(), now=0)
+    r.fleet.held(web, "halted", "halted by the circuit breaker", first=True)
+    r.reloads.reverted(web, plan)  # the same object, source and type: over its burst of one
+    r.reloads.reverted(other, plan)  # another object: a burst of its own
+    await settle()
+    await asyncio.gather(*tasks)
+    written = [(body["involvedObject"]["name"], body["reason"]) for _, _, body in api.calls]
+    assert written == [("web", "ReloadHalted"), ("other", "ReloadReverted")]

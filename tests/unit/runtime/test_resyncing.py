@@ -39,7 +39,7 @@ def rig(
                         changed_at=changed_at)  # fmt: skip
     stores.configs.append(Store({("ns", "cm"): entry}))  # type: ignore[arg-type]
     co = Coalescer(room.clock)
-    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reporter,
+    resync = Resync(Options(), BUILTIN, room.clock, stores, co, room.fence, room.reports.changes, room.reports.problems,
                     asyncio.Event(), wanted, adopt=lambda _w: False, freshness=None)  # fmt: skip
     return room, stores, co, resync
 
@@ -140,7 +140,7 @@ async def test_a_tenant_sized_catch_up_lets_other_tasks_run_and_visits_namespace
     co = Coalescer(room.clock)
     clock = WorkClock(per_read=0.001)
     room.fence.start_leading()
-    resync = Resync(Options(), BUILTIN, clock, stores, co, room.fence, room.reporter,  # type: ignore[arg-type]
+    resync = Resync(Options(), BUILTIN, clock, stores, co, room.fence, room.reports.changes, room.reports.problems,  # type: ignore[arg-type]
                     asyncio.Event(), lambda _ns: True, lambda _w: False, None)  # fmt: skip
     yields = 0
     canary_at: int | None = None

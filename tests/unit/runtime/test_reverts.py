@@ -32,7 +32,7 @@ def planned(w: planning.Workload, content: str) -> planning.Plan:
 
 async def test_a_template_put_back_as_it_was_earns_one_warning() -> None:
     room = Room()
-    reverts = Reverts(room.clock, room.reporter, Strategy.ENV_VARS)
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
     before = workload()
     p = planned(before, "v2")
     reverts.written(before, [p], generation=2)
@@ -47,7 +47,7 @@ async def test_a_template_put_back_as_it_was_earns_one_warning() -> None:
 
 async def test_a_newer_reload_of_our_own_is_not_a_revert() -> None:
     room = Room()
-    reverts = Reverts(room.clock, room.reporter, Strategy.ENV_VARS)
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
     before = workload()
     reverts.written(before, [planned(before, "v2")], generation=2)
     reverts.observe(carrying(before, planned(before, "v3").change.hash, 3))
@@ -57,7 +57,7 @@ async def test_a_newer_reload_of_our_own_is_not_a_revert() -> None:
 
 async def test_after_a_minute_the_workload_is_no_longer_watched() -> None:
     room = Room()
-    reverts = Reverts(room.clock, room.reporter, Strategy.ENV_VARS)
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
     before = workload()
     reverts.written(before, [planned(before, "v2")], generation=2)
     room.clock.advance(WATCH_SECONDS)
@@ -69,7 +69,7 @@ async def test_after_a_minute_the_workload_is_no_longer_watched() -> None:
 
 async def test_kinds_whose_reload_is_not_a_lasting_template_write_are_not_watched() -> None:
     room = Room()
-    reverts = Reverts(room.clock, room.reporter, Strategy.ENV_VARS)
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
     job = dataclasses.replace(workload(), kind="Job")
     reverts.written(job, [planned(job, "v2")], generation=2)
     assert job.key not in reverts
@@ -78,7 +78,7 @@ async def test_kinds_whose_reload_is_not_a_lasting_template_write_are_not_watche
 
 async def test_a_state_from_before_the_write_arriving_late_is_not_a_revert() -> None:
     room = Room()
-    reverts = Reverts(room.clock, room.reporter, Strategy.ENV_VARS)
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
     before = workload()
     reverts.written(before, [planned(before, "v2")], generation=5)
     reverts.observe(carrying(before, None, 4))  # e.g. the pause PATCH just before the reload

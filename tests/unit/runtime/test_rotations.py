@@ -49,7 +49,7 @@ def rig(replicas: int = 3) -> Rig:
     status = rollouts.Status(generation=1, observed_generation=1, replicas=replicas,
                              updated=replicas, available=replicas)  # fmt: skip
     w = workload(status=status)
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
+    rotations = Rotations(room.clock, writer, room.fence, room.reports.rollouts, room.reports.problems, Supervisor(),
                           lambda key: w if key == KEY else None, lambda _k, _ok: None)  # fmt: skip
     return Rig(room, writer, rotations)
 
@@ -164,7 +164,7 @@ async def test_a_custom_kind_without_a_selector_has_the_pods_it_controls_replace
     writer.add(EPOCH - 100, ready_at=EPOCH - 90)  # another controller's pod: never touched
     writer.owner = owner
     custom = dataclasses.replace(workload(), kind="PodSet", uid="ps-1")
-    rotations = Rotations(room.clock, writer, room.fence, room.reporter, Supervisor(),
+    rotations = Rotations(room.clock, writer, room.fence, room.reports.rollouts, room.reports.problems, Supervisor(),
                           lambda k: custom if k == key else None, lambda _k, _ok: None)  # fmt: skip
     rig_ = Rig(room, writer, rotations)
     rotations.start(custom, EVICT, [], changed_at=EPOCH)
@@ -193,7 +193,9 @@ async def test_one_namespaces_stuck_rotations_never_take_the_slots_another_names
     room.fence.start_leading()
     Stuck.ran = []
     no_one = Supervisor(), lambda _k: None, lambda _k, _ok: None
-    rs = Stuck(room.clock, PodWriter(), room.fence, room.reporter, *no_one)
+    rs = Stuck(
+        room.clock, PodWriter(), room.fence, room.reports.rollouts, room.reports.problems, *no_one
+    )
     for i in range(40):
         rs.start(dataclasses.replace(workload(f"h{i}"), namespace="hog"), EVICT, [], EPOCH)
     for _ in range(5):

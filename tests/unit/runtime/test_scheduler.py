@@ -92,18 +92,20 @@ class Rig:
         self.stores.namespace_annotations = lambda _ns: self.namespace  # type: ignore[method-assign]
         self.coalescer = Coalescer(room.clock)
         self.writer = ApiWriter(self)
-        self.scheduler = Scheduler(opts, room.clock, self.stores, self.coalescer, room.reporter)
-        self.tracker = RolloutTracker(room.clock, room.reporter, self.stores.workload,
+        self.scheduler = Scheduler(
+            opts, room.clock, self.stores, self.coalescer, room.reports.fleet, room.reports.problems
+        )
+        self.tracker = RolloutTracker(room.clock, room.reports.rollouts, self.stores.workload,
                                       self.scheduler.finished)  # fmt: skip
         sup = Supervisor()
-        rotations = Rotations(room.clock, self.writer, room.fence, room.reporter, sup,
+        rotations = Rotations(room.clock, self.writer, room.fence, room.reports.rollouts, room.reports.problems, sup,
                               self.stores.workload, self.scheduler.rotation_done)  # fmt: skip
         self.reconciler = Reconciler(
             opts, BUILTIN, room.clock, self.stores, self.coalescer,
             Throttle(room.clock, min_interval=0, rate=0, burst=0),
-            Pauses(room.clock, KEYS, self.writer, room.fence, room.reporter, room.spawned),
-            self.tracker, self.writer, room.fence, room.reporter, sup, rotations,
-            Reverts(room.clock, room.reporter, opts.plan.strategy), self.scheduler,
+            Pauses(room.clock, KEYS, self.writer, room.fence, room.reports.rollouts, room.reports.problems, room.spawned),
+            self.tracker, self.writer, room.fence, room.reports.queue, room.reports.reloads, room.reports.problems, sup, rotations,
+            Reverts(room.clock, room.reports.reloads, opts.plan.strategy), self.scheduler,
         )  # fmt: skip
         room.fence.start_leading()
 

@@ -16,7 +16,9 @@ ANSWER = {"metadata": {"generation": 2}}
 
 
 def tracker(room: Room, seen: dict[ObjectKey, planning.Workload]) -> RolloutTracker:
-    return RolloutTracker(room.clock, room.reporter, seen.get, on_finished=lambda _k, _r: None)
+    return RolloutTracker(
+        room.clock, room.reports.rollouts, seen.get, on_finished=lambda _k, _r: None
+    )
 
 
 async def test_a_rollout_that_completes_is_reported_with_its_duration_and_no_event() -> None:

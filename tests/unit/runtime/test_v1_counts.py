@@ -108,7 +108,7 @@ async def test_a_watch_event_is_skipped_or_processed_with_reloaders_reason(
     async def fan_out(c: object, observed: float) -> None:
         delivered.append(c)
 
-    intake = Intake(opts, room.clock, Stores(KEYS), room.reporter, Supervisor(), asyncio.Event(),
+    intake = Intake(opts, room.clock, Stores(KEYS), room.reports.changes, room.reports.problems, Supervisor(), asyncio.Event(),
                     **intake_ports(fan_out))  # fmt: skip
     intake.ready.set()
     assert ev.object is not None
@@ -130,7 +130,7 @@ async def test_a_watch_event_is_skipped_or_processed_with_reloaders_reason(
 def fanout(room: Room, stores: Stores, *, webhook: Any = None,
            compat: Compat = Compat.V1) -> FanOut:  # fmt: skip
     options = Options(coalesce_window=0.3, plan=planning.Config(compat=compat))
-    return FanOut(options, room.clock, stores, Coalescer(room.clock), room.fence, room.reporter,
+    return FanOut(options, room.clock, stores, Coalescer(room.clock), room.fence, room.reports.changes, room.reports.queue, room.reports.reloads, room.reports.webhooks, room.reports.problems,
                   webhook)  # fmt: skip
 
 
@@ -339,4 +339,4 @@ async def test_a_webhook_is_counted_as_reloader_counts_its_handler(
     assert got == counts, what
     assert room.sample("reloader_reload_executed_total", success="true") == 0
     assert label_values(room.metrics, "reloader_action", "workload_kind") == set()
-    assert room.reporter.stats.webhooks == counts["success"]
+    assert room.reports.sink.stats.webhooks == counts["success"]

@@ -1,0 +1,112 @@
+"""What becomes of a planned reload, reported over the one sink (`reporting.Sink`): the
+decision for each candidate workload (the fan-out), a deferral by the rate limits, the write,
+the reload (its log line, metrics, `Reloaded` Event and alert), a failed one (`ReloadFail`),
+and one undone by another controller (`ReloadReverted`)."""
+
+from __future__ import annotations
+
+from kube_reloader.core import planning
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.planning import Outcome, Plan
+from kube_reloader.kube import errors
+from kube_reloader.runtime.counting import ChangeReports
+from kube_reloader.runtime.reporting import Sink, log, log_change
+
+
+class ReloadReports:
+    def __init__(self, sink: Sink, changes: ChangeReports) -> None:
+        self.sink = sink
+        self.metrics = sink.metrics
+        self.stats = sink.stats
+        #: a failed reload drops its changes, as v1 drops the event after its last attempt
+        self.changes = changes
+
+    def decided(self, workload: planning.Workload, change: planning.Change, p: Plan) -> None:
+        kind = str(workload.kind)
+        self.metrics.workloads_scanned.labels(kind=kind).inc()
+        self.metrics.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
+        if p.outcome is Outcome.RELOAD:
+            self.metrics.workloads_matched.labels(kind=kind).inc()
+            return
+        if p.outcome is not Outcome.SKIPPED:  # v1: no container, or it already carries the hash
+            self.metrics.skipped.labels(reason="strategy_not_updated").inc()
+        self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
+        log.debug(
+            "not reloading",
+            extra={
+                "workload": str(workload.key),
+                "resource": str(change),
+                "outcome": p.outcome.value,
+                "reason": "" if change.rtype is ResourceType.SECRET else p.message,
+            },
+        )
+
+    def deferred(
+        self, workload: planning.Workload, reason: str, until: str, min_interval: float
+    ) -> None:
+        key = workload.key
+        self.metrics.deferred.labels(reason=reason).inc()
+        if not self.sink.holds.new(key, reason):
+            return  # said when the reason began; the counter counts every deferral
+        log.info("reload deferred", extra={"workload": str(key), "reason": reason, "until": until})
+        if reason == "min_interval":
+            message = (
+                f"Reload of '{key.name}' deferred until {until}: at most one "
+                f"reload every {min_interval:g}s per workload"
+            )
+            self.sink.event(workload, "Normal", "ReloadDeferred", message, "reloader")
+
+    def written(self, kind: str, seconds: float) -> None:
+        self.stats.patches += 1
+        self.metrics.action_latency.labels(workload_kind=kind).observe(seconds)
+
+    def reloaded(self, workload: planning.Workload, p: Plan, seconds: float | None) -> None:
+        key, c = workload.key, p.change
+        self.stats.reloads += 1
+        self.sink.holds.release(key)
+        self.metrics.reload_done(
+            kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
+        )
+        log_change("reloaded workload", c, workload=str(key), reason=p.message)
+        message = (
+            f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
+            f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
+            f"'{key.namespace}'"
+        )
+        self.sink.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
+        self.sink.alert_reloaded(c, key)
+
+    def reload_failed(
+        self, workload: planning.Workload, plans: list[Plan], exc: errors.KubeError
+    ) -> None:
+        key = workload.key
+        self.stats.failures += 1
+        self.metrics.errors.labels(type="handler_error").inc()
+        for p in plans:  # one per change of the work item
+            self.changes.processed(p.change, "dropped")  # v1 drops it after its last attempt
+            self.metrics.reload_done(
+                kind=key.kind, namespace=key.namespace, success=False, seconds=None
+            )
+            log.error(
+                "reload failed",
+                extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
+            )
+            message = (
+                f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
+                f"failed with error {errors.client_go_error(exc)}"
+            )
+            component = f"reloader-{p.change.rtype.plural}"
+            self.sink.event(workload, "Warning", "ReloadFail", message, component)
+
+    def reverted(self, workload: planning.Workload, p: Plan) -> None:
+        """A reload's template write was undone: the pods keep the old content."""
+        key, c = workload.key, p.change
+        self.metrics.reverted.labels(workload_kind=key.kind).inc()
+        log.warning("reload reverted", extra={"workload": str(key), "resource": str(c)})
+        message = (
+            f"The reload of '{key.name}' for {c.rtype.kind} '{c.name}' was undone: its pod "
+            "template no longer carries it, so its pods keep the old content (does another "
+            "controller own this template?). Set kube-reloader.io/strategy: evict to replace "
+            "its pods instead of writing the template."
+        )
+        self.sink.event(workload, "Warning", "ReloadReverted", message, "reloader")
