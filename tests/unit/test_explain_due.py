@@ -1,4 +1,4 @@
-"""`explain`'s `due`: the controller's own rule at start (`planning.missed_while_away`), fed
+"""`explain`'s `due`: the controller's own rule at start (`catchup.due_at_start`), fed
 with what it would be fed (the write times when known; nothing for a missing resource)."""
 
 from __future__ import annotations
@@ -180,3 +180,16 @@ def test_explain_refuses_keyed_hashes_in_one_line(capsys: pytest.CaptureFixture[
     assert code == 2
     assert err.count("\n") == 1
     assert "explain cannot compute keyed hashes (--hash-algorithm=hmac-sha256)" in err
+
+
+def test_an_evicting_workload_is_due_as_the_controller_decides_by_its_pods() -> None:
+    manifest = workload(None)
+    manifest["metadata"]["annotations"]["kube-reloader.io/strategy"] = "evict"
+    # written before the template: its pods, not the template's time, decide (the
+    # controller's rotation replaces those older than the write, if any)
+    v = verdict(manifest, current(changed_at=50.0), template_changed_at=100.0)
+    assert (v.outcome, v.due) == ("reload", True)
+    assert "pods older than its last write are replaced" in v.at_start
+    # the same workload reloaded by a template write: by the times, as before
+    v = verdict(workload(None), current(changed_at=50.0), template_changed_at=100.0)
+    assert v.due is False

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from kube_reloader.core import evicting, pausing, planning, scheduling, scoping
+from kube_reloader.core import catchup, evicting, pausing, planning, scheduling, scoping
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.matching import carries_named_list
@@ -55,8 +55,9 @@ class ResourceVerdict:
     #: the keys the workload consumes (None: every key)
     consumed_keys: tuple[str, ...] | None = None
     #: a reload is due now: the controller, starting now, would reload it for this resource
-    #: (`planning.missed_while_away`, its own rule: an older hash carried, or none and the
-    #: content written after the pod template); else it reloads on the next change
+    #: (`catchup.due_at_start`, its own rule: an older hash carried, or none and the
+    #: content written after the pod template; reloaded at the pod level, a write time
+    #: known); else it reloads on the next change
     due: bool = False
     #: why it is or is not due at controller start, in words
     at_start: str = ""
@@ -125,7 +126,15 @@ def explain(
     }
     wanted = [only] if only else sorted(referenced | named)
     verdicts = [
-        _verdict(w, rtype, name, resources.get((rtype, name)), config, now, reconcile_on_start)
+        _verdict(
+            w,
+            rtype,
+            name,
+            resources.get((rtype, name)),
+            config,
+            now,
+            reconcile_on_start,
+        )
         for rtype, name in wanted
     ]
     return Explanation(
@@ -168,7 +177,7 @@ def _verdict(
     current = p.written or got.hash
     scope, _ = scoping.scope_of(w.annotations, w.template.annotations, config.scope)
     consumed = scoping.consumed_keys(w.template, rtype, name)
-    carried = planning.carried(p, w, config.strategy) if p.target else None
+    carried = catchup.carried(p, w, config.strategy) if p.target else None
     stale = None
     if found is not None and p.decision.reload and p.target and p.target.container:
         stale = carried is not None and carried not in (current, got.hash)
@@ -209,7 +218,7 @@ def _at_start(
     reconcile_on_start: bool,
 ) -> tuple[bool, str]:
     """Would the controller, starting now, reload the workload for this resource? Its own
-    rule (`planning.missed_while_away`), with the write times when they are known; the
+    rule (`catchup.due_at_start`), with the write times when they are known; the
     reason in words (empty unless the plan is a reload)."""
     if p.outcome is not planning.Outcome.RELOAD:
         return False, ""
@@ -218,7 +227,7 @@ def _at_start(
         return False, f"not due at controller start: {what} does not exist"
     if not reconcile_on_start:
         return False, "not due at controller start: --reconcile-on-start=false catches nothing up"
-    due, why = planning.missed_while_away(
+    due, why = catchup.due_at_start(
         plan=p,
         carried_hash=carried,
         config_changed_at=found.changed_at,

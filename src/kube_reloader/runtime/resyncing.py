@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kube_reloader.core import fairness, planning, scheduling
+from kube_reloader.core import catchup, fairness, planning, scheduling
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.planning import Event
 from kube_reloader.runtime.clock import Clock, Pacer
@@ -107,22 +107,19 @@ class Resync:
                 continue
             change = entry.change(Event.UPDATED)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-            reloads = p.outcome is planning.Outcome.RELOAD and entry.changed_at is not None
-            if reloads and p.mode.pod_level:
-                # its template carries nothing: the rotation compares its pods with the change
-                missed, why = True, f"{change}: pods older than its last write are replaced"
-            else:
-                carried = planning.carried(p, workload, self.options.plan.strategy)
-                missed, why = planning.missed_while_away(
-                    plan=p,
-                    carried_hash=carried,
-                    config_changed_at=entry.changed_at,
-                    template_changed_at=workload.template_changed_at,
-                )
-                on_time_only = missed and carried is None and entry.changed_at is not None
-                if on_time_only and self.freshness is not None:  # time alone: ask its pods
-                    on_time.append(Suspect(change, entry.changed_at or 0.0, why))
-                    continue
+            carried = catchup.carried(p, workload, self.options.plan.strategy)
+            missed, why = catchup.due_at_start(
+                plan=p,
+                carried_hash=carried,
+                config_changed_at=entry.changed_at,
+                template_changed_at=workload.template_changed_at,
+            )
+            # a template that records nothing, and time alone: its pods are asked (a
+            # pod-level reload's rotation compares its pods with the change itself)
+            on_time_only = missed and carried is None and entry.changed_at is not None
+            if on_time_only and not p.mode.pod_level and self.freshness is not None:
+                on_time.append(Suspect(change, entry.changed_at or 0.0, why))
+                continue
             if not missed:
                 continue
             self.changes.log_change(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kube_reloader.core import planning, strategies
+from kube_reloader.core import catchup, planning, strategies
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
@@ -45,7 +45,7 @@ class Reverts:
             return
         key = before.key
         self.forget(key)
-        watched = [(p, planning.carried(p, before, self.strategy)) for p in plans]
+        watched = [(p, catchup.carried(p, before, self.strategy)) for p in plans]
 
         def expire() -> None:
             self._watching.pop(key, None)
@@ -60,7 +60,7 @@ class Reverts:
         if workload.status.generation <= entry[1]:
             return  # our write, or a state from before it arriving late: not a revert
         for plan, earlier in entry[0]:
-            now = planning.carried(plan, workload, self.strategy)
+            now = catchup.carried(plan, workload, self.strategy)
             if now != (plan.written or plan.change.hash) and now == earlier:
                 self.forget(workload.key)
                 self.reloads.reverted(workload, plan)

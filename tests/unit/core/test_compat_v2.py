@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from kube_reloader.core.catchup import carried
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import (
     Change,
     Config,
     Outcome,
-    carried,
     plan,
     workload_from_manifest,
 )

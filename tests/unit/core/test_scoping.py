@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kube_reloader.core import hashing, scoping
+from kube_reloader.core.catchup import carried, missed_while_away
 from kube_reloader.core.matching import MatchConfig, Reason, is_tls_secret
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import (
@@ -17,8 +18,6 @@ from kube_reloader.core.planning import (
     Change,
     Config,
     Outcome,
-    carried,
-    missed_while_away,
     plan,
     workload_from_manifest,
 )
