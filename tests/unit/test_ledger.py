@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from kube_reloader.core import planning, rollouts
 from kube_reloader.core.ledger import CYCLE, Ledger
 from kube_reloader.core.objects import ObjectKey
+from kube_reloader.core.references import PodTemplate
 from kube_reloader.core.scheduling import Hold, Verdict
 
 WRITE = Verdict(True, "written now")
@@ -67,3 +71,49 @@ def test_reload_after_waits_for_the_unfinished_and_warns_of_a_cycle() -> None:
     assert warnings == [CYCLE.format(kind="Deployment", name="b")]
     assert book.release_followers(C) == [A]
     assert book.release_followers(C) == []
+
+
+def _deployment(kind: str = "Deployment", rolling: bool = False) -> planning.Workload:
+    status = rollouts.Status(generation=2, observed_generation=1 if rolling else 2, replicas=1,
+                             updated=0 if rolling else 1, available=1)  # fmt: skip
+    return planning.Workload(kind, "ns", "w", {}, PodTemplate(), status=status)
+
+
+UNFINISHED = [
+    # (case, in the book, workload, due, pod_level, pending, unfinished)
+    ("in line for a slot", "line", _deployment(), False, False, False, True),
+    ("holding a slot", "in_flight", _deployment(), False, False, False, True),
+    ("called from the line", "called", _deployment(), False, False, False, True),
+    ("gone", "", None, True, False, True, False),
+    ("a template reload not yet written", "", _deployment(), True, False, False, True),
+    ("a template reload written, rolling", "", _deployment(rolling=True), False, False, False, True),
+    ("a template reload written, rolled out", "", _deployment(), False, False, False, False),
+    ("a pod-level reload handled", "", _deployment(), True, True, False, False),
+    ("a pod-level reload still waiting", "", _deployment(), True, True, True, True),
+    ("a CronJob's trigger handled", "", _deployment("CronJob"), True, False, False, False),
+    ("a CronJob's trigger still waiting", "", _deployment("CronJob"), True, False, True, True),
+]  # fmt: skip # one case per line
+
+
+@pytest.mark.parametrize(
+    ("case", "book", "w", "due", "pod_level", "pending", "want"),
+    UNFINISHED,
+    ids=[u[0] for u in UNFINISHED],
+)
+def test_a_followed_workload_is_unfinished_by_one_rule_for_the_controller_and_impact(
+    case: str,
+    book: str,
+    w: planning.Workload | None,
+    due: bool,
+    pod_level: bool,
+    pending: bool,
+    want: bool,
+) -> None:
+    ledger = Ledger(cap=2)
+    key = ObjectKey("Deployment", "ns", "w")
+    if book == "line":
+        ledger.line[key] = None
+    elif book:
+        getattr(ledger, book).add(key)
+    got = ledger.unfinished(key, w, due=lambda: due, pod_level=pod_level, pending=pending)
+    assert got is want

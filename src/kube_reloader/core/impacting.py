@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kube_reloader.core import evicting, planning, rollouts, scheduling
+from kube_reloader.core import evicting, planning, scheduling
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.ledger import Ledger
 from kube_reloader.core.objects import ObjectKey, ResourceType
@@ -151,7 +151,7 @@ class _Run:
         if how is None:
             unreadable = ("kube-reloader.io/strategy is unreadable: not reloaded",)
             return Row(w.key, p.outcome.value, p.message, warnings=unreadable)
-        if how == "evict" and change.rtype is ResourceType.SECRETPROVIDERCLASS:
+        if p.mode.pod_level and change.rtype is ResourceType.SECRETPROVIDERCLASS:
             csi = (
                 "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
                 "not reloaded for them",
@@ -165,7 +165,8 @@ class _Run:
         )
         warnings.extend(cycles)
         verdict = scheduling.decide(rules, self._facts(w, waiting))
-        followed = how == "evict" or traits(w.kind).long_running
+        # a pod-level reload's rotation, or a rollout, holds the slot until it ends
+        followed = p.mode.pod_level or traits(w.kind).long_running
         self.ledger.settle(w.key, verdict, takes_slot=followed)
         if verdict.write and not followed:
             self.written.add(w.key)
@@ -201,20 +202,18 @@ class _Run:
         return None if w is None else w.annotations
 
     def _unfinished(self, k: ObjectKey) -> bool:
-        """Would a workload that follows `k` wait for it (as `runtime.scheduler` decides)?
-        A reload that leaves no hash on the template (evict, a CronJob's trigger) is pending
-        only while its change waits: not handled yet, or held. One written that takes no
-        slot (a Job, a CronJob) is done."""
+        """Would a workload that follows `k` wait for it? The ledger's rule
+        (`Ledger.unfinished`), as `runtime.scheduler` asks it; here a change is pending while
+        `k` is not handled yet, or held. One written that takes no slot (a Job, a CronJob) is
+        done."""
         if k in self.written:
             return False
-        if k in self.ledger.in_flight or k in self.ledger.line:
-            return True
         w = self.by_key.get(k)
-        if w is None:
-            return False
-        if self.plans[k].outcome is Outcome.RELOAD:
-            how = strategy_of(self.plans[k].mode, self.config)
-            carries = how != "evict" and not traits(w.kind).scheduled
-            if carries or k not in self.handled or k in self.held:
-                return True
-        return rollouts.rolling(str(w.kind), w.status)
+        p = self.plans.get(k)
+        return self.ledger.unfinished(
+            k,
+            w,
+            due=lambda: p is not None and p.outcome is Outcome.RELOAD,
+            pod_level=p is not None and p.mode.pod_level,
+            pending=k not in self.handled or k in self.held,
+        )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kube_reloader.core import planning, rollouts, scheduling, strategies
+from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.scheduling import Facts, Hold, Verdict
 
@@ -63,6 +64,29 @@ class Ledger:
                 waiting.append(k)
                 self.followers.setdefault(k, set()).add(key)
         return tuple(waiting), warnings
+
+    def unfinished(
+        self,
+        key: ObjectKey,
+        workload: planning.Workload | None,
+        *,
+        due: Callable[[], bool],
+        pod_level: bool,
+        pending: bool,
+    ) -> bool:
+        """Has the followed workload `key` still to roll (or be rolling) the change? Yes while
+        it holds a slot or waits for one. A reload that leaves a hash on its template is due
+        until the template carries it (`due`: its plan is still a reload); one that leaves
+        none (its pods acted on, `pod_level`; a CronJob's next run) only while its change
+        waits (`pending`: not handled yet, or held). Else: while its rollout progresses."""
+        if key in self.in_flight or key in self.line or key in self.called:
+            return True
+        if workload is None:
+            return False  # nothing to wait for
+        carries = not pod_level and not traits(workload.kind).scheduled
+        if (carries or pending) and due():
+            return True
+        return rollouts.rolling(str(workload.kind), workload.status)
 
     def facts(
         self,

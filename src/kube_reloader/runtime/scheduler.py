@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kube_reloader.core import planning, rollouts, scheduling
-from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.ledger import Ledger, adopts
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Outcome, Plan
@@ -116,24 +115,24 @@ class Scheduler:
         return None if w is None else w.annotations
 
     def _unfinished(self, k: ObjectKey, todo: list[Plan]) -> bool:
-        """Has the followed workload `k` still to roll (or be rolling) these changes?"""
-        book = self.ledger
-        if k in book.in_flight or k in book.line or k in book.called:
-            return True
-        w = self.stores.workload(k)
-        if w is None:
-            return False  # nothing to wait for
-        w = self.stores.resolve(w)
-        now = int(self.clock.wall())
-        # a reload that leaves no hash on its template (pods evicted, a CronJob triggered):
-        # pending while its changes wait
-        evicts = planning.mode_of(w, self.options.plan).pod_level
-        carries = not evicts and not traits(w.kind).scheduled
-        for p in todo:  # the same namespace: the same change
-            mine = planning.plan(change=p.change, workload=w, config=self.options.plan, now=now)
-            if mine.outcome is Outcome.RELOAD and (carries or k in self.coalescer):
-                return True  # it has not been written (or triggered) for this content yet
-        return rollouts.rolling(str(w.kind), w.status)
+        """Has the followed workload `k` still to roll (or be rolling) these changes? The
+        ledger's rule (`Ledger.unfinished`), which `impact` asks too."""
+        cached = self.stores.workload(k)
+        w = None if cached is None else self.stores.resolve(cached)
+        config, now = self.options.plan, int(self.clock.wall())
+
+        def due() -> bool:  # not yet written (or triggered) for this content
+            assert w is not None
+            return any(
+                planning.plan(change=p.change, workload=w, config=config, now=now).outcome
+                is Outcome.RELOAD
+                for p in todo  # the same namespace: the same change
+            )
+
+        pod_level = w is not None and planning.mode_of(w, config).pod_level
+        return self.ledger.unfinished(
+            k, w, due=due, pod_level=pod_level, pending=k in self.coalescer
+        )
 
     # -- slots ------------------------------------------------------------------------------
     def wrote(self, key: ObjectKey, todo: list[Plan], *, written: bool, rolling: bool) -> None:

@@ -120,7 +120,7 @@ def manifest(draw: st.DrawFn, key: tuple[str, str], keys: list[tuple[str, str]],
         ann["kube-reloader.io/reload-after"] = _after(draw, keys, key)
     if draw(st.integers(0, 3)) == 0:
         ann["kube-reloader.io/strategy"] = draw(
-            st.sampled_from(("evict", "evict", "patch", "Evict"))
+            st.sampled_from(("evict", "evict", "patch", "Evict", "restart-in-place", "signal"))
         )
     if kind == "Job" and draw(st.booleans()):
         ann["kube-reloader.io/job-policy"] = draw(
