@@ -86,7 +86,9 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
     options = _options(ns, mode, env, plan, warnings)
     admission = _admission(ns, env)
     if admission is not None and admitting.writes_hashes(options.plan):
-        options = replace(options, admission_grace=admission.grace)
+        options = replace(
+            options, admission_grace=admission.grace, admission_keys=admission.authenticated
+        )
     _check_addrs(ns)
     return RunSettings(
         options=options,

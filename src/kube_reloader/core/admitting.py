@@ -182,6 +182,24 @@ def writes_hashes(config: planning.Config) -> bool:
     )
 
 
+def would_write(
+    p: planning.Plan, workload: planning.Workload, config: planning.Config, *, keys: bool
+) -> bool:
+    """Whether the webhook, at the admission of `workload`, writes the hash this plan would
+    have the controller write (`keys`: it writes key-level hashes, its caller being
+    authenticated). Only then is an apply's own write of the workload worth waiting for
+    (`--admission-grace`): a ConfigMap's change, a kind the webhook is sent, a template write
+    (`PATCH`, not a pod-level strategy), under settings whose value is the hash alone."""
+    return (
+        writes_hashes(config)
+        and p.change.rtype is ResourceType.CONFIGMAP
+        and workload.kind in MUTATED_KINDS
+        and p.mode.policy is not None
+        and p.mode.policy.strategy is evicting.PodStrategy.PATCH
+        and (keys or not key_scoped(workload, config))
+    )
+
+
 def key_scoped(workload: planning.Workload, config: planning.Config) -> bool:
     """Whether the controller writes key-level hashes for `workload` (`reload-scope: keys`
     on it or its template, else `--reload-scope`): the value written is then a hash of only

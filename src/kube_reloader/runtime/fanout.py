@@ -73,13 +73,14 @@ class FanOut:
         thousands of candidates (or a tenant's many distinct named lists to compile) slows
         its own fan-out, not the probes, watches and writes of everyone else."""
         now = int(self.clock.wall())
-        matched: list[ObjectKey] = []
+        matched: list[tuple[ObjectKey, float]] = []
         pacer = Pacer(self.clock, FAN_OUT_SLICE)
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
             await pacer.step()
             try:
-                if self._decide(change, candidate, now):
-                    matched.append(candidate.key)
+                window = self._decide(change, candidate, now)
+                if window is not None:
+                    matched.append((candidate.key, window))
             except Exception as exc:  # noqa: BLE001 - one decision never stops the others
                 self.problems.object_failed("decision", candidate.key, exc)
                 self.problems.warn_once(
@@ -87,27 +88,27 @@ class FanOut:
                     (f"kube-reloader could not decide on this workload: {type(exc).__name__}",),
                     "ReloadError",
                 )
-        for key in matched:
-            if self.coalescer.add(key, change, observed, self._window(change, key.kind)):
+        for key, window in matched:
+            if self.coalescer.add(key, change, observed, window):
                 self.queue.coalesced()
 
-    def _window(self, change: Change, kind: str) -> float:
-        """How long the reload waits for more: the coalescing window, or with the admission
-        webhook on, for a ConfigMap's change of a kind it mutates, the grace in which an
-        apply's own write of the workload (given the new hash by the webhook, so one
-        rollout) lands before the controller would write the hash itself."""
-        window = self.options.coalesce_window
-        if change.rtype is ResourceType.CONFIGMAP and kind in admitting.MUTATED_KINDS:
-            return max(window, self.options.admission_grace)
-        return window
-
-    def _decide(self, change: Change, candidate: planning.Workload, now: int) -> bool:
-        """Plan `change` for one workload; True when it must reload."""
+    def _decide(self, change: Change, candidate: planning.Workload, now: int) -> float | None:
+        """Plan `change` for one workload: how long its reload waits for more, or None when
+        it does not reload."""
         workload = self.stores.resolve(candidate)
-        p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
+        opts = self.options
+        p = planning.plan(change=change, workload=workload, config=opts.plan, now=now)
         self.problems.warn_once(workload, p.decision.warnings)
         self.reloads.decided(workload, change, p)
-        return p.outcome is Outcome.RELOAD
+        if p.outcome is not Outcome.RELOAD:
+            return None
+        # with the admission webhook on, where it would have written this very hash: the
+        # grace in which an apply's own write of the workload (one rollout) lands first
+        if opts.admission_grace and admitting.would_write(
+            p, workload, opts.plan, keys=opts.admission_keys
+        ):
+            return max(opts.coalesce_window, opts.admission_grace)
+        return opts.coalesce_window
 
     def _remember_for_optional(self, change: Change, observed: float) -> None:
         """While an optional kind has not finished its list, keep the changes fanned out

@@ -64,6 +64,8 @@ class Options:
     #: kind the webhook mutates waits this long instead of `coalesce_window`, so that an
     #: apply's own write of the workload (carrying the hash the webhook gave it) lands first
     admission_grace: float = 0.0
+    #: the webhook writes key-level hashes too (`--admission-client-ca`: its caller proven)
+    admission_keys: bool = False
     #: minimum seconds between two reloads of the same workload (0 disables)
     min_interval: float = 5.0
     #: cluster-wide reloads per second and burst (rate 0 disables)

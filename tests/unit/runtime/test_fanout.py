@@ -88,27 +88,39 @@ async def test_two_changes_for_one_workload_are_coalesced_into_one_item() -> Non
     assert room.sample("kube_reloader_coalesced_total") == 1
 
 
+AUTO = {"reloader.stakater.com/auto": "true"}
+GRACE = [
+    # (case, change's type, kind, annotations, the webhook writes key-level hashes, waits)
+    ("a Deployment's ConfigMap", ResourceType.CONFIGMAP, "Deployment", AUTO, False, 2.0),
+    ("a DaemonSet's ConfigMap", ResourceType.CONFIGMAP, "DaemonSet", AUTO, False, 2.0),
+    ("a Secret: never written by the webhook", ResourceType.SECRET, "Deployment",
+     {"secret.reloader.stakater.com/reload": "cm"}, False, 0.3),
+    ("a Job: not a kind the webhook is sent", ResourceType.CONFIGMAP, "Job", AUTO, False, 0.3),
+    ("evicted pods: no template write", ResourceType.CONFIGMAP, "Deployment",
+     {**AUTO, "kube-reloader.io/strategy": "evict"}, False, 0.3),
+    ("key-level, the caller unproven: left to the controller", ResourceType.CONFIGMAP,
+     "Deployment", {**AUTO, "kube-reloader.io/reload-scope": "keys"}, False, 0.3),
+    ("key-level, the caller proven", ResourceType.CONFIGMAP, "Deployment",
+     {**AUTO, "kube-reloader.io/reload-scope": "keys"}, True, 2.0),
+]  # fmt: skip # one case per line
+
+
 @pytest.mark.parametrize(
-    ("rtype", "kind", "waits"),
-    [
-        (ResourceType.CONFIGMAP, "Deployment", 2.0),
-        (ResourceType.CONFIGMAP, "DaemonSet", 2.0),
-        (ResourceType.SECRET, "Deployment", 0.3),  # the webhook never writes a Secret's hash
-        (ResourceType.CONFIGMAP, "Job", 0.3),  # not a kind the webhook is sent
-    ],
+    ("case", "rtype", "kind", "annotations", "keys", "waits"), GRACE, ids=[g[0] for g in GRACE]
 )
-async def test_with_the_webhook_on_a_configmaps_reload_of_a_mutated_kind_waits_the_grace(
-    rtype: ResourceType, kind: str, waits: float
+async def test_with_the_webhook_on_a_reload_it_would_have_written_waits_the_grace(
+    case: str,
+    rtype: ResourceType,
+    kind: str,
+    annotations: dict[str, str],
+    keys: bool,
+    waits: float,
 ) -> None:
     room, stores = Room(), Stores(KEYS)
     co = Coalescer(room.clock)
-    w = workload(kind=kind, configmap="cm")
-    if rtype is ResourceType.SECRET:
-        w = workload(
-            kind=kind, configmap="cm", annotations={"secret.reloader.stakater.com/reload": "cm"}
-        )
+    w = workload(kind=kind, configmap="cm", annotations=annotations)
     stores.index.put(w)
-    options = Options(coalesce_window=0.3, admission_grace=2.0)
+    options = Options(coalesce_window=0.3, admission_grace=2.0, admission_keys=keys)
     f = FanOut(
         options,
         room.clock,
