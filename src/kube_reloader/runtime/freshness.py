@@ -1,7 +1,7 @@
 """The catch-up's look at the pods, before it rolls on time alone.
 
 A workload that carries no hash for a resource is caught up when the resource's content was
-written after the workload's pod template (`planning.missed_while_away`). That is not proof
+written after the workload's pod template (`catchup.missed_while_away`). That is not proof
 that its pods run old content: the workload may have been annotated for reload after the
 resource last changed, or its pods re-created since (a drain, a delete, another controller's
 restart). When time is the only evidence, this room reads the workload once (its selector)
