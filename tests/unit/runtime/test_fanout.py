@@ -16,10 +16,9 @@ from kube_reloader.runtime.stores import Stores
 from .fakes import KEYS, Room, change, workload
 
 
-def fanout(room: Room, stores: Stores, co: Coalescer) -> FanOut:
-    options = Options(coalesce_window=0.3)
+def fanout(room: Room, stores: Stores, co: Coalescer, options: Options | None = None) -> FanOut:
     return FanOut(
-        options,
+        options or Options(coalesce_window=0.3),
         room.clock,
         stores,
         co,
@@ -121,19 +120,7 @@ async def test_with_the_webhook_on_a_reload_it_would_have_written_waits_the_grac
     w = workload(kind=kind, configmap="cm", annotations=annotations)
     stores.index.put(w)
     options = Options(coalesce_window=0.3, admission_grace=2.0, admission_keys=keys)
-    f = FanOut(
-        options,
-        room.clock,
-        stores,
-        co,
-        room.fence,
-        room.reports.changes,
-        room.reports.queue,
-        room.reports.reloads,
-        room.reports.webhooks,
-        room.reports.problems,
-        webhook=None,
-    )
+    f = fanout(room, stores, co, options)
     await f.fan_out(dataclasses.replace(change("cm"), rtype=rtype), observed=0.0)
     assert w.key in co
     room.clock.advance(waits - 0.01)
