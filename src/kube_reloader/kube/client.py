@@ -10,7 +10,7 @@ to them explicitly; GET and the writes are its own.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Self, TypeVar, Unpack, overload
 
@@ -18,9 +18,9 @@ import aiohttp
 import msgspec
 
 from kube_reloader.kube.config import ConnectionConfig
-from kube_reloader.kube.paging import DEFAULT_PAGE_SIZE, ListPage, ObjectList, Pager
+from kube_reloader.kube.paging import Pager
 from kube_reloader.kube.resources import Resource
-from kube_reloader.kube.streams import Watcher, WatchEvent
+from kube_reloader.kube.streams import Watcher
 from kube_reloader.kube.transport import RawObject, RequestObserver, Transport, TransportOptions
 
 T = TypeVar("T")
@@ -63,6 +63,15 @@ class Client:
         self.transport = transport
         self.pager = Pager(transport)
         self.watcher = Watcher(transport)
+        # the parts' own verbs, delegated as they are (their signatures live there alone)
+        #: any request; the raw response body (`Transport.request`)
+        self.request = transport.request
+        #: LIST page by page, every page, or every page reduced as it arrives (`Pager`)
+        self.list_pages = self.pager.list_pages
+        self.list = self.pager.list
+        self.list_reduced = self.pager.list_reduced
+        #: stream watch events, each object decoded as asked (`Watcher.watch`)
+        self.watch = self.watcher.watch
 
     # ----------------------------------------------------------------- the transport's
 
@@ -100,140 +109,6 @@ class Client:
     async def close(self) -> None:
         """Close both connection pools (open watch streams end with `ConnectionFailed`)."""
         await self.transport.close()
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        retry: bool = True,
-    ) -> bytes:
-        """Any request; returns the raw response body (`Transport.request`)."""
-        return await self.transport.request(
-            method, path, params=params, body=body, content_type=content_type, retry=retry
-        )
-
-    # ----------------------------------------------------------------- the pager's
-
-    def list_pages(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-        page_bytes: int | None = None,
-        resource_version: str | None = None,
-        type: Any = RawObject,
-    ) -> AsyncIterator[ListPage[Any]]:
-        """LIST page by page, decoding items as `type` (`Pager.list_pages`)."""
-        return self.pager.list_pages(
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            limit=limit,
-            page_bytes=page_bytes,
-            resource_version=resource_version,
-            type=type,
-        )
-
-    @overload
-    async def list(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-    ) -> ObjectList[RawObject]: ...
-
-    @overload
-    async def list(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-        type: type[T],
-    ) -> ObjectList[T]: ...
-
-    async def list(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-        type: Any = RawObject,
-    ) -> ObjectList[Any]:
-        """LIST every page; all items and the list's resourceVersion (`Pager.list`)."""
-        return await self.pager.list(
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            limit=limit,
-            type=type,
-        )
-
-    async def list_reduced(
-        self,
-        resource: Resource,
-        *,
-        type: Any,
-        reduce: Callable[[Any], R] | None,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = DEFAULT_PAGE_SIZE,
-        page_bytes: int | None = None,
-    ) -> ObjectList[R]:
-        """LIST every page, each item reduced as its page arrives (`Pager.list_reduced`)."""
-        return await self.pager.list_reduced(
-            resource,
-            type=type,
-            reduce=reduce,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            limit=limit,
-            page_bytes=page_bytes,
-        )
-
-    # ----------------------------------------------------------------- the watcher's
-
-    def watch(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        timeout_seconds: int = 300,
-        allow_bookmarks: bool = True,
-        type: Any = RawObject,
-    ) -> AsyncIterator[WatchEvent[Any]]:
-        """Stream watch events, each object decoded as `type` (`Watcher.watch`)."""
-        return self.watcher.watch(
-            resource,
-            namespace=namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            timeout_seconds=timeout_seconds,
-            allow_bookmarks=allow_bookmarks,
-            type=type,
-        )
 
     # ----------------------------------------------------------------- reads
 
