@@ -8,6 +8,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from kube_reloader.core import staleness
+from kube_reloader.kube import podstarts
+from kube_reloader.kube.client import Client
+
 T = TypeVar("T")
 
 
@@ -56,3 +60,15 @@ def template_env(obj: Mapping[str, Any], name: str) -> str | None:
             if e["name"] == name:
                 return str(e.get("value"))
     return None
+
+
+async def past_pod_starts(client: Client, namespaces: list[str]) -> bool:
+    """Has the clock passed every running pod's start by more than the staleness audit's
+    margin (whole seconds), so a change made now is newer than what they run? A pod's start
+    as the audit reads it: its containers' start, which kwok writes when it makes the pod Ready
+    (under load, seconds after the pod's creation)."""
+    newest = 0.0
+    for ns in namespaces:
+        for starts in (await podstarts.pod_starts(client, ns)).values():
+            newest = max(newest, *starts)
+    return time.time() > newest + staleness.MARGIN + 1

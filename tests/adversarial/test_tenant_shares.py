@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from kube_reloader.core import staleness
 from kube_reloader.kube import pods, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
@@ -48,7 +47,7 @@ from tests.adversarial.tenant import (
     vitals,
 )
 from tests.exposition import metric_samples
-from tests.waiting import eventually
+from tests.waiting import eventually, past_pod_starts
 
 # serial: adversarial: bounds on the event loop's lag and on other namespaces' reloads
 pytestmark = [pytest.mark.cluster, pytest.mark.serial]
@@ -238,7 +237,9 @@ async def test_a_tenant_with_ten_thousand_stale_pairs_never_pushes_another_names
             return len(mine) == 100 and len(theirs) == 1
 
         await eventually(all_running, what="101 pods running", timeout=90)
-        await eventually(lambda: past_starts(client, [first, victim]), what="pods' start + margin")
+        await eventually(
+            lambda: past_pod_starts(client, [first, victim]), what="pods' start + margin"
+        )
         await asyncio.gather(*(patch_data(client, first, n, "1") for n in names))
         await patch_data(client, victim, "cfg", "1")
         async with controller(
@@ -277,16 +278,6 @@ async def test_a_tenant_with_ten_thousand_stale_pairs_never_pushes_another_names
           f"far; canary reloaded in {seconds:.1f}s")  # fmt: skip
     assert len(exported) == 10_000
     assert left_out >= 100
-
-
-async def past_starts(client: Client, namespaces: list[str]) -> bool:
-    """Has the clock passed every pod's start by more than the audit's margin (whole seconds),
-    so a change made now is newer than what they run?"""
-    newest = 0.0
-    for ns in namespaces:
-        for p in (await client.list(resources.PODS, namespace=ns, type=pods.PodObject)).items:
-            newest = max(newest, podviews.view(p).created)
-    return time.time() > newest + staleness.MARGIN + 1
 
 
 # -- case 6 -----------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from kube_reloader.runtime.manager import Manager, ManagerSettings
 from kube_reloader.runtime.options import Options
 from tests import builders as b
 from tests.harness import update_cm
-from tests.waiting import eventually
+from tests.waiting import eventually, past_pod_starts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -139,7 +139,7 @@ async def planted(client: Client, namespace: str) -> dict[tuple[str, str], str]:
         return await running_pods(client, ns) == 200
 
     await eventually(all_running, what="200 running pods", timeout=300, interval=1.0)
-    await asyncio.sleep(1.1)  # managedFields and start times have whole seconds
+    await eventually(lambda: past_pod_starts(client, [ns]), what="pods' start + margin")
     await update_cm(client, ns, "shared", {"v": "2"})
     await update_cm(client, ns, "ignored", {"v": "2"})
     await client.patch(resources.SECRETS, "nats-tls", {"stringData": certificate(60)},
