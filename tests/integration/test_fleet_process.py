@@ -102,10 +102,22 @@ def carried(obj: dict[str, Any], configmap: str) -> str | None:
 
 
 async def all_rolled_out(client: Client, namespace: str, names: list[str]) -> None:
-    async def probe() -> bool:
-        return all([rolled_out(await deployment(client, namespace, n)) for n in names])
+    """Wait until each Deployment has rolled out; on timeout, say where each one stopped
+    (its status and its pods' phases), to tell a slow controller from a slow node."""
+    seen: dict[str, Any] = {}
 
-    await eventually(probe, what=f"{names} rolled out", timeout=60)
+    async def probe() -> bool:
+        found = [await deployment(client, namespace, n) for n in names]
+        seen.update({d["metadata"]["name"]: d.get("status") for d in found})
+        return all(rolled_out(d) for d in found)
+
+    try:
+        await eventually(probe, what=f"{names} rolled out", timeout=60)
+    except AssertionError as exc:
+        listed = (await client.list(resources.PODS, namespace=namespace)).items
+        phases = {p["metadata"]["name"]: (p.get("spec", {}).get("nodeName"),
+                                          (p.get("status") or {}).get("phase")) for p in listed}  # fmt: skip
+        raise AssertionError(f"{exc}; statuses: {seen}; pods (node, phase): {phases}") from None
 
 
 async def replicasets(client: Client, namespace: str, app: str) -> set[str]:
