@@ -72,3 +72,19 @@ async def past_pod_starts(client: Client, namespaces: list[str]) -> bool:
         for starts in (await podstarts.pod_starts(client, ns)).values():
             newest = max(newest, *starts)
     return time.time() > newest + staleness.MARGIN + 1
+
+
+async def clock_past(moment: float) -> None:
+    """Wait until the wall clock is past `moment` (epoch seconds): evidence that a time the
+    API server writes from now on (whole seconds) is later than it."""
+
+    async def past() -> bool:
+        return time.time() > moment
+
+    await eventually(past, what=f"the clock past {moment:.2f}", interval=0.02)
+
+
+async def next_second(since: float | None = None) -> None:
+    """Wait for the next whole second of the wall clock after `since` (default: now), so that
+    a write made then carries a later managedFields or creation time than one made before."""
+    await clock_past(int(time.time() if since is None else since) + 1)

@@ -35,7 +35,7 @@ from kube_reloader.runtime.manager import Manager, ManagerSettings
 from kube_reloader.runtime.options import Options
 from tests import builders as b
 from tests.harness import update_cm
-from tests.waiting import eventually, past_pod_starts
+from tests.waiting import eventually, next_second, past_pod_starts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -144,7 +144,7 @@ async def planted(client: Client, namespace: str) -> dict[tuple[str, str], str]:
     await update_cm(client, ns, "ignored", {"v": "2"})
     await client.patch(resources.SECRETS, "nats-tls", {"stringData": certificate(60)},
                        namespace=ns, patch_type=PatchType.MERGE)  # fmt: skip
-    await asyncio.sleep(1.1)
+    await next_second()  # the restart's time is later than the change's
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     restart = {"spec": {"template": {"metadata": {"annotations": {
         "kubectl.kubernetes.io/restartedAt": at}}}}}  # fmt: skip

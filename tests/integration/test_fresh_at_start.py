@@ -5,6 +5,7 @@ the ReplicaSet controller and kwok create the pods)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -14,7 +15,7 @@ from kube_reloader.kube.client import Client
 from kube_reloader.runtime import freshness, podviews
 from tests import builders
 from tests.harness import env_of, generation, running, update_cm
-from tests.waiting import eventually
+from tests.waiting import clock_past, eventually, next_second
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -41,10 +42,10 @@ async def annotated_after_the_change(client: Client, namespace: str, *, new_pods
     await client.create(resources.DEPLOYMENTS, builders.auto_deployment(
         "w", namespace, configmaps=("c",), replicas=2, annotations={}))  # fmt: skip
     await two_ready(client, namespace)
-    await asyncio.sleep(1.1)  # managedFields and creation times have whole seconds
+    await next_second()  # managedFields and creation times have whole seconds
     await update_cm(client, namespace, "c", {"v": "2"})
-    if new_pods:
-        await asyncio.sleep(freshness.MARGIN + 1.1)  # re-created well after the change
+    if new_pods:  # re-created well after the change
+        await clock_past(int(time.time()) + freshness.MARGIN + 1)
         for p in await live(client, namespace):
             await client.delete(resources.PODS, p.name, namespace=namespace)
         await two_ready(client, namespace)

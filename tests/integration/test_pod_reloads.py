@@ -27,7 +27,7 @@ from tests.adversarial.tenant import ControllerProcess, controller
 from tests.exposition import scalar
 from tests.harness import find_event, running, update_cm
 from tests.integration.test_custom_kind import APPS, GROUP, install
-from tests.waiting import eventually
+from tests.waiting import eventually, next_second
 
 # serial: rotations killed mid-way and evictions timed against whole-second content times
 pytestmark = [
@@ -45,12 +45,7 @@ async def config_first(client: Client, resource: Resource, manifest: dict[str, A
     created after it has pods newer than the config's creation (a pod created in its second
     counts as older, and a controller starting then replaces it once: docs/known-limits.md)."""
     created = await client.create(resource, manifest)
-    second = time.time()
-
-    async def next_second() -> bool:
-        return int(time.time()) > int(second)
-
-    await eventually(next_second, what="the next second", interval=0.05)
+    await next_second()
     assert created["metadata"]["name"] == manifest["metadata"]["name"]
 
 

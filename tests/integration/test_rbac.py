@@ -46,7 +46,7 @@ from tests.harness import (
 )
 from tests.integration.test_chart import KINDS, render
 from tests.integration.test_kinds import ensure_crds
-from tests.waiting import eventually
+from tests.waiting import eventually, next_second
 
 # serial: ClusterRoles and CRDs
 pytestmark = [pytest.mark.cluster, pytest.mark.serial]
@@ -328,7 +328,7 @@ async def test_every_reload_path_works_with_exactly_the_verbs_the_cluster_wide_c
         return len(listed.items) == 1
 
     await eventually(stale_pod, what="the stale Deployment's pod")
-    await asyncio.sleep(1.1)  # managedFields and creation times have whole seconds
+    await next_second()  # managedFields and creation times have whole seconds
     await update_cm(client, namespace, "before", {"v": "2"})
     cluster_objects = [
         (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].startswith("Cluster")
