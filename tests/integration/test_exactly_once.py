@@ -20,7 +20,7 @@ from tests.harness import (
     running,
     update_cm,
 )
-from tests.waiting import eventually
+from tests.waiting import eventually, next_second
 
 pytestmark = pytest.mark.cluster
 
@@ -149,7 +149,7 @@ async def test_changes_made_while_the_controller_was_down_are_applied_once(
 
         await eventually(first, what="the first reload")
     # nobody is watching now
-    await asyncio.sleep(1.1)  # managedFields times have one-second resolution
+    await next_second()  # managedFields times have one-second resolution
     await update_cm(client, namespace, "seen", {"v": "3"})
     await update_cm(client, namespace, "quiet", {"v": "3"})
     gens = {
@@ -177,7 +177,7 @@ async def test_reconcile_on_start_false_keeps_reloaders_behaviour(
 ) -> None:
     await client.create(resources.CONFIGMAPS, builders.configmap("c", namespace, {"v": "1"}))
     await client.create(resources.DEPLOYMENTS, _deployment("w", namespace, "c"))
-    await asyncio.sleep(1.1)
+    await next_second()  # managedFields times have one-second resolution
     await update_cm(client, namespace, "c", {"v": "2"})  # before any controller runs
     async with running(client, namespace, reconcile_on_start=False) as ctl:
         await asyncio.sleep(1.0)
@@ -224,7 +224,11 @@ async def test_sigkill_during_a_burst_then_restart_applies_every_latest_hash_wit
 
     proc = start("first.log")
     try:
-        await asyncio.sleep(2.0)  # synced
+
+        async def synced() -> bool:
+            return '"caches synced"' in (tmp_path / "first.log").read_text()
+
+        await eventually(synced, what="the first controller's caches synced", timeout=30)
         updates = 0
         for r in range(1, rounds + 1):
             for i in range(n_workloads):

@@ -91,7 +91,11 @@ async def test_killing_the_leader_mid_burst_loses_and_repeats_no_reload(
                 return spec if spec and spec.get("holderIdentity") else None
 
             first = (await eventually(led, what="a leader", timeout=30))["holderIdentity"]
-            await asyncio.sleep(1.5)  # the standby's caches are warm by now
+
+            async def warm() -> bool:  # the standby's caches are warm, as the leader's
+                return all('"caches synced"' in r.log.read_text() for r in reps.values())
+
+            await eventually(warm, what="both replicas' caches synced", timeout=30)
             for i, name in enumerate(names):
                 await update_cm(client, namespace, f"c-{name}", {"v": "1"})
                 if i == 4:

@@ -31,7 +31,13 @@ from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.clock import SystemClock
 from kube_reloader.runtime.controller import Controller
-from kube_reloader.runtime.leadership import LOCK_NAME, HASettings, LeaderElector, Timing
+from kube_reloader.runtime.leadership import (
+    LOCK_NAME,
+    HASettings,
+    LeaderElector,
+    Observation,
+    Timing,
+)
 from kube_reloader.runtime.manager import follow_lease, lease_elector
 from kube_reloader.runtime.options import Options
 from tests.harness import auto_deployment_on_configmap, env_of, update_cm
@@ -192,6 +198,22 @@ def elector(client: Client, ns: str, flag: Flag, wall_skew: float = 0.0) -> Lead
     )  # fmt: skip
 
 
+async def renewal_seen(standby: LeaderElector, holder: str) -> None:
+    """Wait until `standby` has read the lease held by `holder` and then seen it renewed."""
+
+    async def held() -> Observation | None:
+        seen = standby.observed
+        return seen if seen is not None and seen.record.holder == holder else None
+
+    first = await eventually(held, what=f"the standby reading {holder}'s lease", timeout=15)
+
+    async def renewed() -> bool:
+        seen = standby.observed
+        return seen is not None and seen.at != first.at
+
+    await eventually(renewed, what=f"the standby seeing {holder}'s lease renewed", timeout=15)
+
+
 async def test_a_leader_whose_connection_hangs_stops_within_the_renew_deadline_before_the_standby_leads(
     conn: config.ConnectionConfig, ns: str
 ) -> None:
@@ -204,8 +226,9 @@ async def test_a_leader_whose_connection_hangs_stops_within_the_renew_deadline_b
         leader = elector(via_proxy, ns, a)
         leader_task = await stack.enter_async_context(electing(leader))
         await asyncio.wait_for(a.wait(), 15)
-        await stack.enter_async_context(electing(elector(direct, ns, b)))
-        await asyncio.sleep(2)  # the standby has seen the lease renewed
+        standby = elector(direct, ns, b)
+        await stack.enter_async_context(electing(standby))
+        await renewal_seen(standby, "replica-a")
         stalled_at = time.monotonic()
         proxy.stall()
         await asyncio.wait_for(b.wait(), 15)

@@ -16,6 +16,7 @@ from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.projections import Object, ObjectMeta
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
 from tests import builders
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -252,7 +253,11 @@ async def test_reflector_survives_the_server_closing_the_watch(
     )
     async with reflecting(refl) as col:
         await col.wait_for(lambda e: e.type is EventType.SYNCED)
-        await asyncio.sleep(2.5)  # at least two server-side watch timeouts
+
+        async def closed_twice() -> bool:
+            return refl.watch_restarts >= 2  # the server closed the watch twice
+
+        await eventually(closed_twice, what="two server-side watch timeouts", timeout=20)
         await client.create(resources.CONFIGMAPS, builders.configmap("late", namespace))
         await col.wait_for(lambda e: e.key[1] == "late")
     assert refl.watch_restarts >= 2
