@@ -70,7 +70,7 @@ async def past_pod_starts(client: Client, namespaces: list[str]) -> bool:
     newest = 0.0
     for ns in namespaces:
         for starts in (await podstarts.pod_starts(client, ns)).values():
-            newest = max(newest, *starts)
+            newest = max([newest, *starts])
     return time.time() > newest + staleness.MARGIN + 1
 
 
@@ -81,7 +81,8 @@ async def clock_past(moment: float) -> None:
     async def past() -> bool:
         return time.time() > moment
 
-    await eventually(past, what=f"the clock past {moment:.2f}", interval=0.02)
+    wait = max(0.0, moment - time.time())
+    await eventually(past, what=f"the clock past {moment:.2f}", timeout=wait + 5, interval=0.02)
 
 
 async def next_second(since: float | None = None) -> None:
