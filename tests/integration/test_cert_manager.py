@@ -42,7 +42,7 @@ from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
 from tests.harness import app, generation, running
-from tests.waiting import eventually, next_second
+from tests.waiting import eventually, past_pod_starts
 
 #: the first test also builds the controller when it is not cached yet (minutes, see certmanager.py)
 # serial: installs cert-manager's CRDs and runs it
@@ -301,7 +301,8 @@ async def test_audit_reports_a_nats_like_workload_stale_within_30_s_of_a_renewal
     start = await stop_renewing(client, namespace)
     await client.create(resources.DEPLOYMENTS, mounting("nats", namespace))
     await eventually(lambda: pod_running(client, namespace, "nats"), what="nats's pod", timeout=60)
-    await next_second()  # start times and managedFields have whole seconds
+    # the renewal must come later than the pod's start by more than the audit's margin
+    await eventually(lambda: past_pod_starts(client, [namespace]), what="nats's start + margin")
     async with running(client, namespace):  # the controller without --reload-tls-secrets
         assert (await audit(namespace, kubeconfig_path))["stale"] == []
         await renew_again(client, namespace)
