@@ -19,6 +19,7 @@ import pytest
 from kube_reloader.devcluster.cluster import DevCluster, temporary
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
+from tests.waiting import eventually
 
 #: the real-node tier (a kubelet and containerd on this machine, root only) runs with
 #: `make test-node`, never with `make test`
@@ -54,12 +55,24 @@ async def client(connection: config.ConnectionConfig) -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def namespace(client: Client) -> AsyncIterator[str]:
-    """A fresh namespace per test, deleted afterwards (kube-controller-manager empties it)."""
+    """A fresh namespace per test, deleted afterwards (kube-controller-manager empties it).
+    It is yielded once kube-controller-manager has published `kube-root-ca.crt` into it: a
+    controller started earlier would see that ConfigMap created (under load, seconds later),
+    and count it as a change with `--reload-on-create`."""
     name = f"t-{secrets.token_hex(4)}"
     await client.create(
         resources.NAMESPACES,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
     )
+
+    async def published() -> bool:
+        try:
+            await client.get(resources.CONFIGMAPS, "kube-root-ca.crt", namespace=name)
+        except errors.NotFound:
+            return False
+        return True
+
+    await eventually(published, what=f"kube-root-ca.crt in {name}", timeout=60)
     yield name
     with contextlib.suppress(errors.NotFound):
         await client.delete(resources.NAMESPACES, name)
