@@ -535,6 +535,7 @@ async def test_bad_input_never_stops_other_reloads(client: Client, namespace: st
     )
 
 
+@pytest.mark.serial  # 5,000 Deployments and their ReplicaSets load the whole cluster for a minute
 async def test_five_thousand_workloads_on_one_configmap_all_reload(
     client: Client, namespace: str
 ) -> None:
