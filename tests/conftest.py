@@ -19,7 +19,7 @@ import pytest
 from kube_reloader.devcluster.cluster import DevCluster, temporary
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
-from tests.waiting import eventually
+from tests.waiting import eventually, exists
 
 #: the real-node tier (a kubelet and containerd on this machine, root only) runs with
 #: `make test-node`, never with `make test`
@@ -66,11 +66,7 @@ async def namespace(client: Client) -> AsyncIterator[str]:
     )
 
     async def published() -> bool:
-        try:
-            await client.get(resources.CONFIGMAPS, "kube-root-ca.crt", namespace=name)
-        except errors.NotFound:
-            return False
-        return True
+        return await exists(client, resources.CONFIGMAPS, "kube-root-ca.crt", name)
 
     await eventually(published, what=f"kube-root-ca.crt in {name}", timeout=60)
     yield name

@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from kube_reloader.core import staleness
-from kube_reloader.kube import podstarts
+from kube_reloader.kube import errors, podstarts
 from kube_reloader.kube.client import Client
+from kube_reloader.kube.resources import Resource
 
 T = TypeVar("T")
 
@@ -89,3 +90,12 @@ async def next_second(since: float | None = None) -> None:
     """Wait for the next whole second of the wall clock after `since` (default: now), so that
     a write made then carries a later managedFields or creation time than one made before."""
     await clock_past(int(time.time() if since is None else since) + 1)
+
+
+async def exists(client: Client, resource: Resource, name: str, namespace: str) -> bool:
+    """Whether the API server has the object now (a GET; NotFound is False)."""
+    try:
+        await client.get(resource, name, namespace=namespace)
+    except errors.NotFound:
+        return False
+    return True

@@ -14,7 +14,7 @@ from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.projections import Object
 from tests import builders
 from tests.harness import bearer_connection, service_account_token
-from tests.waiting import eventually
+from tests.waiting import eventually, exists
 
 # serial: creates and deletes CustomResourceDefinitions
 pytestmark = [pytest.mark.cluster, pytest.mark.serial]
@@ -324,11 +324,7 @@ async def test_delete_with_background_propagation_removes_a_job_and_its_pods(
     )
 
     async def job_gone() -> bool:
-        try:
-            await client.get(resources.JOBS, "once", namespace=namespace)
-        except errors.NotFound:
-            return True
-        return False
+        return not await exists(client, resources.JOBS, "once", namespace)
 
     await eventually(job_gone, what="the Job to be deleted")
 
