@@ -51,6 +51,8 @@ class FanOut:
     _replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False
     )
+    #: the optional kinds' reflectors (kind, namespace) whose workloads were given the replay
+    _replayed: set[tuple[str, str | None]] = field(default_factory=set, init=False)
 
     async def fan_out(self, change: Change, observed: float) -> None:
         """Decide for every candidate workload and queue the reloads (the change is then
@@ -68,15 +70,21 @@ class FanOut:
         await self._decide_all(change, observed)
         self.changes.processed(change, "success")
 
-    async def _decide_all(self, change: Change, observed: float) -> None:
+    async def _decide_all(
+        self, change: Change, observed: float, only: set[tuple[str, str | None]] | None = None
+    ) -> None:
         """The loop yields to the other tasks every few milliseconds, so a change with
         thousands of candidates (or a tenant's many distinct named lists to compile) slows
-        its own fan-out, not the probes, watches and writes of everyone else."""
+        its own fan-out, not the probes, watches and writes of everyone else. With `only`,
+        just the workloads of those (kind, namespace or None for all) are decided."""
         now = int(self.clock.wall())
         matched: list[tuple[ObjectKey, float]] = []
         pacer = Pacer(self.clock, FAN_OUT_SLICE)
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
             await pacer.step()
+            kind = str(candidate.kind)
+            if only is not None and not {(kind, None), (kind, candidate.namespace)} & only:
+                continue
             try:
                 window = self._decide(change, candidate, now)
                 if window is not None:
@@ -125,14 +133,19 @@ class FanOut:
 
     async def replay(self) -> None:
         """An optional kind finished its list: give its workloads the changes fanned out
-        before they were indexed (re-planning is level-based, so workloads that already carry
-        a change are not reloaded twice)."""
+        before they were indexed. Only the kinds newly listed are decided again, so every
+        other workload's decision is made (and counted) once per change; re-planning is
+        level-based, so a workload that already carries a change is not reloaded twice."""
+        listed = self.stores.optional_listed()
+        only, self._replayed = listed - self._replayed, self._replayed | listed
         if self.stores.optional_synced():
             replay, self._replay = self._replay, {}
         else:
             replay = dict(self._replay)
+        if not only:
+            return
         for change, observed in replay.values():  # nothing is kept in webhook mode
-            await self._decide_all(change, observed)
+            await self._decide_all(change, observed, only)
 
     def _v2_body(self, change: Change) -> bytes:
         """Reloader v2's webhook body naming the workloads `change` matches; b"" when none

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import pytest
 
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.kube import resources
+from kube_reloader.kube.client import Client
+from kube_reloader.kube.watching import Reflector
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.stores import Stores, WorkloadEntry
 
 from .fakes import KEYS, Room, change, workload
 
@@ -127,3 +131,40 @@ async def test_with_the_webhook_on_a_reload_it_would_have_written_waits_the_grac
     assert co.depth == 0
     room.clock.advance(0.01)
     assert co.depth == 1
+
+
+def optional_reflector(
+    resource: resources.Resource, namespace: str | None
+) -> Reflector[WorkloadEntry]:
+    return Reflector(cast(Client, None), resource, type=object, namespace=namespace)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "replayed"),
+    [
+        ([None], ["dc"]),  # one reflector for every namespace
+        (["ns"], ["dc"]),  # one per watched namespace: this change's
+        (["other"], []),  # another namespace's list ending gives this change to nobody
+    ],
+)
+async def test_a_replay_decides_only_the_workloads_of_the_optional_kind_that_listed(
+    scopes: list[str | None], replayed: list[str]
+) -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    reflectors = [optional_reflector(resources.DEPLOYMENTCONFIGS, ns) for ns in scopes]
+    stores.optional.extend(reflectors)
+    deploy = workload("web")
+    stores.index.put(deploy)
+    f = fanout(room, stores, co)
+    await f.fan_out(change("cm"), observed=0.0)  # the DeploymentConfig is not listed yet
+    dc = workload("dc", kind="DeploymentConfig")
+    stores.index.put(dc)
+    for r in reflectors:
+        r.synced.set()
+    await f.replay()
+    await f.replay()  # a second list end (a relist) gives nothing again
+    assert room.sample("reloader_workloads_matched_total", kind="Deployment") == 1
+    assert room.sample("reloader_workloads_matched_total", kind="DeploymentConfig") == len(replayed)
+    assert (dc.key in co) == bool(replayed)
+    assert deploy.key in co
