@@ -14,6 +14,9 @@ from kube_reloader.core import inplace
 from kube_reloader.devcluster.node import RealNode
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
+from kube_reloader.kube.projections import epoch
+from kube_reloader.runtime import inplacing
+from kube_reloader.runtime.controller import Controller
 from tests.harness import running
 from tests.node.nodeharness import (
     PODINFO_VOLUME,
@@ -26,7 +29,7 @@ from tests.node.nodeharness import (
     ready,
     restarts,
 )
-from tests.waiting import eventually
+from tests.waiting import clock_past, eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout]
 
@@ -71,6 +74,22 @@ async def all_ready(client: Client, namespace: str, app: str, n: int) -> list[di
     return await eventually(probe, timeout=120, interval=0.5, what=f"{n} Ready pods of {app}")
 
 
+async def change_may_follow(ctl: Controller, pods: list[dict[str, Any]], name: str) -> None:
+    """Evidence that a change made now reaches every pod of Deployment `name`: the controller
+    has indexed it, and the clock is past every container's start (whole seconds) by the
+    rotation's clock margin, so each pod reads as older than the change."""
+
+    async def indexed() -> bool:
+        return any(k.kind == "Deployment" and k.name == name for k in ctl.index.workloads)
+
+    await eventually(indexed, what=f"Deployment {name} indexed")
+    statuses = [s for p in pods for key in ("containerStatuses", "initContainerStatuses")
+                for s in p["status"].get(key) or ()]  # fmt: skip
+    starts = [epoch(s["state"]["running"].get("startedAt")) for s in statuses
+              if "running" in s.get("state", {})]  # fmt: skip
+    await clock_past(max(t for t in starts if t is not None) + inplacing.CLOCK_MARGIN + 1)
+
+
 async def replicasets(client: Client, namespace: str) -> list[str]:
     listed = await client.list(resources.REPLICASETS, namespace=namespace)
     return sorted(rs["metadata"]["name"] for rs in listed.items)
@@ -82,7 +101,7 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
     await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
                         namespace=namespace)  # fmt: skip
     spec = restart_spec(images)
-    async with running(client, namespace):
+    async with running(client, namespace) as ctl:
         # created after the controller started: nothing to catch up on, one change to follow
         await client.create(resources.DEPLOYMENTS, deployment("web", "restart-in-place", spec),
                             namespace=namespace)  # fmt: skip
@@ -90,7 +109,7 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
         sets = await replicasets(client, namespace)
         generation = (await client.get(resources.DEPLOYMENTS, "web", namespace=namespace))[
             "metadata"]["generation"]  # fmt: skip
-        await asyncio.sleep(2.0)
+        await change_may_follow(ctl, list(before.values()), "web")
         await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
                            namespace=namespace)  # fmt: skip
         most_down = 0
@@ -131,11 +150,12 @@ async def test_a_controller_restarted_mid_rotation_restarts_each_remaining_pod_o
     await client.create(resources.CONFIGMAPS, configmap("settings", {"mode": "one"}),
                         namespace=namespace)  # fmt: skip
     spec = restart_spec(images)
-    async with running(client, namespace):
+    async with running(client, namespace) as ctl:
         await client.create(resources.DEPLOYMENTS, deployment("api", "restart-in-place", spec),
                             namespace=namespace)  # fmt: skip
-        before = {p["metadata"]["uid"] for p in await all_ready(client, namespace, "api", 3)}
-        await asyncio.sleep(2.0)
+        ready_pods = await all_ready(client, namespace, "api", 3)
+        before = {p["metadata"]["uid"] for p in ready_pods}
+        await change_may_follow(ctl, ready_pods, "api")
         await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
                            namespace=namespace)  # fmt: skip
 
