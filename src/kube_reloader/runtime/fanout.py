@@ -33,6 +33,20 @@ MAX_REPLAY = 10_000
 Webhook = WebhookNotifier[tuple[Change, bytes]]
 
 
+#: an optional kind's reflector: (kind, namespace; None for every namespace)
+Listing = tuple[str, str | None]
+
+
+@dataclass
+class Remembered:
+    """A change fanned out while an optional kind was still listing: when it was observed,
+    and the optional reflectors whose workloads have been given it (listed by then)."""
+
+    change: Change
+    observed: float
+    given: frozenset[Listing]
+
+
 @dataclass
 class FanOut:
     options: Options
@@ -48,11 +62,9 @@ class FanOut:
     #: webhook mode (`--webhook-url`): every change is one notification, nothing is decided
     webhook: Webhook | None
     #: changes fanned out while an optional kind was still listing (see `replay`)
-    _replay: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
+    _replay: dict[tuple[str, ResourceType, str], Remembered] = field(
         default_factory=dict, init=False
     )
-    #: the optional kinds' reflectors (kind, namespace) whose workloads were given the replay
-    _replayed: set[tuple[str, str | None]] = field(default_factory=set, init=False)
 
     async def fan_out(self, change: Change, observed: float) -> None:
         """Decide for every candidate workload and queue the reloads (the change is then
@@ -71,7 +83,7 @@ class FanOut:
         self.changes.processed(change, "success")
 
     async def _decide_all(
-        self, change: Change, observed: float, only: set[tuple[str, str | None]] | None = None
+        self, change: Change, observed: float, only: frozenset[Listing] | None = None
     ) -> None:
         """The loop yields to the other tasks every few milliseconds, so a change with
         thousands of candidates (or a tenant's many distinct named lists to compile) slows
@@ -126,26 +138,26 @@ class FanOut:
         key = (change.namespace, change.rtype, change.name)
         earlier = self._replay.pop(key, None)
         if earlier is not None:  # seen from before the first, observed at the first
-            change, observed = change.since(earlier[0]), earlier[1]
-        self._replay[key] = (change, observed)
+            change, observed = change.since(earlier.change), earlier.observed
+        self._replay[key] = Remembered(change, observed, self.stores.optional_listed())
         if len(self._replay) > MAX_REPLAY:
             del self._replay[next(iter(self._replay))]
 
     async def replay(self) -> None:
         """An optional kind finished its list: give its workloads the changes fanned out
-        before they were indexed. Only the kinds newly listed are decided again, so every
-        other workload's decision is made (and counted) once per change; re-planning is
+        before they were indexed. Only the workloads of the reflectors that have listed since
+        a change was fanned out (or last replayed) are decided for it, so every other
+        workload's decision is made (and counted) once per change; re-planning is
         level-based, so a workload that already carries a change is not reloaded twice."""
         listed = self.stores.optional_listed()
-        only, self._replayed = listed - self._replayed, self._replayed | listed
         if self.stores.optional_synced():
             replay, self._replay = self._replay, {}
         else:
             replay = dict(self._replay)
-        if not only:
-            return
-        for change, observed in replay.values():  # nothing is kept in webhook mode
-            await self._decide_all(change, observed, only)
+        for r in replay.values():  # nothing is kept in webhook mode
+            only, r.given = listed - r.given, listed
+            if only:
+                await self._decide_all(r.change, r.observed, only)
 
     def _v2_body(self, change: Change) -> bytes:
         """Reloader v2's webhook body naming the workloads `change` matches; b"" when none

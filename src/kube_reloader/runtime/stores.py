@@ -46,10 +46,10 @@ class Stores:
     def optional_synced(self) -> bool:
         return all(r.synced.is_set() for r in self.optional)
 
-    def optional_listed(self) -> set[tuple[str, str | None]]:
+    def optional_listed(self) -> frozenset[tuple[str, str | None]]:
         """(kind, namespace; None for every namespace) of each optional kind's reflector
         whose list has ended."""
-        return {(r.resource.kind, r.namespace) for r in self.optional if r.synced.is_set()}
+        return frozenset((r.resource.kind, r.namespace) for r in self.optional if r.synced.is_set())
 
     def of_type(self, rtype: ResourceType) -> list[Reflector[ConfigEntry]]:
         plural = "configmaps" if rtype is ResourceType.CONFIGMAP else "secrets"

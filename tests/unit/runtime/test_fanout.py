@@ -168,3 +168,20 @@ async def test_a_replay_decides_only_the_workloads_of_the_optional_kind_that_lis
     assert room.sample("reloader_workloads_matched_total", kind="DeploymentConfig") == len(replayed)
     assert (dc.key in co) == bool(replayed)
     assert deploy.key in co
+
+
+async def test_a_kind_listed_before_a_change_is_not_given_it_again_when_another_lists() -> None:
+    room, stores = Room(), Stores(KEYS)
+    co = Coalescer(room.clock)
+    rollouts = optional_reflector(resources.ROLLOUTS, None)
+    configs = optional_reflector(resources.DEPLOYMENTCONFIGS, None)
+    stores.optional.extend([rollouts, configs])
+    rollouts.synced.set()  # listed before the change (before readiness: no replay then)
+    stores.index.put(workload("ro", kind="Rollout"))
+    f = fanout(room, stores, co)
+    await f.fan_out(change("cm"), observed=0.0)
+    stores.index.put(workload("dc", kind="DeploymentConfig"))
+    configs.synced.set()
+    await f.replay()
+    for kind in ("Rollout", "DeploymentConfig"):
+        assert room.sample("reloader_workloads_matched_total", kind=kind) == 1, kind
