@@ -63,16 +63,19 @@ def template_env(obj: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-async def past_pod_starts(client: Client, namespaces: list[str]) -> bool:
-    """Has the clock passed every running pod's start by more than the staleness audit's
-    margin (whole seconds), so a change made now is newer than what they run? A pod's start
-    as the audit reads it: its containers' start, which kwok writes when it makes the pod Ready
-    (under load, seconds after the pod's creation)."""
+async def past_pod_starts(
+    client: Client, namespaces: list[str], margin: float = staleness.MARGIN
+) -> bool:
+    """Has the clock passed every running pod's start by more than `margin` (default the
+    staleness audit's; whole seconds), so a change made now is newer than what they run? A
+    pod's start as the audit and the in-place rotation read it: its containers' start, which
+    the node (kwok, or the real kubelet) writes when the pod gets Ready (under load, seconds
+    after the pod's creation)."""
     newest = 0.0
     for ns in namespaces:
         for starts in (await podstarts.pod_starts(client, ns)).values():
             newest = max([newest, *starts])
-    return time.time() > newest + staleness.MARGIN + 1
+    return time.time() > newest + margin + 1
 
 
 async def clock_past(moment: float) -> None:

@@ -14,7 +14,6 @@ from kube_reloader.core import inplace
 from kube_reloader.devcluster.node import RealNode
 from kube_reloader.kube import resources
 from kube_reloader.kube.client import Client
-from kube_reloader.kube.projections import epoch
 from kube_reloader.runtime import inplacing
 from kube_reloader.runtime.controller import Controller
 from tests.harness import running
@@ -29,7 +28,7 @@ from tests.node.nodeharness import (
     ready,
     restarts,
 )
-from tests.waiting import clock_past, eventually
+from tests.waiting import eventually, past_pod_starts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout]
 
@@ -74,20 +73,17 @@ async def all_ready(client: Client, namespace: str, app: str, n: int) -> list[di
     return await eventually(probe, timeout=120, interval=0.5, what=f"{n} Ready pods of {app}")
 
 
-async def change_may_follow(ctl: Controller, pods: list[dict[str, Any]], name: str) -> None:
+async def change_may_follow(ctl: Controller, client: Client, namespace: str, name: str) -> None:
     """Evidence that a change made now reaches every pod of Deployment `name`: the controller
-    has indexed it, and the clock is past every container's start (whole seconds) by the
-    rotation's clock margin, so each pod reads as older than the change."""
+    has indexed it, and the clock is past every pod's start (whole seconds) by the rotation's
+    clock margin, so each pod reads as older than the change."""
 
     async def indexed() -> bool:
         return any(k.kind == "Deployment" and k.name == name for k in ctl.index.workloads)
 
     await eventually(indexed, what=f"Deployment {name} indexed")
-    statuses = [s for p in pods for key in ("containerStatuses", "initContainerStatuses")
-                for s in p["status"].get(key) or ()]  # fmt: skip
-    starts = [epoch(s["state"]["running"].get("startedAt")) for s in statuses
-              if "running" in s.get("state", {})]  # fmt: skip
-    await clock_past(max(t for t in starts if t is not None) + inplacing.CLOCK_MARGIN + 1)
+    await eventually(lambda: past_pod_starts(client, [namespace], inplacing.CLOCK_MARGIN),
+                     interval=0.2, what="the pods' start + in-place's clock margin")  # fmt: skip
 
 
 async def replicasets(client: Client, namespace: str) -> list[str]:
@@ -109,7 +105,7 @@ async def test_restart_in_place_restarts_each_pods_containers_once_one_pod_at_a_
         sets = await replicasets(client, namespace)
         generation = (await client.get(resources.DEPLOYMENTS, "web", namespace=namespace))[
             "metadata"]["generation"]  # fmt: skip
-        await change_may_follow(ctl, list(before.values()), "web")
+        await change_may_follow(ctl, client, namespace, "web")
         await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
                            namespace=namespace)  # fmt: skip
         most_down = 0
@@ -153,9 +149,8 @@ async def test_a_controller_restarted_mid_rotation_restarts_each_remaining_pod_o
     async with running(client, namespace) as ctl:
         await client.create(resources.DEPLOYMENTS, deployment("api", "restart-in-place", spec),
                             namespace=namespace)  # fmt: skip
-        ready_pods = await all_ready(client, namespace, "api", 3)
-        before = {p["metadata"]["uid"] for p in ready_pods}
-        await change_may_follow(ctl, ready_pods, "api")
+        before = {p["metadata"]["uid"] for p in await all_ready(client, namespace, "api", 3)}
+        await change_may_follow(ctl, client, namespace, "api")
         await client.patch(resources.CONFIGMAPS, "settings", {"data": {"mode": "two"}},
                            namespace=namespace)  # fmt: skip
 

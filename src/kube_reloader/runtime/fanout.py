@@ -22,7 +22,7 @@ from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reloadreports import ReloadReports
 from kube_reloader.runtime.reporting import ProblemReports
-from kube_reloader.runtime.stores import Stores
+from kube_reloader.runtime.stores import Listing, Stores
 
 #: seconds of decisions a fan-out makes before it lets other tasks run
 FAN_OUT_SLICE = 0.005
@@ -31,10 +31,6 @@ MAX_REPLAY = 10_000
 
 #: a queued notification: the change and the body to POST for it
 Webhook = WebhookNotifier[tuple[Change, bytes]]
-
-
-#: an optional kind's reflector: (kind, namespace; None for every namespace)
-Listing = tuple[str, str | None]
 
 
 @dataclass
@@ -94,8 +90,10 @@ class FanOut:
         pacer = Pacer(self.clock, FAN_OUT_SLICE)
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
             await pacer.step()
-            kind = str(candidate.kind)
-            if only is not None and not {(kind, None), (kind, candidate.namespace)} & only:
+            if (
+                only is not None
+                and not {(candidate.kind, None), (candidate.kind, candidate.namespace)} & only
+            ):
                 continue
             try:
                 window = self._decide(change, candidate, now)

@@ -13,6 +13,9 @@ from kube_reloader.kube import projections
 from kube_reloader.kube.watching import Reflector
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry, WorkloadIndex
 
+#: an optional kind's reflector: (kind, namespace; None for every namespace)
+Listing = tuple[str, str | None]
+
 
 class Stores:
     def __init__(self, keys: Keys, scope: scoping.Scope = scoping.Scope.OBJECT) -> None:
@@ -46,7 +49,7 @@ class Stores:
     def optional_synced(self) -> bool:
         return all(r.synced.is_set() for r in self.optional)
 
-    def optional_listed(self) -> frozenset[tuple[str, str | None]]:
+    def optional_listed(self) -> frozenset[Listing]:
         """(kind, namespace; None for every namespace) of each optional kind's reflector
         whose list has ended."""
         return frozenset((r.resource.kind, r.namespace) for r in self.optional if r.synced.is_set())

@@ -8,7 +8,7 @@ import datetime as dt
 import itertools
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -17,8 +17,11 @@ from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan, workload_from_manifest
 from kube_reloader.kube import errors
+from kube_reloader.kube.client import Client
 from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
 from kube_reloader.kube.projections import OwnerReference
+from kube_reloader.kube.resources import Resource
+from kube_reloader.kube.watching import Reflector
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.fencing import Fence
 from kube_reloader.runtime.reporting import Sink
@@ -192,6 +195,11 @@ def workload(
             {"name": "app", "envFrom": [{"configMapRef": {"name": configmap}}]}]}}},
     })  # fmt: skip
     return w if status is None else dataclasses.replace(w, status=status)
+
+
+def optional_reflector(resource: Resource, namespace: str | None = None) -> Reflector[Any]:
+    """An optional kind's reflector that never runs: its `synced` is set by the test."""
+    return Reflector(cast(Client, None), resource, type=object, namespace=namespace)
 
 
 def change(name: str = "cm", content: str = "v1") -> Change:

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import cast
 
 import pytest
 
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.kube import resources
-from kube_reloader.kube.client import Client
-from kube_reloader.kube.watching import Reflector
 from kube_reloader.runtime.coalescing import Coalescer
 from kube_reloader.runtime.fanout import FanOut
 from kube_reloader.runtime.options import Options
-from kube_reloader.runtime.stores import Stores, WorkloadEntry
+from kube_reloader.runtime.stores import Stores
 
-from .fakes import KEYS, Room, change, workload
+from .fakes import KEYS, Room, change, optional_reflector, workload
 
 
 def fanout(room: Room, stores: Stores, co: Coalescer, options: Options | None = None) -> FanOut:
@@ -131,12 +128,6 @@ async def test_with_the_webhook_on_a_reload_it_would_have_written_waits_the_grac
     assert co.depth == 0
     room.clock.advance(0.01)
     assert co.depth == 1
-
-
-def optional_reflector(
-    resource: resources.Resource, namespace: str | None
-) -> Reflector[WorkloadEntry]:
-    return Reflector(cast(Client, None), resource, type=object, namespace=namespace)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -16,9 +16,8 @@ from kube_reloader.core.alerting import WEBHOOK_BODY
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Compat
 from kube_reloader.kube import errors, resources
-from kube_reloader.kube.client import Client
 from kube_reloader.kube.projections import ObjectMeta
-from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
+from kube_reloader.kube.watching import EventType, ReflectorEvent
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.cache import ConfigEntry
 from kube_reloader.runtime.coalescing import Coalescer
@@ -28,7 +27,16 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
-from .fakes import AUTO, KEYS, FakeWriter, Room, change, intake_ports, workload
+from .fakes import (
+    AUTO,
+    KEYS,
+    FakeWriter,
+    Room,
+    change,
+    intake_ports,
+    optional_reflector,
+    workload,
+)
 from .test_reconciling import item, rig
 
 IGNORED = frozenset({"kube-system"})
@@ -137,7 +145,7 @@ def fanout(room: Room, stores: Stores, *, webhook: Any = None,
 
 async def test_a_fanned_out_change_is_processed_once_and_a_replay_does_not_count_it_again() -> None:
     room, stores = Room(), Stores(KEYS)
-    stores.optional = [Reflector(cast(Client, None), resources.DEPLOYMENTCONFIGS, type=object)]
+    stores.optional = [optional_reflector(resources.DEPLOYMENTCONFIGS)]
     stores.index.put(workload("uses", configmap="cm"))
     f = fanout(room, stores)
     await f.fan_out(change("cm"), observed=0.0)
