@@ -200,3 +200,21 @@ def test_without_process_the_agent_never_signals(tmp_path: Path) -> None:
     write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: request})
     rig.agent.step()
     assert rig.kills == []
+
+
+def test_a_second_change_of_a_secret_is_signalled_once_its_new_files_are_mounted(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    rig.agent.start()
+    first = inplace.signal_request("SIGHUP", {"creds": inplace.CHANGED}, "a1")
+    write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: first})
+    kubelet_volume(rig.secret, {"token": b"s2"}, 2)
+    rig.agent.step()
+    second = inplace.signal_request("SIGHUP", {"creds": inplace.CHANGED}, "b2")
+    write_annotations(rig.annotations, {inplace.SIGNAL_REQUEST: second})
+    rig.agent.step()
+    assert len(rig.kills) == 1, "the files are still those the first signal loaded"
+    kubelet_volume(rig.secret, {"token": b"s3"}, 3)
+    rig.agent.step()
+    assert rig.kills == [(42, int(signal.SIGHUP))] * 2

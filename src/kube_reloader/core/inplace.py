@@ -102,9 +102,22 @@ def token_attempt(token: str | None) -> int:
     return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 6 else 0
 
 
-def signal_request(sig: str, digests: Mapping[str, str]) -> str:
-    doc = {"signal": sig, "digests": dict(sorted(digests.items()))}
+def signal_request(sig: str, digests: Mapping[str, str], change: str = "") -> str:
+    """The request's text. `change` tells one change from the next (`change_id`): a volume
+    holding a Secret is named `CHANGED`, not digested, so without it two changes of the same
+    Secret would ask with the same text, and a pod (and its agent) that served the first would
+    take the second as served."""
+    doc: dict[str, object] = {"signal": sig, "digests": dict(sorted(digests.items()))}
+    if change:
+        doc["change"] = change
     return json.dumps(doc, separators=(",", ":"))
+
+
+def change_id(changed_at: float, contents: Iterable[tuple[str, str, str]]) -> str:
+    """A short, one-way identifier of a change: its time and the (type, name, content hash)
+    of each config it changed. Nothing of a content hash can be read back from it."""
+    text = json.dumps([math.floor(changed_at), sorted(contents)], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def parse_request(text: str) -> tuple[str, dict[str, str]] | None:

@@ -152,7 +152,8 @@ async def _want(
         )
         await rs.pause(POLL_SECONDS)
         return True
-    st.want = inplace.signal_request(rotation.policy.signal, digests)
+    change = inplace.change_id(key[0], ((str(t), n, h) for t, n, h in key[1]))
+    st.want = inplace.signal_request(rotation.policy.signal, digests, change)
     if len(st.want) > inplace.MAX_REQUEST_TEXT:
         rs.rollouts.rotation_failed(
             w, "too many volumes to name in one signal request", 0, how=st.mode.value

@@ -134,8 +134,10 @@ async def test_signal_publishes_the_digest_of_the_projected_keys_only() -> None:
     for _ in range(20):
         await r.tick()
     await r.room.spawned.run()
-    want = inplace.signal_request("SIGUSR1", {"config": inplace.files_digest([b"new"])})
-    assert [value for _, _, value in r.writer.annotated] == [want, want]
+    want = ("SIGUSR1", {"config": inplace.files_digest([b"new"])})
+    values = [value for _, _, value in r.writer.annotated]
+    assert [inplace.parse_request(v) for v in values] == [want, want]
+    assert values[0] == values[1], "one change, one request for every pod"
     assert KEY not in r.rotations
     assert "signalled 2 pods" in r.room.events.sent[0][2]
 
@@ -222,4 +224,24 @@ async def test_a_volume_holding_a_secret_is_named_changed_never_digested() -> No
         await r.tick()
     await r.room.spawned.run()
     ((_, _, value),) = r.writer.annotated
-    assert value == inplace.signal_request("SIGHUP", {"config": inplace.CHANGED})
+    assert inplace.parse_request(value) == ("SIGHUP", {"config": inplace.CHANGED})
+
+
+async def test_two_changes_of_a_secret_ask_with_two_different_requests() -> None:
+    """Found by the TLS scenarios: a Secret volume is named `changed`, so without a change
+    identifier the second renewal asked with the first one's text, and the agent, which had
+    served that text, never signalled again."""
+    r = rig(replicas=1)
+    r.writer.objects[KEY]["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "tls", "secret": {"secretName": "cm"}}]  # fmt: skip
+    for n, content in enumerate(("v2", "v3")):
+        plan = planning.plan(change=change("cm", content), workload=workload(),
+                             config=planning.Config(), now=0)  # fmt: skip
+        r.rotations.start(workload(), PodPolicy(PodStrategy.SIGNAL), [plan],
+                          changed_at=EPOCH + 30 * n)  # fmt: skip
+        for _ in range(10):
+            await r.tick()
+        await r.room.spawned.run()
+    first, second = (value for _, _, value in r.writer.annotated)
+    assert inplace.parse_request(first) == inplace.parse_request(second)
+    assert first != second
