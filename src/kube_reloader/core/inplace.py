@@ -26,6 +26,7 @@ Pure: no I/O and no clock; times are epoch seconds passed in.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import signal
@@ -103,21 +104,24 @@ def token_attempt(token: str | None) -> int:
 
 
 def signal_request(sig: str, digests: Mapping[str, str], change: str = "") -> str:
-    """The request's text. `change` tells one change from the next (`change_id`): a volume
-    holding a Secret is named `CHANGED`, not digested, so without it two changes of the same
-    Secret would ask with the same text, and a pod (and its agent) that served the first would
-    take the second as served."""
+    """The request's text. `change` tells one change from the next where a volume holding a
+    Secret is named `CHANGED` (not digested): without it two changes of the same Secret would
+    ask with the same text, and a pod (and its agent) that served the first would take the
+    second as served. Requests that digest every volume need none, and carry none."""
     doc: dict[str, object] = {"signal": sig, "digests": dict(sorted(digests.items()))}
-    if change:
+    if change and CHANGED in digests.values():
         doc["change"] = change
     return json.dumps(doc, separators=(",", ":"))
 
 
-def change_id(changed_at: float, contents: Iterable[tuple[str, str, str]]) -> str:
-    """A short, one-way identifier of a change: its time and the (type, name, content hash)
-    of each config it changed. Nothing of a content hash can be read back from it."""
+def change_id(changed_at: float, contents: Iterable[tuple[str, str, str]], key: bytes) -> str:
+    """A short identifier of a change: its second and the (type, name, content hash) of each
+    config it changed, keyed with `key` (the controller process's own random key), so that
+    nothing of a Secret's content can be tested against it. Another process gives the same
+    change another identifier: its agents then wait for files newer than those they loaded,
+    so no change is ever signalled twice."""
     text = json.dumps([math.floor(changed_at), sorted(contents)], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:16]
 
 
 def parse_request(text: str) -> tuple[str, dict[str, str]] | None:

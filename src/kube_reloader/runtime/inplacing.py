@@ -17,6 +17,7 @@ The template is never written and no pod is replaced: no new ReplicaSet, same po
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -66,6 +67,8 @@ class Rotations(Protocol):
 POLL_SECONDS = 1.0
 #: seconds past the change's whole second before the first restart (as `rotations`)
 CLOCK_MARGIN = 1.0
+#: this process's key for signal requests' change identifiers (`inplace.change_id`)
+CHANGE_KEY = secrets.token_bytes(32)
 
 
 @dataclass
@@ -152,7 +155,7 @@ async def _want(
         )
         await rs.pause(POLL_SECONDS)
         return True
-    change = inplace.change_id(key[0], ((str(t), n, h) for t, n, h in key[1]))
+    change = inplace.change_id(key[0], ((str(t), n, h) for t, n, h in key[1]), CHANGE_KEY)
     st.want = inplace.signal_request(rotation.policy.signal, digests, change)
     if len(st.want) > inplace.MAX_REQUEST_TEXT:
         rs.rollouts.rotation_failed(

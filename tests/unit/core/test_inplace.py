@@ -6,6 +6,7 @@ two at once, pods already current left alone, and an end."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -241,3 +242,21 @@ def test_any_signal_annotation_reads_as_a_policy_or_one_short_reason(
         assert "\n" not in problems[0]
     else:
         assert policy.signal in inplace.SIGNALS
+
+
+def test_a_change_identifier_is_keyed_and_told_apart_by_content_and_second() -> None:
+    contents = [("Secret", "tls", "hash-a")]
+    one = inplace.change_id(100.2, contents, b"k1")
+    assert one == inplace.change_id(100.9, contents, b"k1"), "the same second, the same id"
+    assert one != inplace.change_id(100.2, contents, b"k2"), "another process, another id"
+    assert one != inplace.change_id(100.2, [("Secret", "tls", "hash-b")], b"k1")
+    assert one != inplace.change_id(101.0, contents, b"k1")
+    assert "hash-a" not in one
+
+
+def test_only_a_request_naming_a_changed_volume_carries_the_change_identifier() -> None:
+    digested = inplace.signal_request("SIGHUP", {"config": "d1"}, "abc")
+    named = inplace.signal_request("SIGHUP", {"config": "d1", "tls": inplace.CHANGED}, "abc")
+    assert '"change"' not in digested
+    assert json.loads(named)["change"] == "abc"
+    assert inplace.parse_request(named) == ("SIGHUP", {"config": "d1", "tls": inplace.CHANGED})

@@ -138,6 +138,7 @@ async def test_signal_publishes_the_digest_of_the_projected_keys_only() -> None:
     values = [value for _, _, value in r.writer.annotated]
     assert [inplace.parse_request(v) for v in values] == [want, want]
     assert values[0] == values[1], "one change, one request for every pod"
+    assert '"change"' not in values[0], "digests tell changes apart: no identifier needed"
     assert KEY not in r.rotations
     assert "signalled 2 pods" in r.room.events.sent[0][2]
 
@@ -234,9 +235,10 @@ async def test_two_changes_of_a_secret_ask_with_two_different_requests() -> None
     r = rig(replicas=1)
     r.writer.objects[KEY]["spec"]["template"]["spec"]["volumes"] = [
         {"name": "tls", "secret": {"secretName": "cm"}}]  # fmt: skip
+    r.writer.files = {"cm": {"tls.crt": b"x"}}
     for n, content in enumerate(("v2", "v3")):
-        plan = planning.plan(change=change("cm", content), workload=workload(),
-                             config=planning.Config(), now=0)  # fmt: skip
+        secret = dataclasses.replace(change("cm", content), rtype=ResourceType.SECRET)
+        plan = planning.plan(change=secret, workload=workload(), config=planning.Config(), now=0)
         r.rotations.start(workload(), PodPolicy(PodStrategy.SIGNAL), [plan],
                           changed_at=EPOCH + 30 * n)  # fmt: skip
         for _ in range(10):
