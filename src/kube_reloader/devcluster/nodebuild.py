@@ -14,7 +14,11 @@ does. Each is a separate component with its own stamp, so a version bump rebuild
 * `cni`: the `bridge`, `host-local` and `loopback` plugins (pods get addresses on a bridge
   that exists only inside the node's own network namespace);
 * `pause`: the pod sandbox process, `pause_main.go` beside this file;
-* `sighup-app`: the test application of the `signal` strategy tests, `sighupapp_main.go`.
+* `sighup-app`: the test application of the `signal` strategy tests, `sighupapp_main.go`;
+* `tls-once`: the TLS scenarios' webhook server, which reads its certificate once at start,
+  `tlsonce_main.go`;
+* `nats-server`: the real NATS server (`github.com/nats-io/nats-server/v2`), which reloads its
+  TLS configuration on SIGHUP.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _s
 from kube_reloader.devcluster.versions import (
     CNI_PLUGINS,
     CONTAINERD,
+    NATS_SERVER,
     RUNC,
     Versions,
     cache_root,
@@ -44,7 +49,11 @@ CNI_COMMANDS = {
     "host-local": "plugins/ipam/host-local",
 }
 #: Go programs shipped as source beside this module, built as static binaries
-LOCAL_PROGRAMS = {"pause": "pause_main.go", "sighup-app": "sighupapp_main.go"}
+LOCAL_PROGRAMS = {
+    "pause": "pause_main.go",
+    "sighup-app": "sighupapp_main.go",
+    "tls-once": "tlsonce_main.go",
+}
 
 
 class NodeBinaries:
@@ -86,6 +95,7 @@ class NodeBuilder(GoBuilder):
             "containerd": [b.path(c) for c in CONTAINERD_COMMANDS],
             "runc": [b.path("runc")],
             "cni": [b.cni / c for c in CNI_COMMANDS],
+            "nats-server": [b.path("nats-server")],
             **{name: [b.path(name)] for name in LOCAL_PROGRAMS},
         }
 
@@ -98,6 +108,7 @@ class NodeBuilder(GoBuilder):
             "containerd": f"containerd v{CONTAINERD} no_btrfs,no_devmapper,no_zfs",
             "runc": f"runc v{RUNC} cgo seccomp",
             "cni": f"cni-plugins v{CNI_PLUGINS}",
+            "nats-server": f"nats-server v{NATS_SERVER}",
         }[component]
 
     def _build_kubelet(self) -> None:
@@ -148,11 +159,22 @@ class NodeBuilder(GoBuilder):
         run = self._runner(name, work)
         self._compile(run, name, ["."], ["-o", str(self.binaries.path(name))], ldflags="-s -w")
 
+    def _build_nats_server(self) -> None:
+        module = "github.com/nats-io/nats-server/v2"
+        work = self._workdir("nats-server", "kube-reloader.local/natsbin")
+        run = self._runner("nats-server", work)
+        run("resolving modules", [self.go, "get", f"{module}@v{NATS_SERVER}"])
+        out = ["-o", str(self.binaries.path("nats-server"))]
+        self._compile(run, "nats-server", [module], out, ldflags="-s -w")
+
     def _build_pause(self) -> None:
         self._build_local("pause")
 
     def _build_sighup_app(self) -> None:
         self._build_local("sighup-app")
+
+    def _build_tls_once(self) -> None:
+        self._build_local("tls-once")
 
 
 def _digest(text: str) -> str:

@@ -34,6 +34,8 @@ OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
 CONTAINERD = "2.4.2"
 RUNC = "1.5.3"
 CNI_PLUGINS = "1.10.0"
+#: the TLS scenarios' message server (tests/node/test_tls_cases.py)
+NATS_SERVER = "2.15.3"
 #: the Stakater Reloader peers built from the unmodified source trees of the shared peers
 #: folder (`devcluster/peers.py`), for compatibility tests; the refs its README records
 RELOADER_V1_REF = "v1.4.21"
