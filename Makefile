@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries node-prerequisites test test-node test-unit test-repeat check lint fmt typecheck imports demo demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
+.PHONY: help venv lock cluster-binaries node-prerequisites cert-manager test test-node test-unit test-repeat check lint fmt typecheck imports demo demo-tls demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -18,6 +18,7 @@ help:
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
 	@echo "make demo-down - stop what make demo started"
+	@echo "make demo-tls  - cert-manager renews a real NATS server's certificate; kube-reloader's signal reloads it, no restart, no error (root)"
 	@echo "make bench [SCENARIOS=S1,S2] [BASELINE=<git ref>] - kube-reloader vs Stakater Reloader v1.4.21 and v2, 3 runs each (bench/README.md)"
 	@echo "make bench-quick - the same, short: S1, S2, S4, S10 (< 15 min)"
 	@echo "make bench-reload - reload latency and memory benchmark (bench/README.md)"
@@ -53,13 +54,17 @@ test: cluster-binaries
 node-prerequisites:
 	@scripts/node-prerequisites
 
-test-node: cluster-binaries node-prerequisites
+cert-manager: venv
+	@scripts/timed build-cert-manager $(PY) -c "from kube_reloader.devcluster.certmanager import CertManagerBuilder; CertManagerBuilder(controller=True).ensure()"
+
+# cert-manager first: a cold build takes minutes, which no test's timeout should pay for
+test-node: cluster-binaries node-prerequisites cert-manager
 	@KUBE_RELOADER_NODE_TESTS=1 scripts/timed node-tests $(BIN)/pytest tests/node $(PYTEST_ARGS)
 
 # Flakiness measured: the cluster tiers and the real-node tier RUNS times in a row (results and
 # a table in .test-repeat/); exit 1 when any test failed in any run.
 RUNS ?= 5
-test-repeat: cluster-binaries node-prerequisites
+test-repeat: cluster-binaries node-prerequisites cert-manager
 	@scripts/timed test-repeat $(PY) scripts/repeat_tiers.py --runs $(RUNS)
 
 test-unit: venv
@@ -125,6 +130,10 @@ lock:
 	$(COMPILE) pyproject.toml --extra test --extra lint --extra docs --extra bench \
 		-c requirements/dev.txt -o requirements/bench.txt
 	rm -rf $(LOCKGEN)
+
+# the real node (root), cert-manager and nats-server built on first use; RENEWALS=3 by default
+demo-tls: cluster-binaries node-prerequisites cert-manager
+	@$(PY) scripts/demo_tls.py
 
 demo-down: venv
 	@$(PY) scripts/demo_down.py

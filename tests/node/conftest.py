@@ -7,6 +7,7 @@ Set `KUBE_RELOADER_NODE_STATE` to reuse a running real-node cluster's state dire
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,10 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from kube_reloader.devcluster.certmanager import (
+    CertManagerBuilder,
+    CertManagerController,
+    install_crds,
+)
 from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.devcluster.node import RealNode
 from kube_reloader.devcluster.nodebuild import NodeBuilder
+from kube_reloader.kube import config
+from kube_reloader.kube.client import Client
 from tests.node.nodeharness import Images, import_images
+from tests.node.tlsharness import import_tls_images
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +58,28 @@ def real_node(node_cluster: DevCluster) -> RealNode:
 @pytest.fixture(scope="session")
 def images(real_node: RealNode) -> Images:
     return import_images(real_node)
+
+
+@pytest.fixture(scope="session")
+def tls_images(real_node: RealNode, images: Images) -> Images:
+    """Ours, and the TLS scenarios' servers: NATS and the webhook that loads its certificate
+    once."""
+    import_tls_images(real_node)
+    return images
+
+
+@pytest.fixture(scope="session")
+def cert_manager(kubeconfig_path: Path) -> Iterator[CertManagerController]:
+    """cert-manager's CRDs installed and its controller running against the real-node cluster
+    (built from the Go module proxy on first use, like the serial tier's)."""
+    built = CertManagerBuilder(controller=True, report=lambda line: print(line, flush=True))
+    built.ensure()
+
+    async def install() -> None:
+        async with Client(config.load_kubeconfig([kubeconfig_path])) as client:
+            await install_crds(client, built.crds)
+
+    asyncio.run(install())
+    log = Path(tempfile.mkdtemp(prefix="kr-node-certmanager-")) / "controller.log"
+    with CertManagerController(built.binary, kubeconfig_path, log) as controller:
+        yield controller
