@@ -30,6 +30,7 @@ TABLES = {
     "l1": ("scale_l1", "L1"),
     "bad_rotation": ("bad_rotation", "bad rotation"),
     "combined_apply": ("combined_apply", "combined apply"),
+    "tls_rotation": ("tls_rotation", "tls rotation"),
 }
 
 
