@@ -40,6 +40,7 @@ from typing import Any
 from tests.harness import running
 from tests.node import tlsharness as t
 from tests.node import tlsworkloads as w
+from tests.node import webhookpath as wp
 from tests.node.nodeharness import agent_sidecar, import_images, pods_of
 from tests.peers import PeerProcess
 from tests.waiting import eventually
@@ -147,7 +148,7 @@ async def case_run(client: Client, kubeconfig: Path, node: RealNode, case: str, 
     await w.create_all(client, ns, *objects(case, name, image))
     port = 4222 if case == "nats" else 8443
     handshake = t.nats_handshake if case == "nats" else t.https_handshake
-    admissions = t.Admissions()
+    admissions = wp.Admissions()
     prober: t.Prober | None = None
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -155,10 +156,10 @@ async def case_run(client: Client, kubeconfig: Path, node: RealNode, case: str, 
             await stack.enter_async_context(controlling(client, kubeconfig, name, ns, logs))
             if case == "webhook":
                 guarded = await stack.enter_async_context(w.guarded_namespace(client))
-                relay = stack.enter_context(t.Relay(node.netns_path, targets))
+                relay = stack.enter_context(wp.Relay(node.netns_path, targets))
                 await stack.enter_async_context(w.registered(
                     client, w.webhook_configuration(ns, relay.port, ca, guarded)))  # fmt: skip
-                admissions = await stack.enter_async_context(t.admitting(client, guarded))
+                admissions = await stack.enter_async_context(wp.admitting(client, guarded))
             before = await pod_state(client, ns, case)
             prober = stack.enter_context(t.Prober(node.netns_path, targets, ca, host, handshake,
                                                   session=case == "nats"))  # fmt: skip

@@ -40,6 +40,7 @@ from kube_reloader.runtime.options import Options
 from tests.harness import running
 from tests.node import tlsharness as t
 from tests.node import tlsworkloads as w
+from tests.node import webhookpath as wp
 from tests.node.nodeharness import Images, agent_sidecar, pods_of
 from tests.node.tlsharness import LIFETIME
 from tests.node.tlsworkloads import (
@@ -200,12 +201,12 @@ async def test_a_webhook_that_loads_its_certificate_once_never_fails_admission_w
         await stack.enter_async_context(running(client, namespace, match=TLS))
         targets = await stack.enter_async_context(t.following(client, namespace, "webhook", 8443))
         elsewhere = await stack.enter_async_context(w.guarded_namespace(client))
-        relay = stack.enter_context(t.Relay(real_node.netns_path, targets))
+        relay = stack.enter_context(wp.Relay(real_node.netns_path, targets))
         configuration = webhook_configuration(namespace, relay.port, ca, elsewhere)
         await stack.enter_async_context(w.registered(client, configuration))
-        await t.webhook_in_path(client, elsewhere, relay)
+        await wp.webhook_in_path(client, elsewhere, relay)
         called = relay.accepted
-        admissions = await stack.enter_async_context(t.admitting(client, elsewhere))
+        admissions = await stack.enter_async_context(wp.admitting(client, elsewhere))
         prober = stack.enter_context(
             t.Prober(real_node.netns_path, targets, ca, name, t.https_handshake)
         )
