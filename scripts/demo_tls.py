@@ -72,7 +72,8 @@ async def show(client: Client, node: RealNode, image: str, renewals: int) -> int
         say(f"NATS Ready at {targets.addresses[0][0]}:4222")
         with t.Prober(node.netns_path, targets, ca, host, t.nats_handshake,
                       session=True) as prober:  # fmt: skip
-            serial = await eventually(lambda: t.serial_of(client, NS, "nats-tls"), timeout=60)
+            serial = await t.first_served(prober)
+            say(f"NATS serves serial {serial:x} (cert-manager's first issuance)")
             for _ in range(renewals):
                 serial = await t.renewals_after(client, NS, "nats-tls", serial)
                 renewed = time.monotonic()
