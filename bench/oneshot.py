@@ -56,6 +56,17 @@ async def delete_namespace(client: Client, ns: str) -> None:
         await asyncio.sleep(2)
 
 
+def header(peers: Iterable[str], params: dict[str, Any], results: Any) -> dict[str, Any]:
+    """A one-shot tool's results.json before its results: when, on what, against which peers."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "peers": peer_versions(peers),
+        "params": params,
+        "results": results,
+    }  # fmt: skip
+
+
 def run_tool(args: argparse.Namespace, name: str, run: Runner) -> int:
     """Build the peers, start a dev cluster with kwok nodes for `args.deployments` pods and as
     many surge pods (250 each), `run`, and write `<results>/<stamp>-<name>/results.json`."""
@@ -65,13 +76,7 @@ def run_tool(args: argparse.Namespace, name: str, run: Runner) -> int:
         Builder(extra=tuple(args.peers), report=lambda line: print(line, flush=True)).ensure().bin
     )
     cluster = DevCluster(Path(tempfile.mkdtemp(prefix=f"kube-reloader-bench-{name}-")))
-    out: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "peers": peer_versions(args.peers),
-        "params": {k: v for k, v in vars(args).items() if k != "results"},
-        "results": {},
-    }  # fmt: skip
+    out = header(args.peers, {k: v for k, v in vars(args).items() if k != "results"}, {})
     try:
         cluster.up(nodes=2 * args.deployments // 250 + 1)
         asyncio.run(run(args, cluster.kubeconfig, bins, out, workdir))

@@ -28,8 +28,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
 import secrets
 import tempfile
 import time
@@ -41,25 +39,21 @@ from tests.harness import running
 from tests.node import tlsharness as t
 from tests.node import tlsworkloads as w
 from tests.node import webhookpath as wp
-from tests.node.nodeharness import agent_sidecar, import_images, pods_of
+from tests.node.nodeharness import agent_sidecar, import_images
 from tests.peers import PeerProcess
 from tests.waiting import eventually
 
 from kube_reloader.core.annotations import POD_STRATEGY, SIGNAL
 from kube_reloader.core.matching import MatchConfig
+from kube_reloader.devcluster import certmanager
 from kube_reloader.devcluster.building import Builder
-from kube_reloader.devcluster.certmanager import (
-    CertManagerBuilder,
-    CertManagerController,
-    install_crds,
-)
 from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.devcluster.node import RealNode
 from kube_reloader.devcluster.nodebuild import NodeBuilder
 from kube_reloader.kube import config, resources
 from kube_reloader.kube.client import Client
 
-from .oneshot import delete_namespace, peer_versions
+from .oneshot import delete_namespace, header
 
 CASES = ("nats", "webhook")
 HERE = Path(__file__).resolve().parent
@@ -97,21 +91,14 @@ async def controlling(client: Client, kubeconfig: Path, name: str, ns: str,
         peer.stop()
 
 
-async def pod_state(client: Client, ns: str, app: str) -> tuple[int, set[str]]:
-    pods = await pods_of(client, ns, app)
-    counts = sum(int(c.get("restartCount", 0)) for p in pods
-                 for c in p["status"].get("containerStatuses") or [])  # fmt: skip
-    return counts, {p["metadata"]["uid"] for p in pods}
-
-
 async def settled(client: Client, ns: str, app: str) -> tuple[int, set[str]]:
     """The pods' state once the last reload has ended: the same for 3 s running (at most
     30 s), so a restart still under way counts."""
-    last, since = await pod_state(client, ns, app), time.monotonic()
+    last, since = await t.pod_state(client, ns, app), time.monotonic()
     deadline = since + 30
     while time.monotonic() < deadline and time.monotonic() - since < 3:
         await asyncio.sleep(0.5)
-        now = await pod_state(client, ns, app)
+        now = await t.pod_state(client, ns, app)
         if now != last:
             last, since = now, time.monotonic()
     return last
@@ -141,10 +128,7 @@ async def case_run(client: Client, kubeconfig: Path, node: RealNode, case: str, 
     ns = f"tls-{case}-{secrets.token_hex(3)}"
     await client.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                                "metadata": {"name": ns}})  # fmt: skip
-    host = f"{case}.{ns}.svc"
-    ca = await t.private_ca(client, ns)
-    await t.leaf(client, ns, f"{case}-tls", dns=(host,),
-                 ips=("127.0.0.1",) if case == "webhook" else ())  # fmt: skip
+    ca, host = await t.issue(client, ns, case, ips=("127.0.0.1",) if case == "webhook" else ())
     await w.create_all(client, ns, *objects(case, name, image))
     port = 4222 if case == "nats" else 8443
     handshake = t.nats_handshake if case == "nats" else t.https_handshake
@@ -156,11 +140,11 @@ async def case_run(client: Client, kubeconfig: Path, node: RealNode, case: str, 
             await stack.enter_async_context(controlling(client, kubeconfig, name, ns, logs))
             if case == "webhook":
                 guarded = await stack.enter_async_context(w.guarded_namespace(client))
-                relay = stack.enter_context(wp.Relay(node.netns_path, targets))
+                relay = await stack.enter_async_context(wp.Relay(node.netns_path, targets))
                 await stack.enter_async_context(w.registered(
                     client, w.webhook_configuration(ns, relay.port, ca, guarded)))  # fmt: skip
                 admissions = await stack.enter_async_context(wp.admitting(client, guarded))
-            before = await pod_state(client, ns, case)
+            before = await t.pod_state(client, ns, case)
             prober = stack.enter_context(t.Prober(node.netns_path, targets, ca, host, handshake,
                                                   session=case == "nats"))  # fmt: skip
             served = await renewals(client, ns, f"{case}-tls", prober, targets, count)
@@ -186,11 +170,9 @@ async def run(args: argparse.Namespace, cluster: DevCluster, out: dict[str, Any]
     node = RealNode(cluster.state_dir, NodeBuilder().ensure().binaries)
     images = import_images(node)
     t.import_tls_images(node)
-    built = CertManagerBuilder(controller=True).ensure()
     cfg = config.load_kubeconfig([cluster.kubeconfig])
     async with Client(cfg, user_agent="kube-reloader-bench") as client:
-        await install_crds(client, built.crds)
-        with CertManagerController(built.binary, cluster.kubeconfig, workdir / "cm.log"):
+        with certmanager.running(cluster.kubeconfig, workdir / "cm.log"):
             for case in CASES:
                 for name in ("kube-reloader", *args.peers):
                     row = await case_run(client, cluster.kubeconfig, node, case, name,
@@ -231,13 +213,7 @@ def main() -> int:
     workdir = Path(args.results) / time.strftime("%Y%m%dT%H%M%SZ-tls-rotation", time.gmtime())
     workdir.mkdir(parents=True, exist_ok=True)
     Builder(extra=tuple(args.peers)).ensure()
-    out: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "peers": peer_versions(args.peers),
-        "params": {"renewals": args.renewals, "peers": args.peers},
-        "results": [],
-    }  # fmt: skip
+    out = header(args.peers, {"renewals": args.renewals, "peers": args.peers}, [])
     cluster = DevCluster(args.state or Path(tempfile.mkdtemp(prefix="kr-tls-bench-")))
     try:
         if args.state is None:

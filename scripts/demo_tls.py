@@ -27,15 +27,11 @@ sys.path.insert(0, str(ROOT))  # the node tests' helpers (tests/node) are the de
 
 from tests.node import tlsharness as t  # noqa: E402
 from tests.node import tlsworkloads as w  # noqa: E402
-from tests.node.nodeharness import agent_sidecar, import_images, pods_of  # noqa: E402
+from tests.node.nodeharness import agent_sidecar, import_images  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
 from kube_reloader.core.annotations import POD_STRATEGY, SIGNAL  # noqa: E402
-from kube_reloader.devcluster.certmanager import (  # noqa: E402
-    CertManagerBuilder,
-    CertManagerController,
-    install_crds,
-)
+from kube_reloader.devcluster import certmanager  # noqa: E402
 from kube_reloader.devcluster.cluster import DevCluster  # noqa: E402
 from kube_reloader.devcluster.node import RealNode  # noqa: E402
 from kube_reloader.devcluster.nodebuild import NodeBuilder  # noqa: E402
@@ -51,17 +47,10 @@ def say(msg: str) -> None:
     print(f"[{stamp} +{time.monotonic() - T0:6.2f}s] {msg}", flush=True)
 
 
-async def restarts(client: Client) -> int:
-    return sum(int(c.get("restartCount", 0)) for p in await pods_of(client, NS, "nats")
-               for c in p["status"].get("containerStatuses") or [])  # fmt: skip
-
-
 async def show(client: Client, node: RealNode, image: str, renewals: int) -> int:
     await client.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                                "metadata": {"name": NS}})  # fmt: skip
-    ca = await t.private_ca(client, NS)
-    host = f"nats.{NS}.svc"
-    await t.leaf(client, NS, "nats-tls", dns=(host,))
+    ca, host = await t.issue(client, NS, "nats")
     say(f"cert-manager: private CA issued; Certificate nats-tls lives {t.LIFETIME} s, "
         f"renewed every {t.RENEW_AFTER} s")  # fmt: skip
     agent = agent_sidecar(image, restart=False, volumes={"tls": "/tls"}, process="nats-server")
@@ -84,7 +73,7 @@ async def show(client: Client, node: RealNode, image: str, renewals: int) -> int
                     f"failed connections so far: {len(prober.record.failures)}, "
                     f"dropped sessions: {len(prober.record.drops)}")  # fmt: skip
         r = prober.record
-        restarted = await restarts(client)
+        restarted, _ = await t.pod_state(client, NS, "nats")
     say(f"{renewals} renewals: {r.ok} TLS connections (one every 100 ms), "
         f"{len(r.failures)} failed, {len(r.drops)} dropped sessions, {restarted} restarts")  # fmt: skip
     return 0 if not r.failures and not r.drops and not restarted else 1
@@ -101,8 +90,7 @@ def main() -> int:
         node = RealNode(state, NodeBuilder().ensure().binaries)
         images = import_images(node)
         t.import_tls_images(node)
-        built = CertManagerBuilder(controller=True).ensure()
-        say("images imported (kube-reloader, nats-server); cert-manager built")
+        say("images imported (kube-reloader, nats-server)")
         log = state / "kube-reloader.log"
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
         with log.open("w") as out:
@@ -114,9 +102,7 @@ def main() -> int:
 
         async def run() -> int:
             async with Client(config.load_kubeconfig([cluster.kubeconfig])) as client:
-                await install_crds(client, built.crds)
-                with CertManagerController(built.binary, cluster.kubeconfig,
-                                           state / "cert-manager.log"):  # fmt: skip
+                with certmanager.running(cluster.kubeconfig, state / "cert-manager.log"):
                     say("cert-manager's controller running")
                     return await show(client, node, images.controller, renewals)
 

@@ -14,11 +14,13 @@ from kube_reloader.core import planning
 from kube_reloader.core.matching import MatchConfig
 from kube_reloader.core.scoping import Scope
 from kube_reloader.core.strategies import Compat, Strategy
-from kube_reloader.kube import config, credentials, resources
+from kube_reloader.kube import config, credentials, errors, resources
 from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.resources import Resource
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.options import Options
 from tests import builders
+from tests.waiting import alongside
 
 AUTO = builders.AUTO
 KIND_RESOURCE = {
@@ -159,3 +161,33 @@ async def find_event(
         if predicate(e):
             return e
     return None
+
+
+@contextlib.asynccontextmanager
+async def reverting_operator(
+    client: Client, resource: Resource, namespace: str, name: str
+) -> AsyncIterator[list[int]]:
+    """A small operator that owns workload `name`'s pod template: each change to it is
+    reverted as soon as a watch shows it (a conflicting revert waits for the next version).
+    Yields the generations it reverted."""
+    current = await client.get(resource, name, namespace=namespace)
+    original = current["spec"]["template"]
+    reverted: list[int] = []
+
+    async def reconcile() -> None:
+        version = current["metadata"]["resourceVersion"]
+        while True:  # a watch ends after its timeout: go on from the last version seen
+            async for ev in client.watch(resource, namespace=namespace, allow_bookmarks=False,
+                                         field_selector=f"metadata.name={name}",
+                                         resource_version=version):  # fmt: skip
+                obj = ev.object
+                version = obj["metadata"]["resourceVersion"]
+                if ev.type != "MODIFIED" or obj["spec"]["template"] == original:
+                    continue
+                obj["spec"]["template"] = original
+                with contextlib.suppress(errors.Conflict):
+                    await client.update(resource, obj, namespace=namespace)
+                    reverted.append(obj["metadata"]["generation"])
+
+    async with alongside(reconcile()):
+        yield reverted

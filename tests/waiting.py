@@ -4,8 +4,9 @@ and the conditions more than one test waits for."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from kube_reloader.core import staleness
@@ -102,3 +103,16 @@ async def exists(client: Client, resource: Resource, name: str, namespace: str) 
     except errors.NotFound:
         return False
     return True
+
+
+@contextlib.asynccontextmanager
+async def alongside(work: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
+    """Run `work` while the block runs, then cancel it; if it failed meanwhile, its error is
+    raised here (a background helper that died never passes silently)."""
+    task = asyncio.create_task(work)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

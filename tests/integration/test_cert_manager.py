@@ -31,14 +31,13 @@ from cryptography import x509
 from kube_reloader.core import hashing
 from kube_reloader.core.annotations import IGNORE_TLS
 from kube_reloader.core.matching import MatchConfig
+from kube_reloader.devcluster import certmanager
 from kube_reloader.devcluster.certmanager import (
     CERTIFICATES,
     ISSUERS,
-    CertManagerBuilder,
     CertManagerController,
-    install_crds,
 )
-from kube_reloader.kube import config, errors, resources
+from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests import builders
 from tests.harness import app, generation, running
@@ -61,17 +60,13 @@ RENEW_BEFORE = "59m35s"
 @pytest.fixture(scope="module")
 def cert_manager(kubeconfig_path: Path) -> Iterator[CertManagerController]:
     """cert-manager's CRDs installed and its controller running against the dev cluster."""
-    built = CertManagerBuilder(controller=True, report=lambda line: print(line, flush=True))
-    built.ensure()
-
-    async def install() -> None:
-        async with Client(config.load_kubeconfig([kubeconfig_path])) as client:
-            await install_crds(client, built.crds)
-
-    asyncio.run(install())
     log = Path(tempfile.mkdtemp(prefix="kube-reloader-test-certmanager-")) / "controller.log"
-    with CertManagerController(built.binary, kubeconfig_path, log) as controller:
+    with certmanager.running(kubeconfig_path, log, report=_print) as controller:
         yield controller
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 @contextlib.asynccontextmanager

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kube_reloader.core import evicting
-from kube_reloader.kube import errors, pods, resources
+from kube_reloader.kube import pods, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.kube.resources import Resource
 from kube_reloader.runtime import podviews
@@ -25,7 +25,7 @@ from kube_reloader.runtime.controller import Controller
 from tests import builders
 from tests.adversarial.tenant import ControllerProcess, controller
 from tests.exposition import scalar
-from tests.harness import find_event, running, update_cm
+from tests.harness import find_event, reverting_operator, running, update_cm
 from tests.integration.test_custom_kind import APPS, GROUP, install
 from tests.waiting import eventually, next_second
 
@@ -109,32 +109,6 @@ async def sampling(
             await task
 
 
-@contextlib.asynccontextmanager
-async def reverting_operator(client: Client, namespace: str, name: str) -> AsyncIterator[list[int]]:
-    """A fake operator that owns the Deployment's template: any change to it is reverted
-    within a second. Yields the generations it reverted."""
-    original = (await client.get(resources.DEPLOYMENTS, name, namespace=namespace))["spec"]
-    reverted: list[int] = []
-
-    async def reconcile() -> None:
-        while True:
-            d = await client.get(resources.DEPLOYMENTS, name, namespace=namespace)
-            if d["spec"]["template"] != original["template"]:
-                d["spec"]["template"] = original["template"]
-                with contextlib.suppress(errors.Conflict):
-                    await client.update(resources.DEPLOYMENTS, d, namespace=namespace)
-                    reverted.append(d["metadata"]["generation"])
-            await asyncio.sleep(0.2)
-
-    task = asyncio.create_task(reconcile())
-    try:
-        yield reverted
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_an_operator_owned_deployment_has_each_pod_replaced_once_and_its_template_untouched(
     client: Client, namespace: str
 ) -> None:
@@ -145,7 +119,7 @@ async def test_an_operator_owned_deployment_has_each_pod_replaced_once_and_its_t
         "op", namespace, replicas=3, template=app_template("op", "settings"), annotations=EVICT))  # fmt: skip
     before = {p.uid for p in await ready(client, namespace, "op", 3)}
     async with (
-        reverting_operator(client, namespace, "op") as reverted,
+        reverting_operator(client, resources.DEPLOYMENTS, namespace, "op") as reverted,
         running(client, namespace, min_interval=0.0) as controller,
     ):
         changed = time.time()
@@ -337,7 +311,7 @@ async def test_a_template_reload_that_an_operator_reverts_is_reported_as_reverte
         "owned", namespace, replicas=1, template=app_template("owned", "owned-config"),
         annotations={"reloader.stakater.com/auto": "true"}))  # fmt: skip
     async with (
-        reverting_operator(client, namespace, "owned") as reverted,
+        reverting_operator(client, resources.DEPLOYMENTS, namespace, "owned") as reverted,
         running(client, namespace, min_interval=0.0) as controller,
     ):
         await update_cm(client, namespace, "owned-config", {"v": "1"})

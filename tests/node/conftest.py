@@ -7,7 +7,6 @@ Set `KUBE_RELOADER_NODE_STATE` to reuse a running real-node cluster's state dire
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from collections.abc import Iterator
@@ -15,16 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from kube_reloader.devcluster import certmanager
 from kube_reloader.devcluster.certmanager import (
-    CertManagerBuilder,
     CertManagerController,
-    install_crds,
 )
 from kube_reloader.devcluster.cluster import DevCluster
 from kube_reloader.devcluster.node import RealNode
 from kube_reloader.devcluster.nodebuild import NodeBuilder
-from kube_reloader.kube import config
-from kube_reloader.kube.client import Client
 from tests.node.nodeharness import Images, import_images
 from tests.node.tlsharness import import_tls_images
 
@@ -72,14 +68,8 @@ def tls_images(real_node: RealNode, images: Images) -> Images:
 def cert_manager(kubeconfig_path: Path) -> Iterator[CertManagerController]:
     """cert-manager's CRDs installed and its controller running against the real-node cluster
     (built from the Go module proxy on first use, like the serial tier's)."""
-    built = CertManagerBuilder(controller=True, report=lambda line: print(line, flush=True))
-    built.ensure()
-
-    async def install() -> None:
-        async with Client(config.load_kubeconfig([kubeconfig_path])) as client:
-            await install_crds(client, built.crds)
-
-    asyncio.run(install())
     log = Path(tempfile.mkdtemp(prefix="kr-node-certmanager-")) / "controller.log"
-    with CertManagerController(built.binary, kubeconfig_path, log) as controller:
-        yield controller
+    with certmanager.running(
+        kubeconfig_path, log, report=lambda line: print(line, flush=True)
+    ) as cm:
+        yield cm

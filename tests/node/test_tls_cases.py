@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -37,15 +38,14 @@ from kube_reloader.kube.client import Client
 from kube_reloader.kube.config import ConnectionConfig
 from kube_reloader.runtime.manager import Manager, ManagerSettings
 from kube_reloader.runtime.options import Options
-from tests.harness import running
+from tests.harness import find_event, reverting_operator, running
 from tests.node import tlsharness as t
 from tests.node import tlsworkloads as w
 from tests.node import webhookpath as wp
-from tests.node.nodeharness import Images, agent_sidecar, pods_of
+from tests.node.nodeharness import Images, agent_sidecar
 from tests.node.tlsharness import LIFETIME
 from tests.node.tlsworkloads import (
     nats_statefulset,
-    reverting,
     tls_server,
     webhook_configuration,
     workload,
@@ -54,13 +54,6 @@ from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.rollout, pytest.mark.timeout(600)]
 TLS = MatchConfig(reload_tls_secrets=True)
-
-
-async def restarts_and_uids(client: Client, ns: str, app: str) -> tuple[int, set[str]]:
-    pods = await pods_of(client, ns, app)
-    counts = sum(int(c.get("restartCount", 0)) for p in pods
-                 for c in p["status"].get("containerStatuses") or [])  # fmt: skip
-    return counts, {p["metadata"]["uid"] for p in pods}
 
 
 async def served(prober: t.Prober, serial: int, timeout: float) -> float:
@@ -97,8 +90,7 @@ async def test_nats_follows_every_renewal_by_sighup_with_no_restart_and_no_dropp
     client: Client, namespace: str, real_node: RealNode, tls_images: Images,
     cert_manager: CertManagerController,
 ) -> None:  # fmt: skip
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "nats-tls", dns=(f"nats.{namespace}.svc",))
+    ca, host = await t.issue(client, namespace, "nats")
     agent = agent_sidecar(tls_images.controller, restart=False, volumes={"tls": "/tls"},
                           process="nats-server")  # fmt: skip
     sts = nats_statefulset("nats", agent=agent,
@@ -106,11 +98,11 @@ async def test_nats_follows_every_renewal_by_sighup_with_no_restart_and_no_dropp
     await w.create_all(client, namespace, *sts)
     async with running(client, namespace, match=TLS), \
             t.following(client, namespace, "nats", 4222) as targets:  # fmt: skip
-        before = await restarts_and_uids(client, namespace, "nats")
-        with t.Prober(real_node.netns_path, targets, ca, f"nats.{namespace}.svc",
+        before = await t.pod_state(client, namespace, "nats")
+        with t.Prober(real_node.netns_path, targets, ca, host,
                       t.nats_handshake, session=True) as prober:  # fmt: skip
             renewed, took = await follow_renewals(client, namespace, "nats-tls", prober, 2)
-        after = await restarts_and_uids(client, namespace, "nats")
+        after = await t.pod_state(client, namespace, "nats")
     print(
         f"nats signal: new serial served {took} s after each renewal; "
         f"{prober.record.ok} probes, {len(prober.record.failures)} failed"
@@ -125,16 +117,15 @@ async def test_nats_rolled_by_reload_tls_secrets_follows_renewals_and_the_prober
     client: Client, namespace: str, real_node: RealNode, tls_images: Images,
     cert_manager: CertManagerController,
 ) -> None:  # fmt: skip
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "nats-tls", dns=(f"nats.{namespace}.svc",))
+    ca, host = await t.issue(client, namespace, "nats")
     await w.create_all(client, namespace, *nats_statefulset("nats"))
     async with running(client, namespace, match=TLS), \
             t.following(client, namespace, "nats", 4222) as targets:  # fmt: skip
-        _, uids = await restarts_and_uids(client, namespace, "nats")
-        with t.Prober(real_node.netns_path, targets, ca, f"nats.{namespace}.svc",
+        _, uids = await t.pod_state(client, namespace, "nats")
+        with t.Prober(real_node.netns_path, targets, ca, host,
                       t.nats_handshake, session=True) as prober:  # fmt: skip
             _, took = await follow_renewals(client, namespace, "nats-tls", prober, 1)
-        _, later = await restarts_and_uids(client, namespace, "nats")
+        _, later = await t.pod_state(client, namespace, "nats")
     r = prober.record
     print(
         f"nats rolling restart: new serial served {took} s after the renewal; "
@@ -164,22 +155,25 @@ async def test_without_a_reload_nats_serves_an_expired_certificate_after_stalece
     cert_manager: CertManagerController, connection: ConnectionConfig,
 ) -> None:  # fmt: skip
     """The control: nothing reloads NATS (no rule applies; the controller only audits)."""
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "nats-tls", dns=(f"nats.{namespace}.svc",))
+    ca, host = await t.issue(client, namespace, "nats")
     await w.create_all(client, namespace, *nats_statefulset("nats"))
     async with auditing(connection, namespace), \
             t.following(client, namespace, "nats", 4222) as targets:  # fmt: skip
-        with t.Prober(real_node.netns_path, targets, ca, f"nats.{namespace}.svc",
+        with t.Prober(real_node.netns_path, targets, ca, host,
                       t.nats_handshake) as prober:  # fmt: skip
             first = await t.first_served(prober)
             await t.renewals_after(client, namespace, "nats-tls", first)
             warned = await eventually(
-                lambda: w.event(client, namespace, "nats", "StaleCertificate"), timeout=30,
+                lambda: find_event(client, namespace, stale_on_nats), timeout=30,
                 what="a StaleCertificate Warning")  # fmt: skip
             await eventually(lambda: _expired(prober), timeout=LIFETIME + 30, interval=0.5,
                              what="the old certificate expiring")  # fmt: skip
     assert warned["type"] == "Warning"
     assert [s for _, s in prober.record.serials] == [first], "the first certificate, always"
+
+
+def stale_on_nats(event: dict[str, Any]) -> bool:
+    return event.get("reason") == "StaleCertificate" and event["involvedObject"]["name"] == "nats"
 
 
 async def _expired(prober: t.Prober) -> bool:
@@ -190,9 +184,7 @@ async def test_a_webhook_that_loads_its_certificate_once_never_fails_admission_w
     client: Client, namespace: str, real_node: RealNode, tls_images: Images,
     cert_manager: CertManagerController,
 ) -> None:  # fmt: skip
-    name = f"webhook.{namespace}.svc"
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "webhook-tls", dns=(name,), ips=("127.0.0.1",))
+    ca, host = await t.issue(client, namespace, "webhook", ips=("127.0.0.1",))
     agent = agent_sidecar(tls_images.controller, restart=True)
     dep = workload("Deployment", "webhook", tls_server("webhook-tls", agent=agent), replicas=2,
                    annotations={POD_STRATEGY: "restart-in-place"})  # fmt: skip
@@ -201,14 +193,14 @@ async def test_a_webhook_that_loads_its_certificate_once_never_fails_admission_w
         await stack.enter_async_context(running(client, namespace, match=TLS))
         targets = await stack.enter_async_context(t.following(client, namespace, "webhook", 8443))
         elsewhere = await stack.enter_async_context(w.guarded_namespace(client))
-        relay = stack.enter_context(wp.Relay(real_node.netns_path, targets))
+        relay = await stack.enter_async_context(wp.Relay(real_node.netns_path, targets))
         configuration = webhook_configuration(namespace, relay.port, ca, elsewhere)
         await stack.enter_async_context(w.registered(client, configuration))
         await wp.webhook_in_path(client, elsewhere, relay)
         called = relay.accepted
         admissions = await stack.enter_async_context(wp.admitting(client, elsewhere))
         prober = stack.enter_context(
-            t.Prober(real_node.netns_path, targets, ca, name, t.https_handshake)
+            t.Prober(real_node.netns_path, targets, ca, host, t.https_handshake)
         )
         renewed, took = await follow_renewals(client, namespace, "webhook-tls", prober, 2)
         await eventually(lambda: t.all_serving(prober, targets, renewed[-1]), timeout=LIFETIME,
@@ -230,8 +222,7 @@ async def test_the_qdrant_mistake_is_linted_warned_once_and_reloaded_with_reload
     client: Client, namespace: str, real_node: RealNode, tls_images: Images,
     cert_manager: CertManagerController, tmp_path: Path,
 ) -> None:  # fmt: skip
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "qdrant-tls", dns=(f"qdrant.{namespace}.svc",))
+    ca, host = await t.issue(client, namespace, "qdrant")
     sts = workload("StatefulSet", "qdrant", tls_server("qdrant-tls"),
                    annotations={"secret.reloader.stakater.com/reload": "qdrant-apikey"},
                    template_annotations={"secret.reloader.stakater.com/reload": "qdrant-tls"})  # fmt: skip
@@ -248,7 +239,7 @@ async def test_the_qdrant_mistake_is_linted_warned_once_and_reloaded_with_reload
     await w.create_all(client, namespace, apikey, sts)
     async with running(client, namespace, match=TLS), \
             t.following(client, namespace, "qdrant", 8443) as targets:  # fmt: skip
-        with t.Prober(real_node.netns_path, targets, ca, f"qdrant.{namespace}.svc",
+        with t.Prober(real_node.netns_path, targets, ca, host,
                       t.https_handshake) as prober:  # fmt: skip
             _, took = await follow_renewals(client, namespace, "qdrant-tls", prober, 1)
         warnings = await w.events(client, namespace, "qdrant", "ReloadAnnotationInvalid")
@@ -262,21 +253,20 @@ async def test_an_operator_owned_daemonset_is_evicted_onto_the_new_certificate_u
     client: Client, namespace: str, real_node: RealNode, tls_images: Images,
     cert_manager: CertManagerController,
 ) -> None:  # fmt: skip
-    ca = await t.private_ca(client, namespace)
-    await t.leaf(client, namespace, "satellite-tls", dns=(f"satellite.{namespace}.svc",))
+    ca, host = await t.issue(client, namespace, "satellite")
     ds = workload("DaemonSet", "satellite", tls_server("satellite-tls"),
                   annotations={POD_STRATEGY: "evict"})  # fmt: skip
     await w.create_all(client, namespace, ds)
     generation = (await client.get(resources.DAEMONSETS, "satellite", namespace=namespace))[
         "metadata"]["generation"]  # fmt: skip
     async with running(client, namespace, match=TLS), \
-            reverting(client, namespace, "satellite") as reverted, \
+            reverting_operator(client, resources.DAEMONSETS, namespace, "satellite") as reverted, \
             t.following(client, namespace, "satellite", 8443) as targets:  # fmt: skip
-        _, uids = await restarts_and_uids(client, namespace, "satellite")
-        with t.Prober(real_node.netns_path, targets, ca, f"satellite.{namespace}.svc",
+        _, uids = await t.pod_state(client, namespace, "satellite")
+        with t.Prober(real_node.netns_path, targets, ca, host,
                       t.https_handshake) as prober:  # fmt: skip
             _, took = await follow_renewals(client, namespace, "satellite-tls", prober, 1)
-        _, later = await restarts_and_uids(client, namespace, "satellite")
+        _, later = await t.pod_state(client, namespace, "satellite")
     print(f"daemonset evict: new serial served {took} s after the renewal")
     assert later.isdisjoint(uids), "the pod was evicted and replaced"
     assert reverted == [], "nothing for the operator to revert"

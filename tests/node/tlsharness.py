@@ -9,7 +9,6 @@ server's way to the webhook is `webhookpath.py`.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import random
@@ -19,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cryptography import x509
 
@@ -28,7 +28,7 @@ from kube_reloader.devcluster.node import RealNode
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from tests.node.nodeharness import _enter, pods_of, ready
-from tests.waiting import eventually
+from tests.waiting import alongside, eventually
 
 NATS_IMAGE = "kube-reloader.local/nats-server:1"
 WEBHOOK_IMAGE = "kube-reloader.local/tls-once:1"
@@ -107,6 +107,16 @@ async def leaf(client: Client, namespace: str, name: str, *, dns: tuple[str, ...
                             what=f"{name} issued")  # fmt: skip
 
 
+async def issue(client: Client, namespace: str, app: str, *,
+                ips: tuple[str, ...] = ()) -> tuple[bytes, str]:  # fmt: skip
+    """A private CA, and Certificate `<app>-tls` from it for `<app>.<namespace>.svc` (and
+    `ips`), issued: the CA's PEM and the name a client verifies."""
+    ca = await private_ca(client, namespace)
+    host = f"{app}.{namespace}.svc"
+    await leaf(client, namespace, f"{app}-tls", dns=(host,), ips=ips)
+    return ca, host
+
+
 async def serial_of(client: Client, namespace: str, name: str) -> int | None:
     """The serial of the certificate Secret `name` holds now (None: not issued yet)."""
     try:
@@ -147,26 +157,45 @@ class Targets:
 
 @contextlib.asynccontextmanager
 async def following(client: Client, namespace: str, app: str, port: int) -> AsyncIterator[Targets]:
-    """`Targets` of the pods labelled app=`app`, refreshed every 0.2 s while the block runs."""
+    """`Targets` of the pods labelled app=`app`, updated from a watch of them (each readiness
+    change as it is written) while the block runs."""
     targets = Targets(port)
+    selector = f"app={app}"
 
-    async def refresh() -> None:
-        while True:
-            with contextlib.suppress(errors.KubeError, OSError):
-                pods = await pods_of(client, namespace, app)
-                targets.uids.update(p["metadata"]["uid"] for p in pods)
-                targets.addresses = [(p["status"]["podIP"], port) for p in pods
-                                     if ready(p) and p["status"].get("podIP")]  # fmt: skip
-            await asyncio.sleep(0.2)
+    def publish(pods: dict[str, dict[str, Any]]) -> None:
+        live = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")]
+        targets.uids.update(pods)
+        targets.addresses = [(p["status"]["podIP"], port) for p in live
+                             if ready(p) and p["status"].get("podIP")]  # fmt: skip
 
-    task = asyncio.create_task(refresh())
-    try:
+    async def watch() -> None:
+        while True:  # a watch ends after its timeout: list and watch again
+            listed = await client.list(resources.PODS, namespace=namespace,
+                                       label_selector=selector)  # fmt: skip
+            pods = {p["metadata"]["uid"]: p for p in listed.items}
+            publish(pods)
+            async for ev in client.watch(resources.PODS, namespace=namespace,
+                                         label_selector=selector, allow_bookmarks=False,
+                                         resource_version=listed.resource_version):  # fmt: skip
+                uid = ev.object["metadata"]["uid"]
+                if ev.type == "DELETED":
+                    pods.pop(uid, None)
+                else:
+                    pods[uid] = ev.object
+                publish(pods)
+
+    async with alongside(watch()):
         await eventually(lambda: _some(targets), timeout=120, what=f"a ready pod of {app}")
         yield targets
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+
+
+async def pod_state(client: Client, namespace: str, app: str) -> tuple[int, set[str]]:
+    """The restarts of the application containers (not the agent sidecar) of the pods
+    labelled app=`app`, summed, and their UIDs."""
+    pods = await pods_of(client, namespace, app)
+    counts = sum(int(c.get("restartCount", 0)) for p in pods
+                 for c in p["status"].get("containerStatuses") or [])  # fmt: skip
+    return counts, {p["metadata"]["uid"] for p in pods}
 
 
 async def _some(targets: Targets) -> bool:

@@ -3,7 +3,6 @@ registration, a namespace the webhook guards, and a reverting operator."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import secrets
@@ -161,34 +160,3 @@ async def events(client: Client, namespace: str, name: str, reason: str) -> list
     listed = await client.list(resources.EVENTS, namespace=namespace)
     return [e for e in listed.items
             if e.get("reason") == reason and e["involvedObject"]["name"] == name]  # fmt: skip
-
-
-async def event(client: Client, namespace: str, name: str, reason: str) -> dict[str, Any] | None:
-    found = await events(client, namespace, name, reason)
-    return found[0] if found else None
-
-
-@contextlib.asynccontextmanager
-async def reverting(client: Client, namespace: str, name: str) -> AsyncIterator[list[int]]:
-    """A small operator that owns DaemonSet `name`'s template: any change to it is reverted
-    within a second. Yields the generations it reverted."""
-    original = (await client.get(resources.DAEMONSETS, name, namespace=namespace))["spec"]
-    reverted: list[int] = []
-
-    async def reconcile() -> None:
-        while True:
-            with contextlib.suppress(errors.KubeError, OSError, TimeoutError):
-                d = await client.get(resources.DAEMONSETS, name, namespace=namespace)
-                if d["spec"]["template"] != original["template"]:
-                    d["spec"]["template"] = original["template"]
-                    await client.update(resources.DAEMONSETS, d, namespace=namespace)
-                    reverted.append(d["metadata"]["generation"])
-            await asyncio.sleep(0.2)
-
-    task = asyncio.create_task(reconcile())
-    try:
-        yield reverted
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -17,6 +17,8 @@ control plane, into `<cache>/cert-manager-v<version>/`:
   dependency differs: the proxy refuses `github.com/Venafi/vcert/v5` v5.13.7 (cert-manager's
   pin) and serves v5.13.8, which a `replace` selects.
 
+`running` does all three for a test or a tool: built, CRDs installed, controller running.
+
 `CertManagerController` runs the binary against a kubeconfig (leader election off, metrics
 and health on free 127.0.0.1 ports; the ACME HTTP-01 solver is a pod it would create, never a
 listener of its own) and stops it; `install_crds` creates or replaces the CRDs and waits until
@@ -26,17 +28,20 @@ objects a test creates, so tests write complete, valid objects.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from kube_reloader.devcluster import addons
 from kube_reloader.devcluster.gobuild import BuildError, Reporter, _stderr
 from kube_reloader.devcluster.versions import CERT_MANAGER
-from kube_reloader.kube import resources
+from kube_reloader.kube import config, resources
 from kube_reloader.kube.client import Client
 
 MODULE = "github.com/cert-manager/cert-manager"
@@ -176,3 +181,22 @@ class CertManagerController(addons.LocalController):
             "--concurrent-workers=2",
             "--v=2",
         ]
+
+
+@contextlib.contextmanager
+def running(
+    kubeconfig: Path, log: Path, *, report: Callable[[str], None] = _stderr
+) -> Iterator[CertManagerController]:
+    """cert-manager on the cluster of `kubeconfig` until the block ends: built on first use,
+    its CRDs installed (or replaced), its controller running with its log in `log`."""
+    built = CertManagerBuilder(controller=True, report=report).ensure()
+
+    async def install() -> None:
+        async with Client(config.load_kubeconfig([kubeconfig])) as client:
+            await install_crds(client, built.crds)
+
+    # on a thread of its own: a caller may be inside an event loop already
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, install()).result()
+    with CertManagerController(built.binary, kubeconfig, log, report=report) as controller:
+        yield controller

@@ -7,7 +7,8 @@ byte for byte (TLS passes through untouched), to `127.0.0.1:<port>` on the host.
 
 One process does both sides: it enters the node's namespace (`setns`) just long enough to
 create its listening socket, then returns to the host's, where every forwarded connection is
-opened. A socket stays in the namespace it was created in.
+opened. A socket stays in the namespace it was created in. `socket_in` and `pipe` also serve
+the node tests' relay the other way round (host to a pod: tests/node/webhookpath.py).
 
 Run as `python -m kube_reloader.devcluster.relay NETNS_PATH LISTEN_PORT TARGET_PORT`.
 """
@@ -21,7 +22,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 CLONE_NEWNET = 0x40000000
 #: bytes read at once from either side
@@ -35,28 +36,50 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def listen_in(netns: str, port: int) -> socket.socket:
-    """A listening TCP socket on 0.0.0.0:`port` inside the network namespace `netns` (a path
-    such as /run/netns/NAME); the calling thread is back in its own namespace on return."""
+def _in_netns(netns: str, make: Callable[[], socket.socket]) -> socket.socket:
+    """`make()` run inside the network namespace `netns` (a path such as /run/netns/NAME);
+    the calling thread is back in its own namespace on return, and the socket made stays in
+    `netns` whichever thread uses it."""
     own = os.open("/proc/self/ns/net", os.O_RDONLY)
     target = os.open(netns, os.O_RDONLY)
     try:
         _setns(target)
         try:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("0.0.0.0", port))  # noqa: S104 - inside the node's own namespace only
-            sock.listen(128)
-            sock.setblocking(False)
+            return make()
         finally:
             _setns(own)
     finally:
         os.close(own)
         os.close(target)
-    return sock
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+def listen_in(netns: str, port: int) -> socket.socket:
+    """A listening TCP socket on 0.0.0.0:`port` inside the network namespace `netns`."""
+
+    def make() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("0.0.0.0", port))  # noqa: S104 - inside the node's own namespace only
+        sock.listen(128)
+        sock.setblocking(False)
+        return sock
+
+    return _in_netns(netns, make)
+
+
+def socket_in(netns: str) -> socket.socket:
+    """A TCP socket of the network namespace `netns`, not yet connected, non-blocking (for
+    `loop.sock_connect`): a host process's way to dial a node or pod address."""
+
+    def make() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        return sock
+
+    return _in_netns(netns, make)
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while data := await reader.read(CHUNK):
             writer.write(data)
@@ -76,7 +99,7 @@ async def _serve(sock: socket.socket, target_port: int) -> None:
         except OSError:
             w.close()
             return
-        await asyncio.gather(_pipe(r, uw), _pipe(ur, w))
+        await asyncio.gather(pipe(r, uw), pipe(ur, w))
         for side in (w, uw):
             side.close()
 
