@@ -1,6 +1,7 @@
 """An asyncio Kubernetes API client: typed reads, every write verb, and streaming watches.
 
-Built on aiohttp (connection reuse, streaming bodies, client certificates) and msgspec (bytes
+Built on a lean HTTP/1.1 wire (`wire`: keep-alive pools, streaming bodies, client
+certificates) and msgspec (bytes
 are decoded straight into the caller's projection type, so a watch on 10,000 Deployments
 never materialises 10,000 full objects). Every failure surfaces as a `kube.errors` class.
 `Client` owns a `transport.Transport` (connections, auth, retries, errors, decoding), a
@@ -14,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Self, TypeVar, Unpack, overload
 
-import aiohttp
 import msgspec
 
+from kube_reloader.kube import wire
 from kube_reloader.kube.config import ConnectionConfig
 from kube_reloader.kube.paging import Pager
 from kube_reloader.kube.resources import Resource
@@ -91,14 +92,14 @@ class Client:
         return self.transport.host
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        """The pool of ordinary requests (`Transport.session`)."""
-        return self.transport.session
+    def pool(self) -> wire.Pool:
+        """The pool of ordinary requests (`Transport.pool`)."""
+        return self.transport.pool
 
     @property
-    def stream_session(self) -> aiohttp.ClientSession:
-        """The pool of watch streams (`Transport.stream_session`)."""
-        return self.transport.stream_session
+    def stream_pool(self) -> wire.Pool:
+        """The pool of watch streams (`Transport.stream_pool`)."""
+        return self.transport.stream_pool
 
     async def __aenter__(self) -> Self:
         return self

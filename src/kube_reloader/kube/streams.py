@@ -13,10 +13,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import aiohttp
 import msgspec
 
-from kube_reloader.kube import errors
+from kube_reloader.kube import errors, wire
 from kube_reloader.kube.resources import Resource
 from kube_reloader.kube.transport import RawObject, Transport, describe
 
@@ -85,15 +84,15 @@ class Watcher:
         )
         tr = self.transport
         events = _Events(resource, tr.decoder(type), tr.decoder(_RawEvent), tr.decoder(_Bookmark))
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=tr.timeout, sock_read=timeout_seconds + 30
-        )
         path = resource.path(namespace)
-        async with tr.open("GET", path, params=params, client_timeout=timeout, stream=True) as resp:
+        read_timeout = timeout_seconds + 30
+        async with tr.open(
+            "GET", path, params=params, read_timeout=read_timeout, stream=True
+        ) as resp:
             try:
-                async for line in _lines(resp.content):
+                async for line in _lines(resp.chunks()):
                     yield events.decode(line)
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except (wire.WireError, TimeoutError, OSError) as exc:
                 raise errors.ConnectionFailed(
                     f"WATCH {resource}: stream broke: {describe(exc)}"
                 ) from exc
@@ -166,10 +165,10 @@ class _Events:
         return WatchEvent(raw.type, obj)
 
 
-async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Split a chunked body into newline-delimited records of any length (up to a bound)."""
     buf = bytearray()
-    async for chunk in stream.iter_any():
+    async for chunk in chunks:
         buf.extend(chunk)
         start = 0
         while True:

@@ -25,14 +25,13 @@ from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypedDict
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
-import aiohttp
 import msgspec
 
 from kube_reloader import __version__
 from kube_reloader.core import limiting
-from kube_reloader.kube import errors, tls
+from kube_reloader.kube import errors, tls, wire
 from kube_reloader.kube.config import ConnectionConfig
 from kube_reloader.kube.credentials import AuthState
 
@@ -116,15 +115,22 @@ class Transport:
         self.timeout = timeout
         self._retry = retry or RetryPolicy()
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._stream_session: aiohttp.ClientSession | None = None
-        self._proxy, proxy_auth = _proxy_parts(config.proxy)
+        self._pool: wire.Pool | None = None
+        self._stream_pool: wire.Pool | None = None
+        proxy, proxy_auth = _proxy_parts(config.proxy)
+        self._server_host, self._server_port, https = wire.Target.of(config.server)
+        self._prefix = urlsplit(config.server).path.rstrip("/")
+        self._proxy = wire.Target.of(proxy)[:2] if proxy else None
         # https goes through a CONNECT tunnel: the credentials go on the CONNECT request
         # only; plain http is sent to the proxy itself, the credentials on each request.
-        tunnel = config.server.startswith("https://")
-        self._connect_headers = proxy_auth if tunnel else None
-        self._proxy_auth = {} if tunnel else proxy_auth or {}
+        self._connect_headers = tuple((proxy_auth or {}).items()) if https else ()
+        self._base_headers = {"User-Agent": user_agent, "Accept": "application/json"}
+        if not config.disable_compression:
+            self._base_headers["Accept-Encoding"] = "gzip"
+        if not https:
+            self._base_headers.update(proxy_auth or {})
         self._ssl_cache: dict[tuple[bytes | None, bytes | None], ssl.SSLContext] = {}
+        self._targets: dict[ssl.SSLContext | None, wire.Target] = {}
         self._decoders: dict[Any, Any] = {}
 
     async def __aenter__(self) -> Self:
@@ -135,40 +141,31 @@ class Transport:
 
     async def close(self) -> None:
         """Close both pools (open watch streams end with `ConnectionFailed`)."""
-        sessions = (self._session, self._stream_session)
-        self._session = self._stream_session = None
-        for session in sessions:
-            if session is not None:
-                await session.close()
+        pools = (self._pool, self._stream_pool)
+        self._pool = self._stream_pool = None
+        for pool in pools:
+            if pool is not None:
+                pool.close()
 
     @property
-    def session(self) -> aiohttp.ClientSession:
+    def pool(self) -> wire.Pool:
         """The pool of ordinary requests: at most `max_connections` at once."""
-        if self._session is None or self._session.closed:
-            self._session = self._new_session(self._max_connections)
-        return self._session
+        if self._pool is None:
+            self._pool = wire.Pool(self._max_connections)
+        return self._pool
 
     @property
-    def stream_session(self) -> aiohttp.ClientSession:
+    def stream_pool(self) -> wire.Pool:
         """The pool of watch streams: one connection per open watch, no limit."""
-        if self._stream_session is None or self._stream_session.closed:
-            self._stream_session = self._new_session(0)
-        return self._stream_session
-
-    def _new_session(self, limit: int) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
-            base_url=None,
-            connector=aiohttp.TCPConnector(limit=limit),
-            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
-            skip_auto_headers=("Accept-Encoding",) if self.config.disable_compression else (),
-            auto_decompress=True,
-        )
+        if self._stream_pool is None:
+            self._stream_pool = wire.Pool(0)
+        return self._stream_pool
 
     # ----------------------------------------------------------------- plumbing
 
-    def _ssl_context(self, auth: AuthState) -> ssl.SSLContext | bool:
+    def _ssl_context(self, auth: AuthState) -> ssl.SSLContext | None:
         if not self.config.server.startswith("https://"):
-            return False
+            return None
         key = (auth.cert_pem, auth.key_pem)
         ctx = self._ssl_cache.get(key)
         if ctx is not None:
@@ -176,6 +173,23 @@ class Transport:
         ctx = tls.client_context(self.config, auth)
         self._ssl_cache = {key: ctx}  # credentials rotate; keep only the current context
         return ctx
+
+    def _target(self, auth: AuthState) -> wire.Target:
+        """Where a request with `auth`'s credentials connects (its TLS context included)."""
+        ctx = self._ssl_context(auth)
+        target = self._targets.get(ctx)
+        if target is None:
+            target = wire.Target(
+                https=ctx is not None,
+                host=self._server_host,
+                port=self._server_port,
+                ssl=ctx,
+                server_hostname=self.config.tls_server_name or None,
+                proxy=self._proxy,
+                connect_headers=self._connect_headers,
+            )
+            self._targets = {ctx: target}  # one context at a time, as above
+        return target
 
     def decoder(self, tp: Any) -> Any:
         """The msgspec JSON decoder of `tp`, made once per type and kept."""
@@ -194,25 +208,24 @@ class Transport:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
-        client_timeout: aiohttp.ClientTimeout | None = None,
+        read_timeout: float | None = None,
         retry: bool = True,
         stream: bool = False,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
+    ) -> AsyncIterator[wire.Response]:
         """Send one request (with auth, retries and error mapping); yield the OK response.
 
-        `stream`: a long-lived response (a watch), sent from the pool of streams.
+        `stream`: a long-lived response (a watch), sent from the pool of streams, with no
+        deadline but `read_timeout` seconds at most between two reads of its body.
         """
-        url = self.config.server + path
-        session = self.stream_session if stream else self.session
         attempt = 0
         reauthed = False
         while True:
             auth = await self.config.credentials.current()
             try:
                 resp = await self._send(
-                    session, method, url, auth, params, body, content_type, client_timeout
+                    method, path, auth, params, body, content_type, stream, read_timeout
                 )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (wire.WireError, TimeoutError, OSError) as exc:
                 err = self._unreachable(method, path, exc)
                 if retry and method == "GET" and attempt + 1 < self._retry.attempts:
                     await asyncio.sleep(self._retry.delay(attempt))
@@ -240,40 +253,39 @@ class Transport:
 
     async def _send(
         self,
-        session: aiohttp.ClientSession,
         method: str,
-        url: str,
+        path: str,
         auth: AuthState,
         params: Mapping[str, str] | None,
         body: bytes | None,
         content_type: str | None,
-        client_timeout: aiohttp.ClientTimeout | None,
-    ) -> aiohttp.ClientResponse:
-        """One attempt, with `auth`'s credentials. aiohttp's and the system's errors (a TLS
+        stream: bool,
+        read_timeout: float | None,
+    ) -> wire.Response:
+        """One attempt, with `auth`'s credentials. The wire's and the system's errors (a TLS
         context that cannot be built included) are raised for `open` to map."""
-        headers: dict[str, str] = {}
+        headers = dict(self._base_headers)
         if auth.token:
             headers["Authorization"] = f"Bearer {auth.token}"
-        basic = aiohttp.BasicAuth(*auth.basic) if auth.basic else None
+        elif auth.basic:
+            user_pass = f"{auth.basic[0]}:{auth.basic[1]}".encode()
+            headers["Authorization"] = "Basic " + b64encode(user_pass).decode()
         if content_type:
             headers["Content-Type"] = content_type
-        headers.update(self._proxy_auth)
-        kwargs: dict[str, Any] = {}
-        if self.config.tls_server_name:
-            kwargs["server_hostname"] = self.config.tls_server_name
-        return await session.request(
-            method,
-            url,
-            params=params,
-            data=body,
-            headers=headers,
-            auth=basic,
-            ssl=self._ssl_context(auth),
-            timeout=client_timeout or aiohttp.ClientTimeout(total=self.timeout),
-            proxy=self._proxy,
-            proxy_headers=self._connect_headers,
-            **kwargs,
-        )
+        target = self._target(auth)
+        uri = self._prefix + path
+        if params:
+            uri += "?" + urlencode(params)
+        if self._proxy is not None and not target.https:
+            uri = self.config.server.rstrip("/").removesuffix(self._prefix) + uri
+        head = wire.request_head(method, uri, self.host, headers, body)
+        pool = self.stream_pool if stream else self.pool
+        if stream:
+            return await pool.send(
+                target, head, body, head_within=self.timeout, read_timeout=read_timeout
+            )
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        return await pool.send(target, head, body, head_within=self.timeout, deadline=deadline)
 
     def _unreachable(self, method: str, path: str, exc: BaseException) -> errors.KubeError:
         """An attempt that got no answer: told to the observer, as `ConnectionFailed`."""
@@ -302,7 +314,7 @@ class Transport:
             ) as resp:
                 try:
                     return await resp.read()
-                except (aiohttp.ClientError, TimeoutError) as exc:
+                except (wire.WireError, TimeoutError, OSError) as exc:
                     raise errors.ConnectionFailed(
                         f"{method} {path}: connection broke while reading: {describe(exc)}"
                     ) from exc
@@ -327,12 +339,12 @@ class Transport:
             raise errors.KubeError(f"{what}: cannot decode the answer: {exc}") from exc
 
 
-async def _error_of(resp: aiohttp.ClientResponse, method: str, path: str) -> errors.ApiError:
+async def _error_of(resp: wire.Response, method: str, path: str) -> errors.ApiError:
     """The `kube.errors` class of a refused request, from its status and body (read, and the
     connection released)."""
     try:
         data = await resp.read()
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except (wire.WireError, TimeoutError, OSError) as exc:
         data = str(exc).encode()
     finally:
         resp.release()
@@ -341,8 +353,8 @@ async def _error_of(resp: aiohttp.ClientResponse, method: str, path: str) -> err
         data,
         method=method,
         path=path,
-        retry_after=resp.headers.get("Retry-After"),
-        content_type=resp.headers.get("Content-Type"),
+        retry_after=resp.headers.get("retry-after"),
+        content_type=resp.headers.get("content-type"),
     )
 
 

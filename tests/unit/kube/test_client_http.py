@@ -252,11 +252,11 @@ async def test_open_watches_never_take_the_connections_of_ordinary_requests(serv
         await asyncio.wait_for(streaming.wait(), 5)
         got = await asyncio.wait_for(c.get(resources.CONFIGMAPS, "cm", namespace="ns"), 5)
         assert got == {"metadata": {"name": "cm"}}
-        sessions = (c.session, c.stream_session)
+        pools = (c.pool, c.stream_pool)
         for task in watches:
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
-    assert all(s.closed for s in sessions), "closing the client closes both pools"
+    assert all(p.closed for p in pools), "closing the client closes both pools"
 
 
 async def test_a_watch_event_whose_object_does_not_fit_its_type_is_skipped_not_retried(

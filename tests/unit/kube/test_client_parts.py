@@ -69,11 +69,10 @@ async def test_a_client_owns_one_transport_that_its_pager_and_watcher_share() ->
         assert c.pager.transport is c.transport
         assert c.watcher.transport is c.transport
         assert (c.config, c.host, c.observer) == (CONN, "kube.invalid:6443", None)
-        assert c.session is c.transport.session
-        assert c.session.connector is not None
-        assert c.session.connector.limit == 3
-        sessions = (c.session, c.stream_session)
-    assert all(s.closed for s in sessions), "closing the client closes its transport"
+        assert c.pool is c.transport.pool
+        assert (c.pool.limit, c.stream_pool.limit) == (3, 0)
+        pools = (c.pool, c.stream_pool)
+    assert all(p.closed for p in pools), "closing the client closes its transport"
 
 
 async def test_a_client_over_a_given_transport_sends_every_verb_through_it() -> None:
