@@ -30,6 +30,9 @@ __all__ = ["Pool", "Response", "Target", "WireError", "request_head"]
 
 #: a stream's unread bytes at which its connection stops reading (the server waits)
 HIGH_WATER = 1 << 20
+#: seconds a connection may sit idle and still be reused: a server closes idle connections
+#: in its own time, and a request written on one it is closing would get no answer
+KEEPALIVE = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,7 @@ class _Conn(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.error: BaseException | None = None
+        self.idle_since = 0.0
         self._reset()
 
     def _reset(self) -> None:
@@ -294,9 +298,9 @@ class Pool:
         idle = self._idle.get(target)
         while idle:
             conn = idle.pop()
-            if conn.reusable():
+            if conn.reusable() and conn.loop.time() - conn.idle_since <= KEEPALIVE:
                 return conn
-            conn.close()
+            self._discard(conn)
         return None
 
     def give_back(self, conn: _Conn) -> None:
@@ -304,6 +308,7 @@ class Pool:
         if self._slots is not None:
             self._slots.release()
         if conn.reusable() and not conn.body:
+            conn.idle_since = conn.loop.time()
             self._idle.setdefault(conn.key, []).append(conn)
         else:
             self._discard(conn)

@@ -169,3 +169,16 @@ def test_a_servers_host_port_and_scheme_are_read_from_its_url(
     url: str, where: tuple[str, int, bool]
 ) -> None:
     assert wire.Target.of(url) == where
+
+
+async def test_a_connection_idle_longer_than_the_keepalive_is_not_reused(serve) -> None:  # type: ignore[no-untyped-def]
+    server, target = await serve(lambda head: sized(b"{}"))
+    pool = wire.Pool(2)
+    assert await get(pool, target) == (200, b"{}")
+    for conn in pool._idle[target]:  # as if it had idled past the keep-alive
+        conn.idle_since -= wire.KEEPALIVE + 1
+    assert await get(pool, target) == (200, b"{}")
+    assert server.connections == 2, "the stale connection was closed, a new one opened"
+    assert await get(pool, target) == (200, b"{}")
+    assert server.connections == 2, "the fresh one is reused"
+    pool.close()
