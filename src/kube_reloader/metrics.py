@@ -334,12 +334,14 @@ class Recorder:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""
         return self._exposition() + generate_latest(self.loop_registry)
 
-    async def exposition_off_loop(self) -> bytes:
+    def exposition_soon(self) -> asyncio.Future[bytes]:
         """`exposition`, its costly part (every labelled series: up to 10,000 stale ones,
         ~0.1 s of formatting) in a worker thread so the event loop runs meanwhile; the
-        collectors that read the controller's own state (`loop_registry`) on the loop."""
+        collectors that read the controller's own state (`loop_registry`) on the loop, now.
+        A future, not a coroutine: the listener's protocol runs no task."""
         on_loop = generate_latest(self.loop_registry)
-        return await asyncio.to_thread(self._exposition) + on_loop
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(None, lambda: self._exposition() + on_loop)
 
     def _exposition(self) -> bytes:
         text = generate_latest(self.registry)

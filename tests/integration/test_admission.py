@@ -27,7 +27,7 @@ from kube_reloader.core import hashing
 from kube_reloader.kube import admissioncerts, config, errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.metrics import Recorder
-from kube_reloader.runtime.admitter import AdmissionSettings
+from kube_reloader.runtime.admitsettings import AdmissionSettings
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.manager import Manager, ManagerSettings

@@ -31,3 +31,28 @@ def test_the_version_is_still_read_from_the_package_metadata_on_use() -> None:
     assert out.returncode == 0
     assert out.stdout.strip() == f"kube-reloader {kube_reloader.__version__}"
     assert kube_reloader.__version__ != "0+unknown"
+
+
+#: what the controller's start never imports unless a flag asks for it (issue 33): a web
+#: framework (aiohttp: the admission webhook and alert webhooks only), the admission webhook's
+#: server and certificates, and lint's YAML editor
+NOT_AT_START = (
+    "aiohttp",
+    "cryptography",
+    "ruamel",
+    "kube_reloader.runtime.admitter",
+    "kube_reloader.runtime.servingcerts",
+    "kube_reloader.edges.admitserving",
+)
+
+
+def test_the_controllers_start_loads_no_web_framework_and_no_admission_webhook() -> None:
+    loaded = modules_loaded_by(
+        "from kube_reloader.cli import run\nfrom kube_reloader.runtime import controller, manager"
+    )
+    assert "kube_reloader.kube.wire" in loaded, "the probe imported the controller"
+    assert "kube_reloader.edges.plainhttp" in loaded
+    unwanted = sorted(
+        m for m in loaded if any(m == h or m.startswith(h + ".") for h in NOT_AT_START)
+    )
+    assert unwanted == []

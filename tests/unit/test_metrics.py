@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from aiohttp.test_utils import TestClient, TestServer
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiohttp
 
 from kube_reloader import metrics
-from kube_reloader.edges.serving import Health, build_app, split_addr
+from kube_reloader.edges.plainhttp import Routes
+from kube_reloader.edges.serving import Health, Server, build_app, split_addr
+
+
+@contextlib.asynccontextmanager
+async def listening(routes: Routes) -> AsyncIterator[aiohttp.ClientSession]:
+    """`routes` served on a free loopback port; yields a client session based there."""
+    server = Server(routes, "127.0.0.1:0")
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}") as session:
+            yield session
+    finally:
+        await server.stop()
+
 
 RELOADER_V1 = [
     "reloader_action_latency_seconds", "reloader_action_total", "reloader_errors_total",
@@ -87,7 +104,7 @@ def test_by_namespace_family_has_reloaders_exact_name_only_when_enabled() -> Non
 async def test_live_readyz_and_metrics_endpoints() -> None:
     recorder = metrics.Recorder(by_namespace=False)
     health = Health()
-    async with TestClient(TestServer(build_app(recorder, health))) as client:
+    async with listening(build_app(recorder, health)) as client:
         live = await client.get("/live")
         assert (live.status, await live.text()) == (200, "alive")
         assert (await client.get("/readyz")).status == 503
@@ -113,7 +130,7 @@ async def test_readyz_and_live_report_the_supervisors_failing_and_dead_tasks() -
     failing: list[str] = []
     dead: list[str] = []
     health = Health(synced=True, failing=lambda: failing, dead=lambda: dead)
-    async with TestClient(TestServer(build_app(metrics.Recorder(by_namespace=False), health))) as c:
+    async with listening(build_app(metrics.Recorder(by_namespace=False), health)) as c:
         assert (await c.get("/readyz")).status == 200
         failing.append("watch/configmaps")
         ready = await c.get("/readyz")
@@ -170,7 +187,7 @@ async def test_the_exposition_off_the_loop_is_the_same_text_and_lets_the_loop_ru
             await asyncio.sleep(0.001)
 
     task = asyncio.ensure_future(tick())
-    text = await recorder.exposition_off_loop()
+    text = await recorder.exposition_soon()
     task.cancel()
     assert ticks > 1, "the loop ran while the 10,000 series were formatted"
     assert text.count(b"kube_reloader_stale_workloads{") == metrics.MAX_STALE_SERIES

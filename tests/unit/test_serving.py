@@ -3,7 +3,7 @@
 Half-sent requests are closed at the header timeout, oversized ones at once; a client at
 its own cap loses its oldest connection; over the global cap the oldest connection still
 sending its headers makes way, else the oldest idle one, else the heaviest client's oldest;
-and complete requests get exactly the bytes plain aiohttp gives them. Then what the probes,
+and complete requests get exactly the bytes the bare answering protocol gives them. Then what the probes,
 `/metrics` and the diagnostics listener answer, and how listen addresses are read.
 """
 
@@ -24,7 +24,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -33,6 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kube_reloader import limits
 from kube_reloader.core.fairness import share
 from kube_reloader.edges import admitserving
+from kube_reloader.edges.plainhttp import Answering
 from kube_reloader.edges.serving import (
     Health,
     Limits,
@@ -62,8 +62,10 @@ class FixedRecorder:
     def exposition(self) -> bytes:
         return b"# HELP up fixed\nup 1.0\n"
 
-    async def exposition_off_loop(self) -> bytes:
-        return self.exposition()
+    def exposition_soon(self) -> asyncio.Future[bytes]:
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(self.exposition())
+        return done
 
 
 @pytest.fixture
@@ -249,16 +251,43 @@ async def test_one_client_at_its_own_cap_loses_its_oldest_connection_not_others(
 
 @with_limits()
 @pytest.mark.parametrize("path", ["/live", "/healthz", "/readyz", "/metrics", "/nothing"])
-async def test_complete_requests_get_the_bytes_plain_aiohttp_gives(
+async def test_complete_requests_get_the_bytes_the_bare_protocol_gives(
     serve: Server, path: str
 ) -> None:
-    plain = TestServer(build_app(FixedRecorder(), Health()), host="127.0.0.1")  # type: ignore[arg-type]
-    await plain.start_server()
+    routes = build_app(FixedRecorder(), Health())  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    bare = await loop.create_server(lambda: Answering(routes, 15.0), "127.0.0.1", 0)
     try:
-        assert plain.port is not None
-        assert await fetch(serve.port, path) == await fetch(plain.port, path)
+        port = bare.sockets[0].getsockname()[1]
+        assert await fetch(serve.port, path) == await fetch(port, path)
     finally:
-        await plain.close()
+        bare.close()
+
+
+@with_limits()
+@pytest.mark.parametrize(
+    ("request_line", "status_line", "has_body"),
+    [
+        (b"GET /live HTTP/1.1", b"HTTP/1.1 200 OK", True),
+        (b"HEAD /live HTTP/1.1", b"HTTP/1.1 200 OK", False),
+        (b"POST /live HTTP/1.1", b"HTTP/1.1 405 Method Not Allowed", True),
+        (b"GET /nothing HTTP/1.1", b"HTTP/1.1 404 Not Found", True),
+        (b"GET /live?x=1&x=2 HTTP/1.1", b"HTTP/1.1 200 OK", True),
+        (b"BREW /live HTCPCP/1.0", b"HTTP/1.1 400 Bad Request", True),
+    ],
+)
+async def test_each_request_gets_its_status_and_a_head_gets_no_body(
+    serve: Server, request_line: bytes, status_line: bytes, has_body: bool
+) -> None:
+    reader, writer = await connect(serve)
+    writer.write(request_line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == status_line
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    assert length > 0
+    assert len(body) == (length if has_body else 0)
 
 
 def test_the_open_files_soft_limit_is_raised_to_the_hard_limit() -> None:

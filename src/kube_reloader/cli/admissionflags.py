@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube_reloader.core.pausing import DurationError, parse_duration
-from kube_reloader.runtime.admitter import AdmissionSettings
+from kube_reloader.runtime.admitsettings import AdmissionSettings
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _ADDR = re.compile(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})")

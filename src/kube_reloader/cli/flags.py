@@ -37,7 +37,7 @@ from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Compat, Strategy
 from kube_reloader.logs import LEVELS
-from kube_reloader.runtime.admitter import AdmissionSettings
+from kube_reloader.runtime.admitsettings import AdmissionSettings
 from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
 from kube_reloader.runtime.options import Options

@@ -17,12 +17,13 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
-
-import aiohttp
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kube_reloader import __version__
 from kube_reloader.core import alerting, limiting
+
+if TYPE_CHECKING:  # imported when an alert or a webhook is first sent: a start costs less
+    import aiohttp
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,6 +48,8 @@ async def post(
     seconds: float = 10.0,
 ) -> tuple[int, str]:
     """POST once; returns (status, first 200 characters of the answer)."""
+    import aiohttp  # lazily: see the module's imports
+
     async with session.post(
         url,
         data=body,
@@ -89,6 +92,8 @@ class AlertSender:
 
     def start(self) -> None:
         """Open the HTTP session; the caller runs `run()` as a supervised task."""
+        import aiohttp  # lazily: see the module's imports
+
         self._session = aiohttp.ClientSession(
             trust_env=self.proxy is None, headers={"User-Agent": f"kube-reloader/{__version__}"}
         )
@@ -150,6 +155,8 @@ class AlertSender:
 
     async def run(self) -> None:
         """Send queued alerts until cancelled."""
+        import aiohttp  # lazily: see the module's imports
+
         assert self._session is not None
         ok_only_200 = alerting.payload(self.sink, "").ok_only_200
         while True:
@@ -228,6 +235,8 @@ class WebhookNotifier(Generic[T]):
     ) -> bool:
         """Send `body` once (retrying failures, `retrying` told each error before its
         retry). True when delivered."""
+        import aiohttp  # lazily: see the module's imports
+
         if self._session is None:
             self._session = aiohttp.ClientSession(trust_env=True)
         error = ""

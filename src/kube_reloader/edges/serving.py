@@ -9,8 +9,8 @@ bounded share of them (issue 13): each connection must finish its request header
 few seconds and keep them small, idle keep-alive is short, and the number of connections is
 capped. At the cap, the oldest connection still sending its headers (or idling after a
 response) makes way for the newcomer; if there is none, the newcomer is closed at once.
-A TLS listener (`tlsserving`) counts a connection the same way, from its first byte.
-"""
+A TLS listener (`tlsserving`) counts a connection the same way, from its first byte. The
+answers are `plainhttp`'s; only the admission webhook's listener runs on aiohttp."""
 
 from __future__ import annotations
 
@@ -19,12 +19,16 @@ import io
 import logging
 import tracemalloc
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
+from kube_reloader.edges.plainhttp import Answering, Handler, Reply, Routes, split_addr, then
 from kube_reloader.metrics import CONTENT_TYPE, Recorder
+
+if TYPE_CHECKING:  # the admission webhook's listener only: imported in that mode
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -44,104 +48,84 @@ class Health:
     dead: Callable[[], list[str]] = field(default=list)
 
 
-def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]:  # noqa: S104
-    """`:9090`, `127.0.0.1:9090` or `[::1]:9090` -> (host, port)."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{addr!r} is not host:port")
-    host = host.strip("[]") or default_host
-    return host, int(port)
-
-
-def metrics_handler(recorder: Recorder) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def metrics(_: web.Request) -> web.Response:
-        body = await recorder.exposition_off_loop()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+def metrics_handler(recorder: Recorder) -> Handler:
+    def metrics(_: Mapping[str, str]) -> asyncio.Future[Reply]:
+        return then(recorder.exposition_soon(), lambda body: Reply(200, body, CONTENT_TYPE))
 
     return metrics
 
 
-def build_app(recorder: Recorder, health: Health) -> web.Application:
-    async def live(_: web.Request) -> web.Response:
+def build_app(recorder: Recorder, health: Health) -> Routes:
+    def live(_: Mapping[str, str]) -> Reply:
         if health.lost_lease:
-            return web.Response(status=500)
+            return Reply.text("", 500)
         dead = health.dead()
         if dead:
-            return web.Response(status=500, text=f"tasks keep crashing: {', '.join(dead)}")
-        return web.Response(text="alive")
+            return Reply.text(f"tasks keep crashing: {', '.join(dead)}", 500)
+        return Reply.text("alive")
 
-    async def readyz(_: web.Request) -> web.Response:
+    def readyz(_: Mapping[str, str]) -> Reply:
         role = ("leader" if health.leader else "standby") if health.ha else "single"
         if not health.synced:
-            return web.Response(status=503, text=f"caches not synced ({role})")
+            return Reply.text(f"caches not synced ({role})", 503)
         failing = health.failing()
         if failing:
-            return web.Response(status=503, text=f"tasks failing: {', '.join(failing)} ({role})")
-        return web.Response(text=f"ok ({role})")
+            return Reply.text(f"tasks failing: {', '.join(failing)} ({role})", 503)
+        return Reply.text(f"ok ({role})")
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics_handler(recorder))
-    app.router.add_get("/live", live)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/healthz", live)
-    return app
+    return {
+        "/metrics": metrics_handler(recorder),
+        "/live": live,
+        "/readyz": readyz,
+        "/healthz": live,
+    }
 
 
-def build_health_app(health: Health) -> web.Application:
+def build_health_app(health: Health) -> Routes:
     """Reloader v2's health listener (`--health-addr`, controller-runtime's probes):
     `/healthz` means what `/live` means, `/readyz` what `/readyz` means on the metrics
     listener. Bodies as controller-runtime's: `ok` (with `?verbose`, the check list), and on
     failure 500 with the check named and the reason withheld (the port is public)."""
 
-    def answer(request: web.Request, check: str, healthy: bool) -> web.Response:
-        headers = {"X-Content-Type-Options": "nosniff"}
-        if healthy and "verbose" not in request.query:
-            return web.Response(text="ok", headers=headers)
+    def answer(query: Mapping[str, str], check: str, healthy: bool) -> Reply:
+        headers = (("X-Content-Type-Options", "nosniff"),)
+        if healthy and "verbose" not in query:
+            return Reply.text("ok", headers=headers)
         line = f"[+]{check} ok" if healthy else f"[-]{check} failed: reason withheld"
         verdict = "passed" if healthy else "failed"
-        return web.Response(
-            status=200 if healthy else 500,
-            text=f"{line}\nhealthz check {verdict}\n",
-            headers=headers,
-        )
+        return Reply.text(f"{line}\nhealthz check {verdict}\n", 200 if healthy else 500, headers)
 
-    async def healthz(request: web.Request) -> web.Response:
-        return answer(request, "healthz", not health.lost_lease and not health.dead())
+    def healthz(query: Mapping[str, str]) -> Reply:
+        return answer(query, "healthz", not health.lost_lease and not health.dead())
 
-    async def readyz(request: web.Request) -> web.Response:
-        return answer(request, "readyz", health.synced and not health.failing())
+    def readyz(query: Mapping[str, str]) -> Reply:
+        return answer(query, "readyz", health.synced and not health.failing())
 
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+    return {"/healthz": healthz, "/readyz": readyz}
 
 
-def build_debug_app(recorder: Recorder) -> web.Application:
+def build_debug_app(recorder: Recorder) -> Routes:
     if not tracemalloc.is_tracing():
         tracemalloc.start(10)
 
-    async def tasks(_: web.Request) -> web.Response:
+    def tasks(_: Mapping[str, str]) -> Reply:
         out = io.StringIO()
         for task in sorted(asyncio.all_tasks(), key=lambda t: t.get_name()):
             out.write(f"--- {task.get_name()} {'done' if task.done() else 'pending'}\n")
             task.print_stack(limit=8, file=out)
-        return web.Response(text=out.getvalue())
+        return Reply.text(out.getvalue())
 
-    async def memory(request: web.Request) -> web.Response:
-        limit = int(request.query.get("top", "30"))
+    def memory(query: Mapping[str, str]) -> Reply:
+        top = query.get("top", "30")
+        limit = int(top) if top.isdigit() else 30
         snapshot = tracemalloc.take_snapshot()
         stats = snapshot.statistics("lineno")[:limit]
         current, peak = tracemalloc.get_traced_memory()
         lines = [f"traced: current {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB"]
         lines += [str(s) for s in stats]
-        return web.Response(text="\n".join(lines) + "\n")
+        return Reply.text("\n".join(lines) + "\n")
 
-    app = web.Application()
-    app.router.add_get("/debug/tasks", tasks)
-    app.router.add_get("/debug/memory", memory)
-    app.router.add_get("/metrics", metrics_handler(recorder))
-    return app
+    return {"/debug/tasks": tasks, "/debug/memory": memory, "/metrics": metrics_handler(recorder)}
 
 
 #: bytes of one request or header line, whatever a listener's request bytes (its bodies) are
@@ -241,9 +225,8 @@ class Edge:
 
 
 class _Guard(asyncio.Protocol):
-    """One connection: watches where each request's headers end, then hands the bytes to
-    aiohttp's protocol. aiohttp itself has no header timeout (a half-sent request is only
-    dropped by its keep-alive timer) and no connection cap."""
+    """One connection: watches where each request's headers end, then hands the bytes to the
+    answering protocol (`plainhttp`'s, or aiohttp's), which has no header timeout or cap."""
 
     def __init__(self, edge: Edge, make_inner: Callable[[], asyncio.Protocol]) -> None:
         self.edge = edge
@@ -267,7 +250,7 @@ class _Guard(asyncio.Protocol):
         self._begin(transport)
 
     def _begin(self, transport: asyncio.Transport) -> None:
-        """Counted and timed from here on: hand the connection to aiohttp."""
+        """Counted and timed from here on: hand the connection to the answering protocol."""
         self.inner = self.make_inner()
         self.inner.connection_made(transport)
 
@@ -348,11 +331,12 @@ class _Guard(asyncio.Protocol):
 
 
 class Server:
-    """Run one aiohttp application on one address until stopped, behind the `Limits`."""
+    """Serve `routes` (or, for the admission webhook, an aiohttp application) on one
+    address until stopped, behind the `Limits`."""
 
     def __init__(
         self,
-        app: web.Application,
+        app: Routes | web.Application,
         addr: str,
         *,
         default_host: str = "0.0.0.0",  # noqa: S104
@@ -366,17 +350,11 @@ class Server:
 
     async def start(self) -> None:
         limits = self.edge.limits
-        self._runner = web.AppRunner(
-            self.app,
-            access_log=None,
-            keepalive_timeout=limits.keepalive_timeout,
-            max_line_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
-            max_field_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
-            lingering_time=limits.header_timeout,
-        )
-        await self._runner.setup()
-        handlers = self._runner.server
-        assert handlers is not None
+        handlers: Callable[[], asyncio.Protocol]
+        if isinstance(self.app, dict):  # an aiohttp application is a mapping, not a dict
+            handlers = partial(Answering, self.app, limits.keepalive_timeout)
+        else:
+            handlers = await self._aiohttp(self.app)  # the admission webhook's application
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             lambda: self._guard(handlers), self.host, self.port, reuse_address=True
@@ -384,6 +362,22 @@ class Server:
         if self.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]
         log.info("serving", extra={"address": f"{self.host}:{self.port}"})
+
+    async def _aiohttp(self, app: web.Application) -> Callable[[], asyncio.Protocol]:
+        from aiohttp import web  # the admission webhook's mode only
+
+        limits = self.edge.limits
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            keepalive_timeout=limits.keepalive_timeout,
+            max_line_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
+            max_field_size=min(limits.max_request_bytes, MAX_HEADER_LINE),
+            lingering_time=limits.header_timeout,
+        )
+        await self._runner.setup()
+        assert self._runner.server is not None
+        return self._runner.server
 
     def _guard(self, handlers: Callable[[], asyncio.Protocol]) -> _Guard:
         return _Guard(self.edge, handlers)

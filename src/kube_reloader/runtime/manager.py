@@ -31,7 +31,7 @@ from kube_reloader.kube import config, discovery, errors, hashkey, leases
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
-from kube_reloader.runtime.admitter import AdmissionSettings
+from kube_reloader.runtime.admitsettings import AdmissionSettings
 from kube_reloader.runtime.auditing import Auditing
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller

@@ -33,7 +33,8 @@ from kube_reloader.edges.serving import Limits
 from kube_reloader.edges.tlsserving import TlsServer, allow_names, require_client_certificates
 from kube_reloader.kube import admissioncerts, errors
 from kube_reloader.kube.client import Client
-from kube_reloader.runtime.admitter import AdmissionSettings, Admitter
+from kube_reloader.runtime.admitsettings import AdmissionSettings
+from kube_reloader.runtime.admitter import Admitter
 from kube_reloader.runtime.clock import Clock, sleep
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.reporting import log

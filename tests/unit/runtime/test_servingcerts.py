@@ -20,7 +20,7 @@ from kube_reloader.edges import admitserving
 from kube_reloader.kube import admissioncerts as pki
 from kube_reloader.kube import errors
 from kube_reloader.runtime import servingcerts
-from kube_reloader.runtime.admitter import AdmissionSettings
+from kube_reloader.runtime.admitsettings import AdmissionSettings
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
 from tests.unit.runtime.fakes import FakeClock

@@ -1,0 +1,237 @@
+"""HTTP/1.1 answers for the controller's own listeners (`/metrics`, the probes, diagnostics):
+llhttp's parser (httptools) on an asyncio protocol, behind `serving`'s guard.
+
+These listeners answer a handful of GETs with small bodies, so they need no framework: a
+route is a path and a handler from the query to a `Reply`. Importing a web framework cost
+the controller a fifth of a second of CPU at every start (issue 33); the admission webhook's
+listener, which reads request bodies, still runs on aiohttp, imported only in that mode.
+
+What a client may cost is bounded by the guard (`serving._Guard`: connection caps, header
+timeout and size); here, an idle keep-alive connection is closed after `keepalive` seconds,
+requests on one connection are answered one after the other in order, and a request that
+does not parse gets a 400 and the connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from http import HTTPStatus
+from typing import cast
+from urllib.parse import parse_qsl
+
+import httptools
+
+log = logging.getLogger(__name__)
+
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer: its status, body, content type and any further headers."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @staticmethod
+    def text(text: str, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+        return Reply(status, text.encode(), TEXT, headers)
+
+
+#: a route's handler: the request's query (first value of each name) -> the answer, or a
+#: future of it (work done off the loop); no handler starts a task (the supervisor owns them)
+Handler = Callable[[Mapping[str, str]], "Reply | asyncio.Future[Reply]"]
+Routes = dict[str, Handler]
+
+NOT_FOUND = Reply.text("404: Not Found", 404)
+NOT_ALLOWED = Reply.text("405: Method Not Allowed", 405, (("Allow", "GET, HEAD"),))
+BAD_REQUEST = Reply.text("400: Bad Request", 400)
+FAILED = Reply.text("500: Internal Server Error", 500)
+
+
+def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]:  # noqa: S104
+    """`:9090`, `127.0.0.1:9090` or `[::1]:9090` -> (host, port)."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{addr!r} is not host:port")
+    host = host.strip("[]") or default_host
+    return host, int(port)
+
+
+class _Date:
+    """The `Date` header, formatted once a second."""
+
+    second = -1
+    value = ""
+
+    @classmethod
+    def now(cls) -> str:
+        second = int(time.time())
+        if second != cls.second:
+            cls.second, cls.value = second, email.utils.formatdate(second, usegmt=True)
+        return cls.value
+
+
+def encode(reply: Reply, *, keep_alive: bool, head_only: bool = False) -> bytes:
+    """The bytes of `reply` on the wire."""
+    try:
+        reason = HTTPStatus(reply.status).phrase
+    except ValueError:
+        reason = ""
+    lines = [
+        f"HTTP/1.1 {reply.status} {reason}",
+        f"Content-Type: {reply.content_type}",
+        f"Content-Length: {len(reply.body)}",
+        f"Date: {_Date.now()}",
+        *(f"{k}: {v}" for k, v in reply.headers),
+    ]
+    if not keep_alive:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if head_only else head + reply.body
+
+
+def then(future: asyncio.Future[bytes], reply: Callable[[bytes], Reply]) -> asyncio.Future[Reply]:
+    """A future of `reply(result)` once `future` is done (its error passed on)."""
+    out: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[bytes]) -> None:
+        if out.cancelled():
+            return
+        if f.cancelled() or f.exception() is not None:
+            out.set_exception(f.exception() or asyncio.CancelledError())
+        else:
+            out.set_result(reply(f.result()))
+
+    future.add_done_callback(done)
+    return out
+
+
+class Answering(asyncio.Protocol):
+    """One connection: parse its requests, answer each from `routes`, in order. No task:
+    an answer that is not ready at once is a future whose callback writes it."""
+
+    def __init__(self, routes: Routes, keepalive: float) -> None:
+        self.routes = routes
+        self.keepalive = keepalive
+        self.loop = asyncio.get_running_loop()
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.url = b""
+        self.pending: deque[tuple[bytes, bytes, bool]] = deque()  # (method, url, keep-alive)
+        self.waiting: asyncio.Future[Reply] | None = None  # the answer being made
+        self.idle: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        self._disarm()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse()
+        except httptools.HttpParserError:
+            self._refuse()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.pending.clear()
+        if self.waiting is not None:
+            self.waiting.cancel()
+            self.waiting = None
+
+    # parser callbacks
+    def on_message_begin(self) -> None:
+        self.url = b""
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_message_complete(self) -> None:
+        self.pending.append((self.parser.get_method(), self.url, self.parser.should_keep_alive()))
+        if self.waiting is None:
+            self._answer_next()
+
+    def _answer_next(self) -> None:
+        """Answer the waiting requests in order, until one's answer is not ready yet."""
+        while self.pending and self.waiting is None and self._open():
+            method, url, keep = self.pending.popleft()
+            reply = self._reply(method, url)
+            if isinstance(reply, Reply):
+                self._write(reply, method, keep)
+                continue
+            self.waiting = reply
+            reply.add_done_callback(partial(self._ready, method=method, keep=keep))
+        if self.waiting is None:
+            self._arm()
+
+    def _ready(self, answer: asyncio.Future[Reply], *, method: bytes, keep: bool) -> None:
+        if answer is not self.waiting:  # the connection went away meanwhile
+            return
+        self.waiting = None
+        if answer.cancelled():
+            return
+        exc = answer.exception()
+        if exc is not None:
+            log.error("an HTTP answer failed", extra={"error": str(exc)[:300]})
+        self._write(FAILED if exc is not None else answer.result(), method, keep)
+        self._answer_next()
+
+    def _open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def _write(self, reply: Reply, method: bytes, keep: bool) -> None:
+        if not self._open():
+            return
+        assert self.transport is not None
+        self.transport.write(encode(reply, keep_alive=keep, head_only=method == b"HEAD"))
+        if not keep:
+            self.transport.close()
+
+    def _reply(self, method: bytes, url: bytes) -> Reply | asyncio.Future[Reply]:
+        try:
+            parsed = httptools.parse_url(url)
+        except httptools.HttpParserInvalidURLError:
+            return BAD_REQUEST
+        handler = self.routes.get((parsed.path or b"/").decode("latin-1"))
+        if handler is None:
+            return NOT_FOUND
+        if method not in (b"GET", b"HEAD"):
+            return NOT_ALLOWED
+        query = dict(reversed(parse_qsl((parsed.query or b"").decode("latin-1"), True)))
+        try:
+            return handler(query)
+        except Exception:
+            log.exception("an HTTP handler failed", extra={"path": parsed.path.decode("latin-1")})
+            return FAILED
+
+    def _refuse(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode(BAD_REQUEST, keep_alive=False))
+            self.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        if self.transport is not None and not self.pending:
+            self.idle = self.loop.call_later(self.keepalive, self._expire)
+
+    def _disarm(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
+
+    def _expire(self) -> None:
+        self.idle = None
+        if self.transport is not None and self.waiting is None:
+            self.transport.close()
