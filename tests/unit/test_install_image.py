@@ -67,6 +67,13 @@ def test_the_virtualenv_is_made_by_debians_python_and_filled_from_the_locks_in_o
     assert uninstall.split()[-len(ownimage.BUILD_ONLY) :] == list(ownimage.BUILD_ONLY)
 
 
+def test_the_virtualenv_is_byte_compiled_as_the_recipe_compiles_it() -> None:
+    build = dockerfile_stages()[0]
+    compile_line = f"{ownimage.VENV}/bin/python {' '.join(ownimage.COMPILE)}"
+    assert runs(build)[-1] == compile_line, "compiled last, after the build backend is gone"
+    assert not any("__pycache__" in cmd for cmd in runs(build)), "the bytecode is kept"
+
+
 def test_the_runtime_stage_trims_what_the_recipe_trims() -> None:
     runtime = " ".join(runs(dockerfile_stages()[1]))
     for path in ownimage.TRIM:
