@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import re
 import resource
+import socket
 import ssl
 import threading
 import time
@@ -804,3 +806,58 @@ async def test_a_large_review_is_parsed_in_a_worker_thread_a_small_one_on_the_lo
     finally:
         await server.stop()
     assert threads == [True, False], "50 bytes on the loop, 500 in a thread"
+
+
+@with_limits(keepalive_timeout=1.0)
+async def test_a_client_that_pipelines_and_never_reads_holds_one_buffer_then_is_closed(
+    serve: Server,
+) -> None:
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: it sticks
+    raw.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", serve.port))
+    reader, writer = await asyncio.open_connection(sock=raw)
+    flood = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000
+    writer.write(flood)  # 20,000 requests at once, and not one answer read
+    (guard,) = serve.edge.open
+    inner = guard.inner
+    assert isinstance(inner, Answering)
+    for _ in range(200):  # until the answers fill the buffers, at most 10 s
+        if inner.blocked:
+            break
+        await asyncio.sleep(0.05)
+    assert inner.blocked, "the unread answers stopped the reading of requests"
+    assert inner.pending, "requests wait, unanswered, instead of answers piling up"
+    for _ in range(200):  # blocked past the keep-alive timeout: the server lets go
+        if not serve.edge.open:
+            break
+        await asyncio.sleep(0.05)
+    assert not serve.edge.open, "a client that reads nothing is not kept forever"
+    got = b""
+    with contextlib.suppress(ConnectionError):  # cut off after the keep-alive timeout
+        while chunk := await asyncio.wait_for(reader.read(65536), 10):
+            got += chunk
+    assert 0 < got.count(b"HTTP/1.1 200 OK") < 20_000
+    writer.close()
+
+
+@with_limits(keepalive_timeout=0.5)
+async def test_a_request_whose_announced_body_never_comes_is_closed_like_an_idle_one(
+    serve: Server,
+) -> None:
+    reader, writer = await connect(serve)
+    writer.write(b"GET /live HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")  # and no body
+    assert await seconds_until_closed(reader) < 5
+    writer.close()
+
+
+@with_limits()
+async def test_garbage_after_a_request_gets_its_400_after_that_requests_answer(
+    serve: Server,
+) -> None:
+    reader, writer = await connect(serve)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n\x00\x01 not http\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 10)  # then the server closes
+    statuses = re.findall(rb"HTTP/1\.1 \d{3} [^\r]*", raw)
+    assert statuses == [b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"]
+    writer.close()

@@ -107,8 +107,10 @@ def then(future: asyncio.Future[bytes], reply: Callable[[bytes], Reply]) -> asyn
     def done(f: asyncio.Future[bytes]) -> None:
         if out.cancelled():
             return
-        if f.cancelled() or f.exception() is not None:
-            out.set_exception(f.exception() or asyncio.CancelledError())
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())  # type: ignore[arg-type]
         else:
             out.set_result(reply(f.result()))
 
@@ -127,22 +129,40 @@ class Answering(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.url = b""
-        self.pending: deque[tuple[bytes, bytes, bool]] = deque()  # (method, url, keep-alive)
+        #: (method, url, keep-alive, the answer if it is fixed already)
+        self.pending: deque[tuple[bytes, bytes, bool, Reply | None]] = deque()
         self.waiting: asyncio.Future[Reply] | None = None  # the answer being made
         self.idle: asyncio.TimerHandle | None = None
+        #: the client is not reading its answers: read no more requests, answer no more
+        self.blocked = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        self._disarm()
+        # The idle timer runs on: only an answer re-arms it, so a request whose body never
+        # comes is closed `keepalive` seconds after the last answer like an idle connection.
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse()
+        except httptools.HttpParserUpgrade:  # answered as HTTP/1.1, then the connection ends
+            self._last(None)
         except httptools.HttpParserError:
-            self._refuse()
+            self._last(BAD_REQUEST)
+
+    def pause_writing(self) -> None:
+        """The answers pile up unread: stop reading requests until they drain, so a client
+        that pipelines requests and reads nothing holds one buffer's worth, not more."""
+        self.blocked = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.blocked = False
+        if self._open():
+            assert self.transport is not None
+            self.transport.resume_reading()
+            self._answer_next()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -159,33 +179,34 @@ class Answering(asyncio.Protocol):
         self.url += url
 
     def on_message_complete(self) -> None:
-        self.pending.append((self.parser.get_method(), self.url, self.parser.should_keep_alive()))
+        method, keep = self.parser.get_method(), self.parser.should_keep_alive()
+        self.pending.append((method, self.url, keep, None))
         if self.waiting is None:
             self._answer_next()
 
     def _answer_next(self) -> None:
         """Answer the waiting requests in order, until one's answer is not ready yet."""
-        while self.pending and self.waiting is None and self._open():
-            method, url, keep = self.pending.popleft()
-            reply = self._reply(method, url)
+        while self.pending and self.waiting is None and not self.blocked and self._open():
+            method, url, keep, fixed = self.pending.popleft()
+            reply = fixed or self._reply(method, url)
             if isinstance(reply, Reply):
                 self._write(reply, method, keep)
                 continue
             self.waiting = reply
             reply.add_done_callback(partial(self._ready, method=method, keep=keep))
-        if self.waiting is None:
+        if self.waiting is None:  # idle, or blocked by a client not reading: both time out
             self._arm()
 
     def _ready(self, answer: asyncio.Future[Reply], *, method: bytes, keep: bool) -> None:
         if answer is not self.waiting:  # the connection went away meanwhile
             return
         self.waiting = None
-        if answer.cancelled():
-            return
-        exc = answer.exception()
-        if exc is not None:
+        exc = None if answer.cancelled() else answer.exception()
+        if answer.cancelled() or exc is not None:
             log.error("an HTTP answer failed", extra={"error": str(exc)[:300]})
-        self._write(FAILED if exc is not None else answer.result(), method, keep)
+            self._write(FAILED, method, keep)
+        else:
+            self._write(answer.result(), method, keep)
         self._answer_next()
 
     def _open(self) -> bool:
@@ -216,14 +237,24 @@ class Answering(asyncio.Protocol):
             log.exception("an HTTP handler failed", extra={"path": parsed.path.decode("latin-1")})
             return FAILED
 
-    def _refuse(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(BAD_REQUEST, keep_alive=False))
+    def _last(self, reply: Reply | None) -> None:
+        """Read no more: answer what came before, then `reply` (if any), then close."""
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if reply is not None:
+            self.pending.append((b"", b"", False, reply))
+        elif self.pending:
+            method, url, _, fixed = self.pending.pop()
+            self.pending.append((method, url, False, fixed))
+        elif self.waiting is None and self.transport is not None:
             self.transport.close()
+            return
+        if self.waiting is None:
+            self._answer_next()
 
     def _arm(self) -> None:
         self._disarm()
-        if self.transport is not None and not self.pending:
+        if self.transport is not None:
             self.idle = self.loop.call_later(self.keepalive, self._expire)
 
     def _disarm(self) -> None:
@@ -234,4 +265,5 @@ class Answering(asyncio.Protocol):
     def _expire(self) -> None:
         self.idle = None
         if self.transport is not None and self.waiting is None:
-            self.transport.close()
+            # a client that stopped reading would never let a close flush: cut it off
+            self.transport.abort() if self.blocked else self.transport.close()

@@ -16,14 +16,14 @@ import asyncio
 import collections
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import cast
-from urllib.parse import urlsplit
 
 import httptools
 
 from kube_reloader.kube import wiretunnel as tunnel
+from kube_reloader.kube.wireparts import Target, request_head
 from kube_reloader.kube.wiretunnel import MAX_HEAD, WireError
 
 __all__ = ["Pool", "Response", "Target", "WireError", "request_head"]
@@ -33,28 +33,6 @@ HIGH_WATER = 1 << 20
 #: seconds a connection may sit idle and still be reused: a server closes idle connections
 #: in its own time, and a request written on one it is closing would get no answer
 KEEPALIVE = 15.0
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a pool connects: the server (scheme, host, port), its TLS, and a proxy."""
-
-    https: bool
-    host: str
-    port: int
-    ssl: ssl.SSLContext | None = None
-    server_hostname: str | None = None
-    proxy: tuple[str, int] | None = None
-    #: headers of a CONNECT tunnel (https through a proxy)
-    connect_headers: tuple[tuple[str, str], ...] = ()
-
-    @staticmethod
-    def of(url: str) -> tuple[str, int, bool]:
-        """(host, port, https) of a URL: default ports, IPv6 brackets removed."""
-        parts = urlsplit(url)
-        https = parts.scheme == "https"
-        port = parts.port or (443 if https else 80)
-        return parts.hostname or "", port, https
 
 
 @dataclass(slots=True)
@@ -113,6 +91,7 @@ class _Conn(asyncio.Protocol):
         self.paused = False
         self.done = False
         self.keep_alive = False
+        self.informational = False
         self.inflate: zlib._Decompress | None = None
 
     # ------------------------------------------------------------- asyncio side
@@ -154,6 +133,10 @@ class _Conn(asyncio.Protocol):
         self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
 
     def on_headers_complete(self) -> None:
+        if self.parser.get_status_code() < 200:  # informational: the answer comes after it
+            self.informational = True
+            self.headers, self.head_bytes = {}, 0
+            return
         if self.headers.get("content-encoding", "").lower() == "gzip":
             self.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
         if self.head is not None and not self.head.done():
@@ -172,6 +155,9 @@ class _Conn(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.informational:
+            self.informational = False
+            return
         if self.inflate is not None:
             rest = self.inflate.flush()
             if rest:
@@ -257,6 +243,7 @@ class Pool:
         self._idle: dict[Target, list[_Conn]] = {}
         self._open: set[_Conn] = set()
         self._slots: asyncio.Semaphore | None = None
+        self._swept = 0.0
         self.closed = False
 
     async def send(
@@ -273,16 +260,19 @@ class Pool:
         the connect and the answer's head; `deadline` (loop time) the whole answer,
         `read_timeout` each wait for its next bytes."""
         loop = asyncio.get_running_loop()
+        until = loop.time() + head_within
+        if deadline is not None:
+            until = min(deadline, until)
         if self.limit and self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         if self._slots is not None:
-            await self._slots.acquire()
+            async with asyncio.timeout_at(until):  # the wait for a slot counts too
+                await self._slots.acquire()
         try:
-            conn = self._pooled(target) or await _connect(self, target, head_within)
+            conn = self._pooled(target) or await _connect(self, target, until - loop.time())
             self._open.add(conn)
-            until = loop.time() + head_within
-            if deadline is not None:
-                until = min(deadline, until)
+            if loop.time() >= until:  # never write a request whose time is up
+                raise TimeoutError()
             resp = await conn.exchange(head + body if body else head, until)
         except BaseException:
             if self._slots is not None:
@@ -304,14 +294,22 @@ class Pool:
         return None
 
     def give_back(self, conn: _Conn) -> None:
-        """An answer was released: its connection goes idle, or is closed if unfinished."""
+        """An answer was released: its connection goes idle, or is closed if unfinished (or
+        if the pool is closed). Connections idle past `KEEPALIVE` are closed on the way, at
+        most once a second, whatever their target (an old client certificate's included)."""
         if self._slots is not None:
             self._slots.release()
-        if conn.reusable() and not conn.body:
-            conn.idle_since = conn.loop.time()
+        now = conn.loop.time()
+        if conn.reusable() and not conn.body and not self.closed:
+            conn.idle_since = now
             self._idle.setdefault(conn.key, []).append(conn)
         else:
             self._discard(conn)
+        if now - self._swept >= 1.0:
+            self._swept = now
+            for idle in list(self._idle.values()):
+                for old in [c for c in idle if now - c.idle_since > KEEPALIVE]:
+                    self._discard(old)
 
     def _discard(self, conn: _Conn) -> None:
         conn.close()
@@ -321,8 +319,11 @@ class Pool:
         """`conn` is closed: it is no longer idle."""
         self._open.discard(conn)
         idle = self._idle.get(conn.key)
-        if idle and conn in idle:
-            idle.remove(conn)
+        if idle is not None:
+            if conn in idle:
+                idle.remove(conn)
+            if not idle:
+                del self._idle[conn.key]
 
     def close(self) -> None:
         """Close every connection: answers being read end with `WireError`."""
@@ -339,14 +340,19 @@ async def _connect(pool: Pool, t: Target, within: float) -> _Conn:
     def made() -> _Conn:
         return _Conn(pool, t)
 
-    async with asyncio.timeout(within):
-        if t.proxy is None or not t.https:
-            host, port = t.proxy or (t.host, t.port)
-            tls = t.ssl if t.proxy is None else None
-            name = (t.server_hostname or t.host) if tls is not None else None
-            _, conn = await loop.create_connection(made, host, port, ssl=tls, server_hostname=name)
-            return conn
-        return await _tunnel(loop, t, made)
+    try:
+        async with asyncio.timeout(within):
+            if t.proxy is None or not t.https:
+                host, port = t.proxy or (t.host, t.port)
+                tls = t.ssl if t.proxy is None else None
+                name = (t.server_hostname or t.host) if tls is not None else None
+                _, conn = await loop.create_connection(
+                    made, host, port, ssl=tls, server_hostname=name
+                )
+                return conn
+            return await _tunnel(loop, t, made)
+    except UnicodeError as exc:  # a host name IDNA cannot encode
+        raise WireError(f"cannot connect to {t.host!r}: {exc}") from exc
 
 
 async def _tunnel(loop: asyncio.AbstractEventLoop, t: Target, made: Callable[[], _Conn]) -> _Conn:
@@ -360,22 +366,3 @@ async def _tunnel(loop: asyncio.AbstractEventLoop, t: Target, made: Callable[[],
     )  # fmt: skip # one argument per part of the tunnel
     conn.connection_made(tls)
     return conn
-
-
-def request_head(
-    method: str,
-    target: str,
-    host: str,
-    headers: Mapping[str, str],
-    body: bytes | None,
-) -> bytes:
-    """The request line and headers, encoded once. A value with a line break (a token file
-    with two lines) would start a header of its own: it is refused."""
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
-    for k, v in headers.items():
-        if "\r" in v or "\n" in v:
-            raise WireError(f"header {k}: the value has a line break")
-        lines.append(f"{k}: {v}")
-    if body is not None or method in ("POST", "PUT", "PATCH"):
-        lines.append(f"Content-Length: {len(body) if body else 0}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -182,3 +182,31 @@ async def test_a_connection_idle_longer_than_the_keepalive_is_not_reused(serve) 
     assert await get(pool, target) == (200, b"{}")
     assert server.connections == 2, "the fresh one is reused"
     pool.close()
+
+
+async def test_an_informational_answer_is_skipped_for_the_real_one(serve) -> None:  # type: ignore[no-untyped-def]
+    server, target = await serve(lambda head: b"HTTP/1.1 100 Continue\r\n\r\n" + sized(b'{"a":1}'))
+    pool = wire.Pool(1)
+    assert await get(pool, target) == (200, b'{"a":1}')
+    assert await get(pool, target) == (200, b'{"a":1}'), "the connection is still in step"
+    assert server.connections == 1
+    pool.close()
+
+
+async def test_a_request_whose_time_runs_out_waiting_for_a_connection_is_never_sent(serve) -> None:  # type: ignore[no-untyped-def]
+    server, target = await serve(lambda head: sized(b"{}"))
+    pool = wire.Pool(1)
+    head = wire.request_head("GET", "/x", "test", {}, None)
+    held = await pool.send(target, head, None, head_within=5)  # the one slot, not released
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError):
+        await pool.send(target, head, None, head_within=5, deadline=loop.time() + 0.2)
+    assert len(server.heads) == 1, "the second request was never written"
+    held.release()
+    assert await get(pool, target) == (200, b"{}"), "and its slot was not lost"
+    pool.close()
+
+
+def test_a_header_value_that_is_not_latin_1_is_a_wire_error() -> None:
+    with pytest.raises(wire.WireError, match="latin-1"):
+        wire.request_head("GET", "/", "h", {"Authorization": "Bearer \ufefftoken"}, None)
