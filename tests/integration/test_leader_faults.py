@@ -41,7 +41,7 @@ from kube_reloader.runtime.leadership import (
 from kube_reloader.runtime.manager import follow_lease, lease_elector
 from kube_reloader.runtime.options import Options
 from tests.harness import auto_deployment_on_configmap, env_of, update_cm
-from tests.waiting import eventually
+from tests.waiting import alongside, eventually
 
 # serial: lease timings (a cluster of its own, restarted under the controller)
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.serial]
@@ -178,17 +178,6 @@ async def ns(api: Client) -> str:
     return name
 
 
-@contextlib.asynccontextmanager
-async def electing(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(elector.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 def elector(client: Client, ns: str, flag: Flag, wall_skew: float = 0.0) -> LeaderElector:
     skew = dt.timedelta(seconds=wall_skew)
     return LeaderElector(
@@ -224,10 +213,10 @@ async def test_a_leader_whose_connection_hangs_stops_within_the_renew_deadline_b
         via_proxy = await stack.enter_async_context(Client(proxy.route(conn)))
         direct = await stack.enter_async_context(Client(conn))
         leader = elector(via_proxy, ns, a)
-        leader_task = await stack.enter_async_context(electing(leader))
+        leader_task = await stack.enter_async_context(alongside(leader.run()))
         await asyncio.wait_for(a.wait(), 15)
         standby = elector(direct, ns, b)
-        await stack.enter_async_context(electing(standby))
+        await stack.enter_async_context(alongside(standby.run()))
         await renewal_seen(standby, "replica-a")
         stalled_at = time.monotonic()
         proxy.stall()
@@ -255,9 +244,9 @@ async def test_a_skewed_clock_never_takes_a_live_lease_and_still_takes_an_expire
     async with Client(conn) as client_a, Client(conn) as client_b:
         leader = elector(client_a, ns, a, skew if skewed == "leader" else 0.0)
         standby = elector(client_b, ns, b, skew if skewed == "standby" else 0.0)
-        async with electing(leader) as leader_task:
+        async with alongside(leader.run()) as leader_task:
             await asyncio.wait_for(a.wait(), 15)
-            async with electing(standby):
+            async with alongside(standby.run()):
                 await asyncio.sleep(2.5 * TIMING.lease_duration)
                 assert not b.is_set(), "the standby never took the live lease"
                 assert a.is_set()

@@ -810,8 +810,22 @@ async def test_a_large_review_is_parsed_in_a_worker_thread_a_small_one_on_the_lo
 
 @with_limits(keepalive_timeout=1.0)
 async def test_a_client_that_pipelines_and_never_reads_holds_one_buffer_then_is_closed(
-    serve: Server,
+    serve: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    blocked: asyncio.Queue[Answering] = asyncio.Queue()  # the connection that stopped reading
+    let_go = asyncio.Event()
+    pause, forget = Answering.pause_writing, serve.edge.forget
+
+    def pausing(self: Answering) -> None:
+        pause(self)
+        blocked.put_nowait(self)
+
+    def forgetting(guard: Any) -> None:
+        forget(guard)
+        let_go.set()
+
+    monkeypatch.setattr(Answering, "pause_writing", pausing)
+    monkeypatch.setattr(serve.edge, "forget", forgetting)
     raw = socket.socket()
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: it sticks
     raw.setblocking(False)
@@ -819,19 +833,10 @@ async def test_a_client_that_pipelines_and_never_reads_holds_one_buffer_then_is_
     reader, writer = await asyncio.open_connection(sock=raw)
     flood = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000
     writer.write(flood)  # 20,000 requests at once, and not one answer read
-    (guard,) = serve.edge.open
-    inner = guard.inner
-    assert isinstance(inner, Answering)
-    for _ in range(200):  # until the answers fill the buffers, at most 10 s
-        if inner.blocked:
-            break
-        await asyncio.sleep(0.05)
+    inner = await asyncio.wait_for(blocked.get(), 10)  # the answers filled the buffers
     assert inner.blocked, "the unread answers stopped the reading of requests"
     assert inner.pending, "requests wait, unanswered, instead of answers piling up"
-    for _ in range(200):  # blocked past the keep-alive timeout: the server lets go
-        if not serve.edge.open:
-            break
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(let_go.wait(), 10)  # blocked past the keep-alive timeout
     assert not serve.edge.open, "a client that reads nothing is not kept forever"
     got = b""
     with contextlib.suppress(ConnectionError):  # cut off after the keep-alive timeout
