@@ -92,7 +92,7 @@ class Watcher:
             try:
                 async for line in _lines(resp.chunks()):
                     yield events.decode(line)
-            except (wire.WireError, TimeoutError, OSError) as exc:
+            except wire.FAILURES as exc:
                 raise errors.ConnectionFailed(
                     f"WATCH {resource}: stream broke: {describe(exc)}"
                 ) from exc

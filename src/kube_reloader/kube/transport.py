@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import ssl
 import time
 from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -110,7 +109,6 @@ class Transport:
         self.observer = observer
         self.host = host_of(config.server)
         self._monotonic = monotonic
-        self._user_agent = user_agent
         #: the seconds one ordinary request may take; a watch's connect timeout
         self.timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -121,6 +119,10 @@ class Transport:
         self._server_host, self._server_port, https = wire.Target.of(config.server)
         self._prefix = urlsplit(config.server).path.rstrip("/")
         self._proxy = wire.Target.of(proxy)[:2] if proxy else None
+        self._https = https
+        # plain http through a proxy names the whole URL on the request line
+        origin = config.server.rstrip("/").removesuffix(self._prefix)
+        self._absolute = origin if proxy and not https else ""
         # https goes through a CONNECT tunnel: the credentials go on the CONNECT request
         # only; plain http is sent to the proxy itself, the credentials on each request.
         self._connect_headers = tuple((proxy_auth or {}).items()) if https else ()
@@ -129,8 +131,7 @@ class Transport:
             self._base_headers["Accept-Encoding"] = "gzip"
         if not https:
             self._base_headers.update(proxy_auth or {})
-        self._ssl_cache: dict[tuple[bytes | None, bytes | None], ssl.SSLContext] = {}
-        self._targets: dict[ssl.SSLContext | None, wire.Target] = {}
+        self._targets: dict[tuple[bytes | None, bytes | None], wire.Target] = {}
         self._decoders: dict[Any, Any] = {}
 
     async def __aenter__(self) -> Self:
@@ -163,32 +164,23 @@ class Transport:
 
     # ----------------------------------------------------------------- plumbing
 
-    def _ssl_context(self, auth: AuthState) -> ssl.SSLContext | None:
-        if not self.config.server.startswith("https://"):
-            return None
-        key = (auth.cert_pem, auth.key_pem)
-        ctx = self._ssl_cache.get(key)
-        if ctx is not None:
-            return ctx
-        ctx = tls.client_context(self.config, auth)
-        self._ssl_cache = {key: ctx}  # credentials rotate; keep only the current context
-        return ctx
-
     def _target(self, auth: AuthState) -> wire.Target:
-        """Where a request with `auth`'s credentials connects (its TLS context included)."""
-        ctx = self._ssl_context(auth)
-        target = self._targets.get(ctx)
+        """Where a request with `auth`'s credentials connects: the server, the proxy and the
+        TLS context presenting `auth`'s client certificate (made once per certificate;
+        credentials rotate, so only the current one is kept)."""
+        key = (auth.cert_pem, auth.key_pem)
+        target = self._targets.get(key)
         if target is None:
             target = wire.Target(
-                https=ctx is not None,
+                https=self._https,
                 host=self._server_host,
                 port=self._server_port,
-                ssl=ctx,
+                ssl=tls.client_context(self.config, auth) if self._https else None,
                 server_hostname=self.config.tls_server_name or None,
                 proxy=self._proxy,
                 connect_headers=self._connect_headers,
             )
-            self._targets = {ctx: target}  # one context at a time, as above
+            self._targets = {key: target}
         return target
 
     def decoder(self, tp: Any) -> Any:
@@ -225,7 +217,7 @@ class Transport:
                 resp = await self._send(
                     method, path, auth, params, body, content_type, stream, read_timeout
                 )
-            except (wire.WireError, TimeoutError, OSError) as exc:
+            except wire.FAILURES as exc:
                 err = self._unreachable(method, path, exc)
                 if retry and method == "GET" and attempt + 1 < self._retry.attempts:
                     await asyncio.sleep(self._retry.delay(attempt))
@@ -273,11 +265,9 @@ class Transport:
         if content_type:
             headers["Content-Type"] = content_type
         target = self._target(auth)
-        uri = self._prefix + path
+        uri = self._absolute + self._prefix + path
         if params:
             uri += "?" + urlencode(params)
-        if self._proxy is not None and not target.https:
-            uri = self.config.server.rstrip("/").removesuffix(self._prefix) + uri
         head = wire.request_head(method, uri, self.host, headers, body)
         pool = self.stream_pool if stream else self.pool
         if stream:
@@ -314,7 +304,7 @@ class Transport:
             ) as resp:
                 try:
                     return await resp.read()
-                except (wire.WireError, TimeoutError, OSError) as exc:
+                except wire.FAILURES as exc:
                     raise errors.ConnectionFailed(
                         f"{method} {path}: connection broke while reading: {describe(exc)}"
                     ) from exc
@@ -344,7 +334,7 @@ async def _error_of(resp: wire.Response, method: str, path: str) -> errors.ApiEr
     connection released)."""
     try:
         data = await resp.read()
-    except (wire.WireError, TimeoutError, OSError) as exc:
+    except wire.FAILURES as exc:
         data = str(exc).encode()
     finally:
         resp.release()

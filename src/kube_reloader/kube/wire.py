@@ -26,7 +26,11 @@ from kube_reloader.kube import wiretunnel as tunnel
 from kube_reloader.kube.wireparts import Target, request_head
 from kube_reloader.kube.wiretunnel import MAX_HEAD, WireError
 
-__all__ = ["Pool", "Response", "Target", "WireError", "request_head"]
+__all__ = ["FAILURES", "Pool", "Response", "Target", "WireError", "request_head"]
+
+#: what a request on the wire may raise when it gets no usable answer (the system's errors,
+#: a TLS handshake's included, are OSErrors); `Transport` maps them to `ConnectionFailed`
+FAILURES = (WireError, TimeoutError, OSError)
 
 #: a stream's unread bytes at which its connection stops reading (the server waits)
 HIGH_WATER = 1 << 20
@@ -173,15 +177,15 @@ class _Conn(asyncio.Protocol):
 
     # ------------------------------------------------------------- request side
 
-    async def exchange(self, request: bytes, deadline: float) -> Response:
-        """Send one request; wait (until `deadline`) for the head of its answer."""
+    async def exchange(self, request: bytes, deadline: float) -> int:
+        """Send one request; wait (until `deadline`) for the head of its answer (`headers`);
+        returns its status."""
         assert self.transport is not None
         self._reset()
         self.head = self.loop.create_future()
         self.transport.write(request)
         await _until(self.loop, self.head, deadline)
-        status = self.parser.get_status_code()
-        return Response(status, self.headers, self, None, None)
+        return self.parser.get_status_code()
 
     def take(self) -> bytes:
         data = self.body.popleft()
@@ -268,21 +272,20 @@ class Pool:
         if self._slots is not None:
             async with asyncio.timeout_at(until):  # the wait for a slot counts too
                 await self._slots.acquire()
+        conn: _Conn | None = None
         try:
             conn = self._pooled(target) or await _connect(self, target, until - loop.time())
             self._open.add(conn)
             if loop.time() >= until:  # never write a request whose time is up
                 raise TimeoutError()
-            resp = await conn.exchange(head + body if body else head, until)
+            status = await conn.exchange(head + body if body else head, until)
         except BaseException:
             if self._slots is not None:
                 self._slots.release()
-            if "conn" in locals():
+            if conn is not None:
                 self._discard(conn)
             raise
-        resp.deadline = deadline
-        resp.read_timeout = read_timeout
-        return resp
+        return Response(status, conn.headers, conn, deadline, read_timeout)
 
     def _pooled(self, target: Target) -> _Conn | None:
         idle = self._idle.get(target)
