@@ -9,9 +9,10 @@ import logging
 import resource
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ def measure(root: yaml.Node) -> Expansion:
     """How large `root` is, without expanding anything: each distinct node is visited once,
     so an alias bomb costs no more than its text. Raises `RecursiveAlias` on a cycle and
     `RecursionError` on nesting deeper than the interpreter's stack."""
+    import yaml  # only where YAML is read: an in-cluster start never parses any
+
     # per distinct node: (nodes below it expanded, sum of their depths below it)
     sizes: dict[int, tuple[int, int]] = {}
     written = [0, 0]  # distinct nodes, sum of their depths where first written

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 HEAVY = ("importlib.metadata", "aiohttp", "msgspec", "prometheus_client", "yaml", "ruamel")
 
@@ -33,10 +36,56 @@ def test_the_version_is_still_read_from_the_package_metadata_on_use() -> None:
     assert kube_reloader.__version__ != "0+unknown"
 
 
+def test_the_version_read_without_importlib_metadata_is_the_one_it_would_give() -> None:
+    from importlib import metadata
+
+    import kube_reloader
+
+    assert kube_reloader.installed_version() == metadata.version("kube-reloader")
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        (
+            {"kube_reloader-1.2.3.dist-info/METADATA": "Name: kube-reloader\nVersion: 1.2.3\n"},
+            "1.2.3",
+        ),
+        ({"kube_reloader-1.2.3.dist-info/METADATA": "Name: x\n\nVersion: 9\n"}, None),
+        ({"kube_reloader-1.egg-info/PKG-INFO": "Version: 1\n"}, None),
+        (
+            {
+                "kube_reloader-1.dist-info/METADATA": "Version: 1\n",
+                "kube_reloader-2.dist-info/METADATA": "Version: 2\n",
+            },
+            None,
+        ),
+        ({"kube_reloader-1.dist-info/RECORD": ""}, None),
+    ],
+    ids=["one dist-info", "no version among its headers", "an egg", "two installs", "no METADATA"],
+)
+def test_the_fast_version_read_defers_to_importlib_metadata_when_unsure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entries: dict[str, str], expected: str | None
+) -> None:
+    import kube_reloader
+
+    for name, text in entries.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)])
+    assert kube_reloader.installed_version() == expected
+
+
 #: what the controller's start never imports unless a flag asks for it (issue 33): a web
 #: framework (aiohttp: the admission webhook and alert webhooks only), the admission webhook's
-#: server and certificates, and lint's YAML editor
+#: server and certificates, lint's YAML editor, the pprof listener's
+#: tracemalloc, time zones (a window outside UTC), a typo's suggestions, and importlib.metadata
+#: (the version is read from the dist-info directly)
 NOT_AT_START = (
+    "importlib.metadata",
+    "difflib",
+    "tracemalloc",
+    "zoneinfo",
     "aiohttp",
     "cryptography",
     "ruamel",

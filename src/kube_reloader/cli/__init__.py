@@ -11,7 +11,6 @@ usage error of the other commands.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Sequence
 
@@ -63,13 +62,17 @@ def _dispatch(command: str, args: list[str]) -> int:
         from kube_reloader.cli import impact
 
         return impact.main(args)
-    from kube_reloader.cli import run
+    from kube_reloader.runtime import memory
 
+    with memory.loading_modules():
+        from kube_reloader.cli import run
     return run.main(args)
 
 
 def _unknown(word: str) -> int:
     """A bare word before any flag was never valid for the controller: most likely a typo."""
+    import difflib  # only for this message: not on every start
+
     near = difflib.get_close_matches(word, COMMANDS, n=1)
     hint = f"; did you mean {near[0]!r}?" if near else f"; commands: {', '.join(COMMANDS)}"
     print(f"error: unknown command {word!r}{hint} (kube-reloader --help)", file=sys.stderr)

@@ -32,7 +32,6 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from zoneinfo import ZoneInfo
 
 MAX_LENGTH = 256
 MAX_DURATION = 7 * 86400.0
@@ -186,6 +185,8 @@ def _locate(tz: str, now: float) -> tuple[dt.tzinfo | None, dt.date | None]:
 def _zone(name: str) -> dt.tzinfo | None:
     if name == "UTC":
         return dt.UTC
+    from zoneinfo import ZoneInfo  # a window with a zone other than UTC: not on every start
+
     try:
         return ZoneInfo(name)
     except Exception:  # noqa: BLE001 - odd keys and odd files under TZPATH raise all sorts

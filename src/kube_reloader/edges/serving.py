@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import tracemalloc
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +104,8 @@ def build_health_app(health: Health) -> Routes:
 
 
 def build_debug_app(recorder: Recorder) -> Routes:
+    import tracemalloc  # only with --enable-pprof: not on every start
+
     if not tracemalloc.is_tracing():
         tracemalloc.start(10)
 

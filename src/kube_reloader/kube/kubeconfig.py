@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import yaml
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kube_reloader.kube.credentials import (
     EXEC_API_VERSIONS,
@@ -29,6 +28,9 @@ from kube_reloader.kube.credentials import (
     TokenFileCredentials,
 )
 from kube_reloader.kube.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class Entry(NamedTuple):
@@ -59,8 +61,10 @@ def merge(paths: list[Path]) -> Merged:
                 raise ConfigError(f"kubeconfig {path}: file does not exist")
             continue  # client-go skips missing files in KUBECONFIG
         found = True
+        import yaml  # only with a kubeconfig file: an in-cluster start never parses YAML
+
         try:
-            doc = yaml.load(path.read_text(), Loader=_Loader) or {}  # noqa: S506 - a safe loader
+            doc = yaml.load(path.read_text(), Loader=_loader()) or {}  # noqa: S506 - a safe loader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
@@ -173,14 +177,19 @@ def _kind_of(value: object) -> str:
     return "a list" if isinstance(value, list) else "a mapping"
 
 
-class _Loader(yaml.SafeLoader):
+@functools.cache
+def _loader() -> type[yaml.SafeLoader]:
     """YAML as Go's decoder reads it into JSON: an unquoted date stays a string."""
+    import yaml
 
+    class Loader(yaml.SafeLoader):
+        pass
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return Loader
 
 
 # ----------------------------------------------------------------------- certificates and users
