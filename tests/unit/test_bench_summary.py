@@ -11,10 +11,15 @@ from bench import readme, summary
 
 
 def _run(
-    p99: float | None, cpu1k: float, missed: int = 0, converged: float | None = 1.0
+    p99: float | None,
+    cpu1k: float,
+    missed: int = 0,
+    converged: float | None = 1.0,
+    start: float = 0.25,
 ) -> dict[str, Any]:
     return {"latency_ms": {"p99": p99}, "cpu_per_1k_events": cpu1k, "missed": missed,
-            "duplicates": 0, "converged_s": converged, "rss_peak_mib": 50.0}  # fmt: skip
+            "duplicates": 0, "converged_s": converged, "rss_peak_mib": 50.0,
+            "start_cpu_seconds": start}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -60,9 +65,12 @@ def _results() -> dict[str, Any]:
         "S1": {"kube-reloader": [_run(20, 0.9), _run(22, 1.1), _run(21, 1.0)],
                "reloader-v1": [_run(40, 1.0), _run(44, 1.0), _run(42, 1.0)],
                "reloader-v2": [_run(30, 2.0), _run(30, 2.0), _run(30, 2.0)]},
-        "S2": {"kube-reloader": [_run(20, 3.0)] * 3,
+        "S2": {"kube-reloader": [_run(20, 3.0, start=0.15)] * 3,
                "reloader-v1": [_run(None, 1.0, missed=50, converged=None)] * 3,
-               "reloader-v2": [_run(25, 1.0)] * 3},
+               "reloader-v2": [_run(25, 1.5)] * 3},
+        "M1": {"kube-reloader": [_run(20, 0.5, start=2.0)] * 3,
+               "reloader-v1": [_run(25, 0.6)] * 3,
+               "reloader-v2": [_run(25, 0.9)] * 3},
     }  # fmt: skip
 
 
@@ -83,8 +91,13 @@ def test_the_generated_block_carries_the_run_its_ratios_and_the_cpu_verdicts() -
     # Reloader v1 never converged in S2: no ratio, and its 150 missed pairs are shown
     assert "| S2 Fan-out: 1 CM, 50 Deployments | reloader-v1 | — | — |" in text
     assert text.count("| 150 | 0 |") == 1
-    assert "| S1 | ≤ 1.0× | 1.00 (0.90–1.10) | met |" in text
-    assert "| S2 | ≤ 1.5× | 3.00 | **not met** |" in text
+    # the leanest peer of each scenario, by its median; the ratio to it, repeat by repeat
+    assert (
+        "| S1 | reloader-v1 | 1.00 | 1.00 (0.90–1.10) | 1.00 (0.90–1.10) | met | 0.25 | **not met** |"
+        in text
+    )
+    assert "| S2 | reloader-v1 | 1.00 | 3.00 | 3.00 | **not met** | 0.15 | met |" in text
+    assert "| M1 | reloader-v1 | 0.60 | 0.50 | 0.83 | met | 2.00 | 17,000 objects listed |" in text
 
 
 def test_update_rewrites_only_the_block_and_copies_the_plots(tmp_path: Path) -> None:
@@ -216,7 +229,7 @@ def test_a_rerun_replaces_only_its_scenarios_and_the_block_says_so() -> None:
     again = {"meta": {**META, "date": "2026-12-03 11:30 UTC", "repeats": 3, "current": "def456 fix"},
              "results": {"S2": {c: [_run(10, 1.0)] * 3 for c in ("kube-reloader", "reloader-v1", "reloader-v2")}}}  # fmt: skip
     results, meta = readme.merged({"meta": META, "results": _results()}, [again])
-    assert list(results) == ["S1", "S2"]
+    assert list(results) == ["S1", "S2", "M1"]
     assert results["S1"] == _results()["S1"]
     assert results["S2"]["reloader-v1"][0]["converged_s"] is not None
     text = readme.block(results, meta)
