@@ -60,6 +60,8 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
             profile = out_dir / "profiles" / f"{scenario.id}-{file_safe(controller)}.svg"
             profile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = controller_argv(controller, bins, scenario, env)
+        if controller == CURRENT:
+            argv += args.current_args
         ctrl = Controller(controller, argv, env, log, profile)
         run = Run(
             scenario,

@@ -44,6 +44,12 @@ def _top_calls(runs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{k} {v}" for k, v in top) or "none"
 
 
+def _with(meta: dict[str, Any]) -> str:
+    """The flags the current tree alone ran with (`--current-args`), if any."""
+    extra = meta.get("current_args") or []
+    return f" with `{' '.join(extra)}`" if extra else ""
+
+
 def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
     peers = ", ".join(f"{p} {v}" for p, v in (meta.get("peers") or {}).items())
     kind = (
@@ -57,7 +63,7 @@ def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
     return [f"{meta['date']} — {meta['machine']} — {kind} run of {scenarios} scenario(s), "
             f"{n} run(s) per scenario and controller, seed {meta['seed']}, {meta['duration']} s of updates "
             f"per scenario{shortened}, convergence awaited up to {meta.get('converge_timeout', '?')} s. "
-            f"kube-reloader: `{meta.get('current', '?')}`; {peers}. Each cell is the median (min–max) "
+            f"kube-reloader: `{meta.get('current', '?')}`{_with(meta)}; {peers}. Each cell is the median (min–max) "
             "of the runs; a ratio is kube-reloader / peer, taken repeat by repeat (lower is better "
             "for latency, convergence, requests, CPU and memory)."]  # fmt: skip
 

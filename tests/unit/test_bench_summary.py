@@ -241,3 +241,9 @@ def test_a_rerun_replaces_only_its_scenarios_and_the_block_says_so() -> None:
     other = {"meta": {**again["meta"], "peers": {"reloader-v1": "v1.4.21"}}, "results": {}}
     with pytest.raises(SystemExit, match="same peers"):
         readme.merged({"meta": META, "results": _results()}, [other])
+
+
+def test_the_header_names_the_flags_only_the_current_tree_ran_with() -> None:
+    text = readme.block(_results(), {**META, "current_args": ["--event-loop=uvloop"]})
+    assert "kube-reloader: `abc123 subject` with `--event-loop=uvloop`;" in text
+    assert "kube-reloader: `abc123 subject`;" in readme.block(_results(), META)

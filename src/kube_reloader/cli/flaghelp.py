@@ -115,6 +115,8 @@ HELP = {
     "consumes (kube-reloader.io/reload-scope overrides)",
     "default-strategy": "pod-level reloads without kube-reloader.io/strategy: patch (write "
     "the template) or evict (replace the pods)",
+    "event-loop": "asyncio (the standard library's) or uvloop (needs the kube-reloader[uvloop] "
+    "extra)",
     "workload-kind": "also reload this custom resource, whose pod template is at PATH "
     "(repeatable; default: none)",
 }

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kube_reloader.cli import admissionflags, compat, fleet
+from kube_reloader.cli import admissionflags, compat, eventloops, fleet
 from kube_reloader.cli.flagset import (
     ANNOTATION_FLAGS,
     DNS_LABEL,
@@ -63,6 +63,7 @@ class RunSettings:
     health_addr: str | None = None
     #: the mutating admission webhook (`--admission-addr`); None: not served
     admission: AdmissionSettings | None = None
+    event_loop: str = "asyncio"
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:
@@ -90,6 +91,7 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
             options, admission_grace=admission.grace, admission_keys=admission.authenticated
         )
     _check_addrs(ns)
+    eventloops.loop_factory(ns.event_loop, tls_listener=admission is not None)  # or one line
     return RunSettings(
         options=options,
         metrics_addr=ns.metrics_addr,
@@ -105,6 +107,7 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
         # v1 as today: no health listener unless --health-addr is given
         health_addr=ns.health_addr if v2 or "health_addr" in compat.given(argv) else None,
         admission=admission,
+        event_loop=ns.event_loop,
     )
 
 

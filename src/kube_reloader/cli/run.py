@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kube_reloader import __version__, limits, logs
+from kube_reloader.cli import eventloops
 from kube_reloader.cli.flags import FlagError, RunSettings, parse
 from kube_reloader.kube import config, errors
 from kube_reloader.kube.client import Client
@@ -37,7 +38,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     limits.raise_open_files_limit()  # watches and probes must not run out of descriptors
-    return asyncio.run(_run(conn, settings))
+    with asyncio.Runner(loop_factory=eventloops.loop_factory(settings.event_loop)) as runner:
+        return runner.run(_run(conn, settings))
 
 
 def manager_settings(settings: RunSettings) -> ManagerSettings:
@@ -69,6 +71,7 @@ async def _run(conn: config.ConnectionConfig, settings: RunSettings) -> int:
             "strategy": opts.plan.strategy.value,
             "resources": ",".join(r.plural for r in opts.resources),
             "compat": settings.compat.value,
+            "event_loop": type(loop).__module__.partition(".")[0],
         },
     )
     # `Client` and `Controller` are looked up here, at call time: tests/integration swaps them

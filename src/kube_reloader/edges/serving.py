@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kube_reloader.edges.plainhttp import Answering, Handler, Reply, Routes, split_addr, then
 from kube_reloader.metrics import CONTENT_TYPE, Recorder
@@ -242,7 +242,7 @@ class _Guard(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.transport = transport
         peername = transport.get_extra_info("peername")
         self.peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
