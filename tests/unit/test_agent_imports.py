@@ -3,6 +3,7 @@ needs (kube_reloader.__version__ is read on use, not at import)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,20 @@ def test_the_controllers_start_loads_no_web_framework_and_no_admission_webhook()
         m for m in loaded if any(m == h or m.startswith(h + ".") for h in NOT_AT_START)
     )
     assert unwanted == []
+
+
+def test_a_kubeconfig_in_json_is_read_without_loading_a_yaml_parser(tmp_path: Path) -> None:
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "x",
+           "clusters": [{"name": "c", "cluster": {"server": "https://a:6443"}}],
+           "users": [{"name": "u", "user": {"token": "t"}}],
+           "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}  # fmt: skip
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(doc))
+    code = (
+        "from kube_reloader.kube import config\n"
+        f"assert config.load_kubeconfig([__import__('pathlib').Path({str(path)!r})], env={{}})"
+        ".server == 'https://a:6443'"
+    )
+    loaded = modules_loaded_by(code)
+    assert "kube_reloader.kube.kubeconfig" in loaded
+    assert sorted(m for m in loaded if m == "yaml" or m.startswith("yaml.")) == []

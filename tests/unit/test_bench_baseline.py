@@ -77,3 +77,21 @@ def test_names() -> None:
     assert baseline.is_kube_reloader("kube-reloader@origin/main")
     assert not baseline.is_kube_reloader("reloader-v1")
     assert baseline.file_safe("kube-reloader@origin/main") == "kube-reloader@origin_main"
+
+
+def test_every_controller_is_handed_the_clusters_kubeconfig_as_json_beside_it(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    import yaml
+    from bench import compare
+
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "x",
+           "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443",
+                                                  "certificate-authority": "ca.crt"}}]}  # fmt: skip
+    source = tmp_path / "kubeconfig"
+    source.write_text(yaml.safe_dump(doc))
+    out = compare.as_json(source)
+    assert out.parent == source.parent, "relative certificate paths still resolve"
+    assert json.loads(out.read_text()) == doc

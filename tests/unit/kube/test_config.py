@@ -152,6 +152,37 @@ def test_broken_yaml_names_the_file_and_line(tmp_path: Path) -> None:
         config.load_kubeconfig([path])
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(simple(ns="n")),
+        "  " + json.dumps(simple(ns="n"), indent=2),
+        # starts like JSON but is YAML's flow style: read as YAML
+        "{apiVersion: v1, kind: Config, clusters: [{name: c, cluster: {server: 'https://a:6443'}}],"
+        " users: [{name: u, user: {token: t}}], contexts: [{name: x, context: {cluster: c,"
+        " user: u, namespace: n}}], current-context: x}",
+    ],
+    ids=["JSON", "indented JSON", "YAML flow style"],
+)
+def test_a_kubeconfig_in_json_or_yamls_flow_style_reads_as_its_yaml_form(
+    tmp_path: Path, text: str
+) -> None:
+    as_yaml = config.load_kubeconfig([write(tmp_path / "y", simple(ns="n"))], env={})
+    path = tmp_path / "j"
+    path.write_text(text)
+    got = config.load_kubeconfig([path], env={})
+    assert (got.server, got.namespace, got.source.replace("/j", "/y")) == (
+        as_yaml.server, as_yaml.namespace, as_yaml.source,
+    )  # fmt: skip
+
+
+def test_broken_json_names_the_file_as_yaml_does(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_text('{"apiVersion": "v1", "clusters": [\n')
+    with pytest.raises(ConfigError, match=rf"kubeconfig {path}:\d+: not valid YAML"):
+        config.load_kubeconfig([path])
+
+
 def test_missing_single_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file does not exist"):
         config.load_kubeconfig([tmp_path / "nope"])
