@@ -151,16 +151,19 @@ class Transport:
     @property
     def pool(self) -> wire.Pool:
         """The pool of ordinary requests: at most `max_connections` at once."""
-        if self._pool is None:
-            self._pool = wire.Pool(self._max_connections)
-        return self._pool
+        return self._pools()[0]
 
     @property
     def stream_pool(self) -> wire.Pool:
-        """The pool of watch streams: one connection per open watch, no limit."""
-        if self._stream_pool is None:
-            self._stream_pool = wire.Pool(0)
-        return self._stream_pool
+        """The pool of watch streams: one connection per open watch, no limit. The two pools
+        take over each other's idle connections (a watch starts on its LIST's)."""
+        return self._pools()[1]
+
+    def _pools(self) -> tuple[wire.Pool, wire.Pool]:
+        if self._pool is None or self._stream_pool is None:
+            self._pool, self._stream_pool = wire.Pool(self._max_connections), wire.Pool(0)
+            self._pool.shares(self._stream_pool)
+        return self._pool, self._stream_pool
 
     # ----------------------------------------------------------------- plumbing
 

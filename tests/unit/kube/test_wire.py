@@ -98,6 +98,53 @@ async def test_requests_in_turn_share_one_kept_alive_connection(serve) -> None: 
     pool.close()
 
 
+async def test_pools_that_share_take_over_each_others_idle_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    server, target = await serve(lambda head: sized(b"{}"))
+    lists, watches = wire.Pool(4), wire.Pool(0)
+    lists.shares(watches)
+    assert await get(lists, target) == (200, b"{}")  # the LIST, then its watch on its connection
+    assert await get(watches, target) == (200, b"{}")
+    assert server.connections == 1
+    assert await get(lists, target) == (200, b"{}")  # and back
+    assert server.connections == 1
+    # two at once: the second finds nothing idle and connects
+    first = await lists.send(
+        target, wire.request_head("GET", "/a", "t", {}, None), None, head_within=5
+    )
+    second = await watches.send(
+        target, wire.request_head("GET", "/b", "t", {}, None), None, head_within=5
+    )
+    assert server.connections == 2
+    for resp in (first, second):
+        await resp.read()
+        resp.release()
+    watches.close()  # closes what it holds, not what the other pool holds
+    assert await get(lists, target) == (200, b"{}")
+    assert server.connections == 2
+    lists.close()
+
+
+async def test_a_pool_uses_its_own_idle_connection_before_its_partners(serve) -> None:  # type: ignore[no-untyped-def]
+    server, target = await serve(lambda head: sized(b"{}"))
+    mine, other = wire.Pool(4), wire.Pool(0)
+    mine.shares(other)
+    a = await mine.send(target, wire.request_head("GET", "/a", "t", {}, None), None, head_within=5)
+    b = await other.send(target, wire.request_head("GET", "/b", "t", {}, None), None, head_within=5)
+    for resp in (a, b):
+        await resp.read()
+        resp.release()
+    assert server.connections == 2
+    own = a.conn
+    again = await mine.send(
+        target, wire.request_head("GET", "/c", "t", {}, None), None, head_within=5
+    )
+    assert again.conn is own
+    await again.read()
+    again.release()
+    mine.close()
+    other.close()
+
+
 async def test_a_connection_the_server_closes_is_not_reused(serve) -> None:  # type: ignore[no-untyped-def]
     server, target = await serve(lambda head: sized(b"{}", "Connection: close"))
     pool = wire.Pool(4)
