@@ -193,8 +193,11 @@ def main() -> int:
     )
     p.add_argument("--converge-timeout", type=float, default=300.0,
                    help="seconds after the last update a run waits for the final state (300)")  # fmt: skip
-    p.add_argument("--profile", action="store_true",
-                   help="record a py-spy flame graph of kube-reloader's first run of each scenario")  # fmt: skip
+    p.add_argument("--profile", nargs="?", const="svg", default="", choices=("svg", "folded"),
+                   help="record a py-spy profile of kube-reloader's first run of each scenario: a "
+                   "flame graph (svg), or collapsed stacks to tally with `python -m bench.folded`")  # fmt: skip
+    p.add_argument("--profile-rate", type=int, default=100, metavar="HZ",
+                   help="py-spy's samples per second (100)")  # fmt: skip
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     p.add_argument(
         "--baseline",

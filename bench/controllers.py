@@ -22,12 +22,13 @@ from .runs import Scenario
 class Controller:
     """One controller process, with /proc sampling of CPU and RSS.
 
-    With `profile` (an SVG path), py-spy samples the first process (not a restarted one) in
+    With `profile` (a path: `.svg` for a flame graph, `.folded` for collapsed stacks), py-spy
+    samples `rate` times a second the first process (not a restarted one) in
     non-blocking mode, so the controller is never stopped for a sample: its own CPU seconds
     do not include the profiler's, which runs as a process of its own."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path,
-                 profile: Path | None = None) -> None:  # fmt: skip
+                 profile: Path | None = None, rate: int = 100) -> None:  # fmt: skip
         self.name, self.argv, self.env, self.log = name, argv, env, log
         self.samples: list[tuple[float, float, int]] = []  # (t, cpu seconds, rss bytes)
         self.cpu_before_restart = 0.0
@@ -40,8 +41,9 @@ class Controller:
         if profile is not None:
             spy = Path(sys.executable).with_name("py-spy")
             self.profiler = subprocess.Popen(
-                [str(spy), "record", "--pid", str(self.proc.pid), "--rate", "100", "--nonblocking",
-                 "--format", "flamegraph", "--output", str(profile)],
+                [str(spy), "record", "--pid", str(self.proc.pid), "--rate", str(rate),
+                 "--nonblocking", "--format", "raw" if profile.suffix == ".folded" else "flamegraph",
+                 "--output", str(profile)],
                 stdout=subprocess.DEVNULL, stderr=profile.with_suffix(".log").open("w"),
             )  # fmt: skip
         self._stop = threading.Event()

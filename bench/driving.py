@@ -57,12 +57,13 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         log.parent.mkdir(parents=True, exist_ok=True)
         profile = None
         if args.profile and is_kube_reloader(controller) and repeat == 0:
-            profile = out_dir / "profiles" / f"{scenario.id}-{file_safe(controller)}.svg"
+            stem = f"{scenario.id}-{file_safe(controller)}"
+            profile = out_dir / "profiles" / f"{stem}.{args.profile}"
             profile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = controller_argv(controller, bins, scenario, env)
         if controller == CURRENT:
             argv += args.current_args
-        ctrl = Controller(controller, argv, env, log, profile)
+        ctrl = Controller(controller, argv, env, log, profile, args.profile_rate)
         run = Run(
             scenario,
             controller,
