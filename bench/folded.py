@@ -6,7 +6,9 @@ kube-reloader's samples go, as shares of all samples.
 Two tables: **self** by module (the file of the innermost Python frame: the work done there or
 in the C code it called, such as `ssl.py` for TLS records), and **inclusive** by kube-reloader
 function (every sample with that function anywhere on its stack, so the shares overlap: a
-caller includes its callees).
+caller includes its callees). Samples whose innermost frame is the selector's `select` are
+the loop waiting for I/O (py-spy, without `--native`, cannot tell a wait in `epoll_wait`
+from work): they are counted apart and left out of both tables.
 
 A line of the input is `frame;frame;...;frame COUNT`, outermost frame first, each frame
 `function (path:line)` as py-spy writes it (`path` may lack `:line`)."""
@@ -27,6 +29,7 @@ PACKAGE = "kube_reloader/"
 @dataclass
 class Tally:
     total: int = 0
+    waiting: int = 0
     by_module: Counter[str] = field(default_factory=Counter)
     by_function: Counter[str] = field(default_factory=Counter)
 
@@ -58,6 +61,10 @@ def tally(lines: Iterable[str]) -> Tally:
         frames = [frame(f) for f in stack.split(";") if f]
         if not frames:
             continue
+        func, module = frames[-1]
+        if func.rpartition(".")[2] == "select" and module.endswith("selectors.py"):
+            out.waiting += n
+            continue
         out.total += n
         out.by_module[frames[-1][1]] += n
         ours = {f"{mod.removeprefix(PACKAGE)}:{func}" for func, mod in frames if PACKAGE in mod}
@@ -76,7 +83,7 @@ def table(title: str, counts: Counter[str], total: int, top: int) -> list[str]:
 def render(t: Tally, top: int) -> str:
     if not t.total:
         return "no samples"
-    lines = [f"{t.total} samples", ""]
+    lines = [f"{t.total} samples ({t.waiting} more waiting in the selector, left out)", ""]
     lines += table("self, by module", t.by_module, t.total, top)
     lines.append("")
     lines += table("inclusive, by kube-reloader function", t.by_function, t.total, top)

@@ -51,7 +51,8 @@ def _with(meta: dict[str, Any]) -> str:
 
 
 def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
-    peers = ", ".join(f"{p} {v}" for p, v in (meta.get("peers") or {}).items())
+    names = ", ".join(f"{p} {v}" for p, v in (meta.get("peers") or {}).items())
+    peers = f"; {names}" if names else ""  # a run of kube-reloader alone (`--peers=`) has none
     kind = (
         "quick" if meta["quick"] else "full-length" if meta["duration"] >= FULL_DURATION else "full"
     )
@@ -63,7 +64,7 @@ def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:
     return [f"{meta['date']} — {meta['machine']} — {kind} run of {scenarios} scenario(s), "
             f"{n} run(s) per scenario and controller, seed {meta['seed']}, {meta['duration']} s of updates "
             f"per scenario{shortened}, convergence awaited up to {meta.get('converge_timeout', '?')} s. "
-            f"kube-reloader: `{meta.get('current', '?')}`{_with(meta)}; {peers}. Each cell is the median (min–max) "
+            f"kube-reloader: `{meta.get('current', '?')}`{_with(meta)}{peers}. Each cell is the median (min–max) "
             "of the runs; a ratio is kube-reloader / peer, taken repeat by repeat (lower is better "
             "for latency, convergence, requests, CPU and memory)."]  # fmt: skip
 

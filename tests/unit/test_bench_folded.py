@@ -48,17 +48,19 @@ def test_self_goes_to_the_innermost_frame_and_inclusive_to_every_function_of_our
         f"run (/l/asyncio/base_events.py:1);patch ({kr}/kube/client.py:9);"
         f"patch ({kr}/kube/client.py:9) 3\n",
         "run (/l/asyncio/base_events.py:1) 1\n",
+        "run (/l/asyncio/base_events.py:1);EpollSelector.select (selectors.py:468) 7\n",
         "garbage without a count\n",
         "\n",
     ]
     t = folded.tally(lines)
     assert t.total == 10
+    assert t.waiting == 7  # the loop's wait for I/O, apart
     assert t.by_module == {"python3.11/ssl.py": 6, "kube_reloader/kube/client.py": 3,
                            "asyncio/base_events.py": 1}  # fmt: skip
     # a recursive function counts once per sample
     assert t.by_function == {"kube/client.py:patch": 9, "kube/wire.py:send": 6}
     text = folded.render(t, top=1)
-    assert "10 samples" in text
+    assert "10 samples (7 more waiting in the selector, left out)" in text
     assert "| `python3.11/ssl.py` | 60.0% |" in text
     assert "| `kube/client.py:patch` | 90.0% |" in text
     assert "wire.py:send" not in text  # past --top
