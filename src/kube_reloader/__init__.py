@@ -28,19 +28,27 @@ def __getattr__(name: str) -> str:
 def installed_version() -> str | None:
     """The `Version:` of the first `kube_reloader-*.dist-info` on sys.path, the one
     importlib.metadata would find, or None (then it is asked). Read without importing it:
-    importlib.metadata costs a controller's start ~5 ms of CPU
-    (issue 33)."""
+    importlib.metadata costs a controller's start ~5 ms of CPU (issue 33). Anything else
+    importlib.metadata might take first (an `.egg-info`, a name spelt otherwise, several
+    installs in one place, a zip archive or an `.egg` on the path) means None."""
     for entry in sys.path:
+        where = entry or "."
+        if where.lower().rstrip("/\\").endswith(".egg"):
+            return None
         try:
-            names = [n for n in os.listdir(entry or ".") if n.lower().startswith(_DIST_PREFIX)]
+            names = [n for n in os.listdir(where) if _ours(n)]
+        except NotADirectoryError:
+            return None  # a zip archive: importlib.metadata looks inside
         except OSError:
             continue
         if not names:
             continue
-        if len(names) > 1 or not names[0].endswith(".dist-info"):
-            return None  # an egg, or several installs in one place: as importlib.metadata says
+        if len(names) > 1 or not (
+            names[0].startswith(_DIST_PREFIX) and names[0].endswith(".dist-info")
+        ):
+            return None
         try:
-            with open(os.path.join(entry or ".", names[0], "METADATA"), encoding="utf-8") as f:
+            with open(os.path.join(where, names[0], "METADATA"), encoding="utf-8") as f:
                 for line in f:
                     if line.startswith("Version:"):
                         return line.removeprefix("Version:").strip()
@@ -50,3 +58,10 @@ def installed_version() -> str | None:
             pass
         return None
     return None
+
+
+def _ours(name: str) -> bool:
+    """Metadata that may be this distribution's, however spelt (`Kube.Reloader-1.dist-info`,
+    `kube_reloader.egg-info`); the package's own directory is not."""
+    folded = name.lower().replace("-", "_").replace(".", "_")
+    return folded.startswith("kube_reloader_")

@@ -62,8 +62,26 @@ def test_the_version_read_without_importlib_metadata_is_the_one_it_would_give() 
             None,
         ),
         ({"kube_reloader-1.dist-info/RECORD": ""}, None),
+        ({"kube_reloader.egg-info/PKG-INFO": "Version: 9.9\n"}, None),
+        ({"Kube.Reloader-2.0.dist-info/METADATA": "Version: 2.0\n"}, None),
+        (
+            {
+                "kube_reloader/__init__.py": "",
+                "kube_reloader_extras-1.dist-info/METADATA": "Version: 1\n",
+            },
+            None,
+        ),
     ],
-    ids=["one dist-info", "no version among its headers", "an egg", "two installs", "no METADATA"],
+    ids=[
+        "one dist-info",
+        "no version among its headers",
+        "an egg",
+        "two installs",
+        "no METADATA",
+        "a source tree's egg-info",
+        "a name spelt otherwise",
+        "a look-alike",
+    ],
 )
 def test_the_fast_version_read_defers_to_importlib_metadata_when_unsure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entries: dict[str, str], expected: str | None
@@ -73,8 +91,27 @@ def test_the_fast_version_read_defers_to_importlib_metadata_when_unsure(
     for name, text in entries.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)])
+    later = tmp_path.parent / f"{tmp_path.name}-site" / "kube_reloader-0.9.dist-info"
+    later.mkdir(parents=True)
+    (later / "METADATA").write_text("Version: 0.9\n")  # never reached past what is unsure
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path), str(later.parent)])
     assert kube_reloader.installed_version() == expected
+
+
+@pytest.mark.parametrize("first", ["archive.zip", "kube_reloader-0.1-py3.11.egg"])
+def test_a_zip_or_an_egg_on_the_path_before_the_dist_info_defers_to_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    import kube_reloader
+
+    (tmp_path / first).write_bytes(b"PK")  # a file: listdir says it is not a directory
+    later = tmp_path / "site"
+    (later / "kube_reloader-1.0.dist-info").mkdir(parents=True)
+    (later / "kube_reloader-1.0.dist-info" / "METADATA").write_text("Version: 1.0\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / first), str(later)])
+    assert kube_reloader.installed_version() is None
+    monkeypatch.setattr(sys, "path", [str(later)])
+    assert kube_reloader.installed_version() == "1.0"
 
 
 #: what the controller's start never imports unless a flag asks for it (issue 33): a web

@@ -179,9 +179,9 @@ def _document(path: Path) -> Any:
         raise ConfigError(f"kubeconfig {path}: cannot be read: {exc.strerror}") from exc
     if text.lstrip().startswith("{"):
         try:
-            return json.loads(text)
-        except ValueError:
-            pass  # a YAML flow mapping, say: YAML decides
+            return json.loads(text, parse_constant=_not_json)
+        except (ValueError, RecursionError):
+            pass  # a YAML flow mapping, NaN, nesting past Python's stack: YAML decides
     import yaml  # only for a YAML kubeconfig: an in-cluster start never parses any
 
     try:
@@ -190,6 +190,11 @@ def _document(path: Path) -> Any:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"kubeconfig {path}{line}: not valid YAML") from exc
+
+
+def _not_json(token: str) -> Any:
+    """`NaN` and `Infinity` are not JSON: YAML reads them as strings, as Go's decoder would."""
+    raise ValueError(token)
 
 
 @functools.cache

@@ -176,6 +176,24 @@ def test_a_kubeconfig_in_json_or_yamls_flow_style_reads_as_its_yaml_form(
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_a_json_looking_kubeconfig_with_a_bare_nan_or_infinity_reads_them_as_yaml_strings(
+    tmp_path: Path, token: str
+) -> None:
+    path = tmp_path / "k"
+    path.write_text(json.dumps(simple(ns="PLACE")).replace('"PLACE"', token))
+    assert config.load_kubeconfig([path], env={}).namespace == token
+
+
+def test_json_nested_past_pythons_stack_is_an_error_of_the_file_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "k"
+    path.write_text('{"a": ' * 200_000 + "1" + "}" * 200_000)
+    with pytest.raises(ConfigError, match=rf"kubeconfig {path}"):
+        config.load_kubeconfig([path])
+
+
 def test_broken_json_names_the_file_as_yaml_does(tmp_path: Path) -> None:
     path = tmp_path / "k"
     path.write_text('{"apiVersion": "v1", "clusters": [\n')
