@@ -66,8 +66,8 @@ def tally(lines: Iterable[str]) -> Tally:
             out.waiting += n
             continue
         out.total += n
-        out.by_module[frames[-1][1]] += n
-        ours = {f"{mod.removeprefix(PACKAGE)}:{func}" for func, mod in frames if PACKAGE in mod}
+        out.by_module[module] += n
+        ours = {f"{m.removeprefix(PACKAGE)}:{f}" for f, m in frames if PACKAGE in m}
         for name in ours:
             out.by_function[name] += n
     return out
