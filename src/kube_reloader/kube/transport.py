@@ -113,8 +113,9 @@ class Transport:
         self.timeout = timeout
         self._retry = retry or RetryPolicy()
         self._max_connections = max_connections
-        self._pool: wire.Pool | None = None
-        self._stream_pool: wire.Pool | None = None
+        #: (requests, watch streams), made together on first use; each takes over the other's
+        #: idle connections (a watch starts on its LIST's)
+        self._pools: tuple[wire.Pool, wire.Pool] | None = None
         proxy, proxy_auth = _proxy_parts(config.proxy)
         self._server_host, self._server_port, https = wire.Target.of(config.server)
         self._prefix = urlsplit(config.server).path.rstrip("/")
@@ -142,28 +143,25 @@ class Transport:
 
     async def close(self) -> None:
         """Close both pools (open watch streams end with `ConnectionFailed`)."""
-        pools = (self._pool, self._stream_pool)
-        self._pool = self._stream_pool = None
+        pools, self._pools = self._pools or (), None
         for pool in pools:
-            if pool is not None:
-                pool.close()
+            pool.close()
 
     @property
     def pool(self) -> wire.Pool:
         """The pool of ordinary requests: at most `max_connections` at once."""
-        return self._pools()[0]
+        return self._pair()[0]
 
     @property
     def stream_pool(self) -> wire.Pool:
-        """The pool of watch streams: one connection per open watch, no limit. The two pools
-        take over each other's idle connections (a watch starts on its LIST's)."""
-        return self._pools()[1]
+        """The pool of watch streams: one connection per open watch, no limit."""
+        return self._pair()[1]
 
-    def _pools(self) -> tuple[wire.Pool, wire.Pool]:
-        if self._pool is None or self._stream_pool is None:
-            self._pool, self._stream_pool = wire.Pool(self._max_connections), wire.Pool(0)
-            self._pool.shares(self._stream_pool)
-        return self._pool, self._stream_pool
+    def _pair(self) -> tuple[wire.Pool, wire.Pool]:
+        if self._pools is None:
+            self._pools = wire.Pool(self._max_connections), wire.Pool(0)
+            self._pools[0].shares(self._pools[1])
+        return self._pools
 
     # ----------------------------------------------------------------- plumbing
 

@@ -297,7 +297,7 @@ class Pool:
 
     def _pooled(self, target: Target) -> _Conn | None:
         conn = self._idle_one(target)
-        if conn is None and self.partner is not None and not self.partner.closed:
+        if conn is None and self.partner is not None:  # a closed pool holds nothing idle
             conn = self.partner._idle_one(target)
             if conn is not None:  # ours from now on: given back and forgotten here
                 self.partner._open.discard(conn)

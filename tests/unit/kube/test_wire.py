@@ -88,6 +88,13 @@ async def get(pool: wire.Pool, target: wire.Target, path: str = "/x") -> tuple[i
         resp.release()
 
 
+async def held(pool: wire.Pool, target: wire.Target, path: str) -> wire.Response:
+    """An answer not yet read: its connection stays in use until it is released."""
+    return await pool.send(
+        target, wire.request_head("GET", path, "t", {}, None), None, head_within=5
+    )
+
+
 async def test_requests_in_turn_share_one_kept_alive_connection(serve) -> None:  # type: ignore[no-untyped-def]
     server, target = await serve(lambda head: sized(b'{"ok":1}'))
     pool = wire.Pool(4)
@@ -108,12 +115,7 @@ async def test_pools_that_share_take_over_each_others_idle_connection(serve) -> 
     assert await get(lists, target) == (200, b"{}")  # and back
     assert server.connections == 1
     # two at once: the second finds nothing idle and connects
-    first = await lists.send(
-        target, wire.request_head("GET", "/a", "t", {}, None), None, head_within=5
-    )
-    second = await watches.send(
-        target, wire.request_head("GET", "/b", "t", {}, None), None, head_within=5
-    )
+    first, second = await held(lists, target, "/a"), await held(watches, target, "/b")
     assert server.connections == 2
     for resp in (first, second):
         await resp.read()
@@ -128,16 +130,13 @@ async def test_a_pool_uses_its_own_idle_connection_before_its_partners(serve) ->
     server, target = await serve(lambda head: sized(b"{}"))
     mine, other = wire.Pool(4), wire.Pool(0)
     mine.shares(other)
-    a = await mine.send(target, wire.request_head("GET", "/a", "t", {}, None), None, head_within=5)
-    b = await other.send(target, wire.request_head("GET", "/b", "t", {}, None), None, head_within=5)
+    a, b = await held(mine, target, "/a"), await held(other, target, "/b")
     for resp in (a, b):
         await resp.read()
         resp.release()
     assert server.connections == 2
     own = a.conn
-    again = await mine.send(
-        target, wire.request_head("GET", "/c", "t", {}, None), None, head_within=5
-    )
+    again = await held(mine, target, "/c")
     assert again.conn is own
     await again.read()
     again.release()
