@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from kube_reloader import cli
-from kube_reloader.core.annotations import Keys
-from kube_reloader.core.matching import shadowed_template_keys
+from kube_reloader.core.annotations import Keys, shadowed_template_keys
 
 DATA = Path(__file__).parent.parent / "data" / "explain-statefulset.yaml"
 

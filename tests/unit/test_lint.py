@@ -75,6 +75,41 @@ def test_stdin_is_read_with_dash(
     assert "<stdin>:8: error KR003" in capsys.readouterr().out
 
 
+AUTO_VALUE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    reloader.stakater.com/auto: "{value}"
+spec:
+  template:
+    spec:
+      containers: [{{name: app, image: app}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("True", "is read as true (Go's ParseBool) by Reloader v1 and as not true by v2"),
+        ("1", "is read as true (Go's ParseBool) by Reloader v1 and as not true by v2"),
+        ("False", 'opts the workload out in v1 only (v2: only "false" does)'),
+        ("no", 'opts the workload out in v1 only (v2: only "false" does)'),
+    ],
+)
+def test_an_auto_value_the_two_versions_read_differently_is_a_warning_saying_how(
+    value: str, said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(AUTO_VALUE.format(value=value)))
+    assert cli.main(["lint", "-"]) == 0  # warnings only
+    out = capsys.readouterr().out
+    assert (
+        f"KR009 invalid-value: Deployment default/web: reloader.stakater.com/auto='{value}' " in out
+    )
+    assert said in out
+
+
 def test_usage_errors_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lint"]) == 2
     assert cli.main(["lint", "no/such/file.yaml"]) == 2

@@ -134,6 +134,7 @@ def _plan(ns: argparse.Namespace, mode: Compat, warnings: list[str]) -> planning
             auto_reload_all=bool(ns.auto_reload_all),
             ignored_workload_types=() if mode is Compat.V2 else _v1_workload_types(ns, warnings),
             reload_tls_secrets=bool(ns.reload_tls_secrets),
+            v2=mode is Compat.V2,
         ),
         strategy=Strategy(strategy),
         compat=mode,

@@ -8,6 +8,7 @@ Keys default to Reloader v1's and can be renamed by the same flags (`--auto-anno
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kube_reloader.core.objects import ResourceType
@@ -146,3 +147,16 @@ def list_members(value: str) -> frozenset[str]:
     """The entries of a list as a set, computed once per distinct value: a 30,000-entry
     exclude list then costs a set lookup per decision, not a split."""
     return frozenset(split_list(value))
+
+
+def shadowed_template_keys(
+    workload_annotations: Mapping[str, str], template_annotations: Mapping[str, str], keys: Keys
+) -> dict[str, str]:
+    """Pod-template trigger annotations that can never be read: for their resource type, the
+    workload's own metadata already carries a trigger key, which pins the decision there."""
+    out: dict[str, str] = {}
+    for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET, ResourceType.SECRETPROVIDERCLASS):
+        triggers = keys.trigger_keys(rtype)
+        if any(k in workload_annotations for k in triggers):
+            out.update({k: template_annotations[k] for k in triggers if k in template_annotations})
+    return out

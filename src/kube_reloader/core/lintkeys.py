@@ -22,10 +22,10 @@ from kube_reloader.core.annotations import (
     RELOAD_WINDOW,
     RELOADED_HASHES,
     Keys,
+    shadowed_template_keys,
 )
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.lintrules import META_ANNOTATIONS, Document, Finding, Path, finding
-from kube_reloader.core.matching import shadowed_template_keys
 from kube_reloader.core.objects import ResourceType
 
 #: kinds that carry annotations but are never reloaded
@@ -156,10 +156,16 @@ def placement(
             "older than the fallback ignore it"
         )
         out.append(_to_metadata("KR001", d, pa_path, key, text, ref))
+    excludes = {keys.configmap_exclude, keys.secret_exclude, keys.spc_exclude}
     for key in sorted(set(pa) & _workload_only(keys)):
         text = (
             f"{ref}: {key} is read only from the workload's own metadata; on the pod template "
             "it is ignored"
+            if key not in excludes
+            else f"{ref}: {key} on the pod template is never read by Reloader v1 (nor "
+            "kube-reloader --compat=v1), and read by v2 when the reload annotations are on the "
+            "pod template too: the versions decide differently; keep it with the reload "
+            "annotations on the workload's own metadata"
         )
         out.append(_to_metadata("KR014", d, pa_path, key, text, ref))
     if keys.pause_period in wa and not traits(kind).pausable:
@@ -170,7 +176,8 @@ def placement(
 
 
 def _workload_only(keys: Keys) -> set[str]:
-    """Keys read from the workload's own metadata only, never from its pod template."""
+    """Keys read from the workload's own metadata only, never from its pod template (v1's rule
+    for excludes; v2 reads them from the annotation set it chose)."""
     excludes = {keys.configmap_exclude, keys.secret_exclude, keys.spc_exclude}
     ours = {POD_STRATEGY, MAX_UNAVAILABLE, POD_SELECTOR, RELOAD_WINDOW, RELOAD_AFTER, JOB_POLICY}
     return excludes | {keys.pause_period} | ours

@@ -57,8 +57,11 @@ def values(
         if value is not None and value not in ("true", "false"):
             meaning = "true" if value in GO_TRUE else "false"
             text = (
-                f"{ref}: {key}={value!r} is read as {meaning} (Go's ParseBool) by Reloader v1 "
-                "and as false by v2"
+                f"{ref}: {key}={value!r} is read as true (Go's ParseBool) by Reloader v1 and "
+                "as not true by v2"
+                if meaning == "true"
+                else f"{ref}: {key}={value!r} is not true for Reloader v1 or v2, but under "
+                '--auto-reload-all it opts the workload out in v1 only (v2: only "false" does)'
             )
             out.append(finding("KR009", d, (*path_base, key), text, 'use "true" or "false"', ref))
     at = (*path_base, keys.search)

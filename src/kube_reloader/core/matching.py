@@ -1,10 +1,17 @@
 """Should this workload reload for this resource change? Reloader v1's rules (compat-spec §1.2),
-as one pure function returning a `Decision` that says why.
+or v2's under `--compat=v2` (`MatchConfig.v2`), as one pure function returning a `Decision`
+that says why.
 
-Order: workload-type ignore, resource `ignore`, exclude (workload metadata only), named list,
-search + match, auto / typed auto / `--auto-reload-all`. The trigger keys are read from the
-workload's own metadata, unless none of them is present there, in which case they are read
-from the pod template (the fallback v1 applies by key presence, not value).
+Order: workload-type ignore, resource `ignore`, exclude, named list, search + match, auto /
+typed auto / `--auto-reload-all`. The trigger keys are read from the workload's own metadata,
+unless none of them is present there, in which case they are read from the pod template (the
+fallback both versions apply by key presence, not value). Where the versions differ:
+
+| | v1 | v2 |
+|---|---|---|
+| auto, typed auto | Go's ParseBool (`True`, `1`, `t` count) | exactly `"true"` |
+| `--auto-reload-all` opt-out | any non-empty auto value | exactly `"false"` |
+| exclude lists | the workload's metadata only | the annotation set chosen above |
 """
 
 from __future__ import annotations
@@ -52,6 +59,29 @@ class MatchConfig:
     ignored_workload_types: tuple[str, ...] = ()
     #: `--reload-tls-secrets`: TLS Secrets reload the workloads that use them, annotation or not
     reload_tls_secrets: bool = False
+    #: Reloader v2's rules (`--compat=v2`; the module docstring's table)
+    v2: bool = False
+
+    def auto_on(self, value: str) -> bool:
+        """Does this auto (or typed auto) value turn auto on?"""
+        return value == "true" if self.v2 else parse_bool(value) is True
+
+    def opts_out_of_all(self, value: str) -> bool:
+        """Does this auto value opt the workload out of `--auto-reload-all`? v1: any non-empty
+        value that does not turn auto on; v2: exactly "false"."""
+        return value == "false" if self.v2 else value != "" and not self.auto_on(value)
+
+    def opts_out_of_tls(self, value: str) -> bool:
+        """Does this auto value opt the workload out of `--reload-tls-secrets`: a false value
+        (Go's ParseBool; exactly "false" under v2)."""
+        return value == "false" if self.v2 else parse_bool(value) is False
+
+    def unread(self, value: str) -> str | None:
+        """Why an auto value is not read as written (a warning), or None."""
+        read = value in ("true", "false") if self.v2 else parse_bool(value) is not None
+        if not value or read:
+            return None
+        return "is neither true nor false" if self.v2 else "is not a boolean (true/false)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +133,12 @@ def annotation_source(
     template_annotations: Mapping[str, str],
 ) -> tuple[Mapping[str, str], Source]:
     """The annotation set the trigger keys are read from: the workload's own metadata when it
-    carries any of them, else its pod template (v1's fallback by key presence)."""
-    if any(k in workload_annotations for k in keys.trigger_keys(rtype)):
+    carries any of them, else its pod template when that does (the fallback by key presence),
+    else the metadata (where v2 then reads an exclude list)."""
+    triggers = keys.trigger_keys(rtype)
+    if any(k in workload_annotations for k in triggers) or not any(
+        k in template_annotations for k in triggers
+    ):
         return workload_annotations, Source.WORKLOAD
     return template_annotations, Source.POD_TEMPLATE
 
@@ -135,12 +169,11 @@ def decide(
     """The steps in v1's order (the module docstring); the first that decides wins."""
     keys = config.keys
     what = f"{rtype.kind} {name!r}"
-    ignored = _ignored(keys, what, kind, resource_annotations, config)
-    if ignored is not None:
+    if (ignored := _ignored(keys, what, kind, resource_annotations, config)) is not None:
         return ignored
-    r = _read(keys, rtype, name, workload_annotations, template_annotations)
+    r = _read(config, rtype, name, workload_annotations, template_annotations)
     return (
-        _excluded(r, workload_annotations)
+        _excluded(r, r.src if config.v2 else workload_annotations)
         or _named(r)
         or _searched_or_auto(r, resource_annotations, config)
         or _tls(r, config, resource_tls, workload_annotations, template_annotations)
@@ -200,22 +233,21 @@ def _ignored(
 
 
 def _read(
-    keys: Keys,
+    config: MatchConfig,
     rtype: ResourceType,
     name: str,
     workload_annotations: Mapping[str, str],
     template_annotations: Mapping[str, str],
 ) -> _Read:
     """3./4. the annotation set (workload metadata, or the pod template as a fallback)."""
+    keys = config.keys
     src, source = annotation_source(keys, rtype, workload_annotations, template_annotations)
     auto, typed_auto = src.get(keys.auto, ""), src.get(keys.typed_auto(rtype), "")
     warnings: list[str] = []
     for key, value in ((keys.auto, auto), (keys.typed_auto(rtype), typed_auto)):
-        if value and parse_bool(value) is None:
-            warnings.append(
-                f"{key}={quote(value)} on the {source} is not a boolean (true/false); "
-                "treated as false"
-            )
+        problem = config.unread(value)
+        if problem is not None:
+            warnings.append(f"{key}={quote(value)} on the {source} {problem}; treated as false")
     return _Read(
         keys,
         rtype,
@@ -231,16 +263,16 @@ def _read(
     )
 
 
-def _excluded(r: _Read, workload_annotations: Mapping[str, str]) -> Decision | None:
-    """5. exclude: always and only from the workload's metadata."""
+def _excluded(r: _Read, annotations: Mapping[str, str]) -> Decision | None:
+    """5. exclude: v1 reads it from the workload's metadata only, v2 from the chosen set."""
     exclude_key = r.keys.exclude(r.rtype)
-    if exclude_key in workload_annotations and r.name in list_members(
-        workload_annotations[exclude_key]
-    ):
+    if exclude_key in annotations and r.name in list_members(annotations[exclude_key]):
+        where = r.source if annotations is r.src else Source.WORKLOAD
         return Decision(
             False,
             Reason.EXCLUDED,
-            f"{r.what} is listed in {exclude_key} on the workload",
+            f"{r.what} is listed in {exclude_key} on the {where}",
+            source=where,
             warnings=tuple(r.warnings),
         )
     return None
@@ -286,10 +318,11 @@ def _searched_or_auto(
             f'{keys.search}="true" on the {r.source} and {r.what} carries {keys.match}="true"',
             auto=True,
         )
-    if parse_bool(r.auto) or parse_bool(r.typed_auto):
-        key = keys.auto if parse_bool(r.auto) else keys.typed_auto(r.rtype)
+    if config.auto_on(r.auto) or config.auto_on(r.typed_auto):
+        key = keys.auto if config.auto_on(r.auto) else keys.typed_auto(r.rtype)
         return r.decision(True, Reason.AUTO, f"{key}={r.src[key]!r} on the {r.source}", auto=True)
-    if r.auto == "" and r.typed_auto == "" and config.auto_reload_all:
+    opted_out = config.opts_out_of_all(r.auto) or config.opts_out_of_all(r.typed_auto)
+    if config.auto_reload_all and not opted_out:
         return r.decision(
             True,
             Reason.AUTO_RELOAD_ALL,
@@ -309,7 +342,7 @@ def _tls(
     """9. ours: --reload-tls-secrets, unless the workload opts out."""
     if not (config.reload_tls_secrets and resource_tls and r.rtype is ResourceType.SECRET):
         return None
-    opted_out = _tls_opt_out(r.auto, r.typed_auto, workload_annotations, template_annotations)
+    opted_out = _tls_opt_out(r, config, workload_annotations, template_annotations)
     if opted_out is None:
         return r.decision(
             True,
@@ -331,7 +364,11 @@ def _no_match(r: _Read, config: MatchConfig) -> str:
     if r.auto or r.typed_auto:
         msg = f"auto annotation value {quote(r.auto or r.typed_auto)} is not true"
         if config.auto_reload_all:
-            msg += " (a non-empty value also opts out of --auto-reload-all)"
+            msg += (
+                ' ("false" opts out of --auto-reload-all)'
+                if config.v2
+                else " (a non-empty value also opts out of --auto-reload-all)"
+            )
         return msg
     if r.named:
         return f"{r.what} matches no entry of {keys.named(r.rtype)} on the {r.source}"
@@ -341,27 +378,14 @@ def _no_match(r: _Read, config: MatchConfig) -> str:
 
 
 def _tls_opt_out(
-    auto: str, typed_auto: str, workload: Mapping[str, str], template: Mapping[str, str]
+    r: _Read, config: MatchConfig, workload: Mapping[str, str], template: Mapping[str, str]
 ) -> str | None:
     """The annotation by which a workload opts out of `--reload-tls-secrets`, if any."""
-    if parse_bool(auto) is False:
-        return f"auto={quote(auto)}"
-    if parse_bool(typed_auto) is False:
-        return f"secret auto={quote(typed_auto)}"
+    if config.opts_out_of_tls(r.auto):
+        return f"auto={quote(r.auto)}"
+    if config.opts_out_of_tls(r.typed_auto):
+        return f"secret auto={quote(r.typed_auto)}"
     for where, found in (("workload", workload), ("pod template", template)):
         if found.get(IGNORE_TLS, "").strip() == "true":
             return f'{IGNORE_TLS}="true" on the {where}'
     return None
-
-
-def shadowed_template_keys(
-    workload_annotations: Mapping[str, str], template_annotations: Mapping[str, str], keys: Keys
-) -> dict[str, str]:
-    """Pod-template trigger annotations that can never be read: for their resource type, the
-    workload's own metadata already carries a trigger key, which pins the decision there."""
-    out: dict[str, str] = {}
-    for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET, ResourceType.SECRETPROVIDERCLASS):
-        triggers = keys.trigger_keys(rtype)
-        if any(k in workload_annotations for k in triggers):
-            out.update({k: template_annotations[k] for k in triggers if k in template_annotations})
-    return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kube_reloader.core import matching, planning, references
-from kube_reloader.core.annotations import Keys
+from kube_reloader.core.annotations import Keys, shadowed_template_keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.x509 import Validity, iso
 
@@ -134,9 +134,7 @@ def _why(plan: planning.Plan, workload: planning.Workload, keys: Keys) -> Reason
         return Reason.EXCLUDED
     if plan.change.tls and "opts out of --reload-tls-secrets" in plan.decision.message:
         return Reason.IGNORED  # the workload says no (auto "false", kube-reloader.io/ignore-tls)
-    shadowed = matching.shadowed_template_keys(
-        workload.annotations, workload.template.annotations, keys
-    )
+    shadowed = shadowed_template_keys(workload.annotations, workload.template.annotations, keys)
     if any(k in shadowed for k in keys.trigger_keys(plan.change.rtype)):
         return Reason.POD_TEMPLATE_ANNOTATION
     return Reason.NO_ANNOTATION

@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from kube_reloader.core import admitting, alerting, matching, planning, strategies
+from kube_reloader.core import admitting, alerting, planning, strategies
+from kube_reloader.core.annotations import shadowed_template_keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
@@ -202,7 +203,7 @@ class FanOut:
 
     def warn_shadowed(self, workload: planning.Workload) -> None:
         """One Warning per workload whose pod-template reload annotations can never be used."""
-        shadowed = matching.shadowed_template_keys(
+        shadowed = shadowed_template_keys(
             workload.annotations, workload.template.annotations, self.options.plan.match.keys
         )
         if shadowed:

@@ -1,4 +1,6 @@
-"""The decision table: every row of compat-spec §1.7 that concerns v1, and more."""
+"""The decision table: every row of compat-spec §1.7 that concerns v1, and more; then Reloader
+v2's rules (`--compat=v2`, read from its `pkg/matcher`): the rows where v2 decides the same,
+and a table of its own where it does not."""
 
 from __future__ import annotations
 
@@ -85,9 +87,37 @@ ROWS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_decision_table(row: Row) -> None:
-    d = decide(
+#: v1's rows that v2 decides otherwise (each has its v2 counterpart in V2_ROWS)
+V1_ONLY = frozenset({
+    "3 auto True is ParseBool true", "auto 1 and t are true too",
+    "5 auto no opts out of auto-reload-all", "14 exclude on PA is ignored",
+    "15 exclude on WA applies to a PA trigger",
+})  # fmt: skip
+
+V2_ROWS = [
+    Row("v2 auto True is not true", wa={AUTO: "True"}),
+    Row("v2 auto 1 and t are not true", wa={AUTO: "t", CM_AUTO: "1"}),
+    Row("v2 typed auto TRUE is not true", wa={CM_AUTO: "TRUE"}),
+    Row("v2 typed auto true", pa={CM_AUTO: "true"}, reload=True, reason=Reason.AUTO, auto=True, source=Source.POD_TEMPLATE),
+    Row("v2 auto false opts out of auto-reload-all", wa={AUTO: "false"}, auto_reload_all=True),
+    Row("v2 typed auto false opts out of auto-reload-all", pa={CM_AUTO: "false"}, auto_reload_all=True),
+    Row("v2 auto no does not opt out of auto-reload-all", wa={AUTO: "no"}, auto_reload_all=True,
+        reload=True, reason=Reason.AUTO_RELOAD_ALL, auto=True),
+    Row("v2 auto False does not opt out of auto-reload-all", wa={AUTO: "False"}, auto_reload_all=True,
+        reload=True, reason=Reason.AUTO_RELOAD_ALL, auto=True),
+    Row("v2 exclude on PA applies when PA is read", pa={AUTO: "true", CM_EXCLUDE: "cm"}, reason=Reason.EXCLUDED,
+        source=Source.POD_TEMPLATE),
+    Row("v2 exclude on WA does not apply to a PA trigger", wa={CM_EXCLUDE: "cm"}, pa={AUTO: "true"},
+        reload=True, reason=Reason.AUTO, auto=True, source=Source.POD_TEMPLATE),
+    Row("v2 exclude on WA with no trigger anywhere", wa={CM_EXCLUDE: "cm"}, auto_reload_all=True, reason=Reason.EXCLUDED),
+    Row("v2 exclude on PA with no trigger anywhere is not read", pa={CM_EXCLUDE: "cm"}, auto_reload_all=True,
+        reload=True, reason=Reason.AUTO_RELOAD_ALL, auto=True),
+    Row("v2 exclude on PA beats a PA named list", pa={CM_RELOAD: "cm", CM_EXCLUDE: "x, cm"}, reason=Reason.EXCLUDED),
+]  # fmt: skip
+
+
+def _row_decision(row: Row, *, v2: bool) -> Decision:
+    return decide(
         rtype=row.rtype,
         name=row.name,
         resource_annotations=row.ra,
@@ -95,13 +125,38 @@ def test_decision_table(row: Row) -> None:
         workload_annotations=row.wa,
         template_annotations=row.pa,
         config=MatchConfig(
-            auto_reload_all=row.auto_reload_all, ignored_workload_types=row.ignored_types
+            auto_reload_all=row.auto_reload_all, ignored_workload_types=row.ignored_types, v2=v2
         ),
     )
+
+
+def _check(row: Row, d: Decision) -> None:
     assert (d.reload, d.reason, d.auto) == (row.reload, row.reason, row.auto), d.message
     if row.source is not None:
         assert d.source is row.source
     assert d.message
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_decision_table(row: Row) -> None:
+    _check(row, _row_decision(row, v2=False))
+
+
+SHARED = [r for r in ROWS if r.id not in V1_ONLY and r.kind is WorkloadKind.DEPLOYMENT]
+
+
+@pytest.mark.parametrize("row", SHARED, ids=[r.id for r in SHARED])
+def test_v2_decides_v1s_rows_alike_where_the_versions_agree(row: Row) -> None:
+    _check(row, _row_decision(row, v2=True))
+
+
+@pytest.mark.parametrize("row", V2_ROWS, ids=[r.id for r in V2_ROWS])
+def test_v2_decision_table(row: Row) -> None:
+    _check(row, _row_decision(row, v2=True))
+
+
+def test_every_row_v2_decides_otherwise_is_a_row_of_v1s_table() -> None:
+    assert {r.id for r in ROWS} >= V1_ONLY
 
 
 def _decide(**kw: object) -> Decision:
@@ -161,3 +216,38 @@ def test_a_non_boolean_auto_value_is_a_warning_and_counts_as_false() -> None:
         "reloader.stakater.com/auto='yes' on the workload metadata is not a boolean (true/false); "
         "treated as false",
     )
+
+
+def test_a_v2_auto_value_other_than_true_or_false_is_a_warning_naming_it() -> None:
+    d = _decide(workload_annotations={AUTO: "True"}, config=MatchConfig(v2=True))
+    assert not d.reload
+    assert d.warnings == (
+        "reloader.stakater.com/auto='True' on the workload metadata is neither true nor false; "
+        "treated as false",
+    )
+    assert _decide(workload_annotations={AUTO: "false"}, config=MatchConfig(v2=True)).warnings == ()
+
+
+def test_the_v2_opt_out_message_names_false_as_the_only_opt_out() -> None:
+    config = MatchConfig(auto_reload_all=True, v2=True)
+    d = _decide(workload_annotations={AUTO: "false"}, config=config)
+    assert not d.reload
+    assert '"false" opts out of --auto-reload-all' in d.message
+
+
+@pytest.mark.parametrize(
+    ("v2", "auto", "opted_out"),
+    [(False, "false", True), (False, "0", True), (False, "no", False),
+     (True, "false", True), (True, "0", False), (True, "False", False)],
+)  # fmt: skip
+def test_a_tls_secret_is_opted_out_of_by_a_false_auto_value_as_each_version_reads_it(
+    v2: bool, auto: str, opted_out: bool
+) -> None:
+    d = _decide(
+        rtype=ResourceType.SECRET,
+        name="tls",
+        workload_annotations={AUTO: auto},
+        config=MatchConfig(reload_tls_secrets=True, v2=v2),
+        resource_tls=True,
+    )
+    assert d.reload is not opted_out, d.message
