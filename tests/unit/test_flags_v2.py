@@ -181,6 +181,55 @@ def test_a_health_address_without_a_port_stops_the_start() -> None:
         parsed([*V2, "--health-addr=8080"])
 
 
+@pytest.mark.parametrize(("argv", "metrics", "health"), [
+    ([*V2, "--metrics-addr=0"], None, ":8080"),
+    ([*V2, "--health-addr=0"], ":9090", None),
+    ([*V2, "--metrics-addr=0", "--health-addr=0"], None, None),
+    ([*V2, "--metrics-addr=127.0.0.1:9191"], "127.0.0.1:9191", ":8080"),
+])  # fmt: skip
+def test_v2_turns_a_server_off_with_address_zero_as_controller_runtime_does(
+    argv: list[str], metrics: str | None, health: str | None
+) -> None:
+    s = parsed(argv)
+    assert (s.metrics_addr, s.health_addr) == (metrics, health)
+
+
+def test_v2_reads_address_zero_from_its_environment_too() -> None:
+    assert parsed(V2, {"METRICS_ADDR": "0"}).metrics_addr is None
+
+
+def test_v1_refuses_address_zero_as_before() -> None:
+    with pytest.raises(FlagError, match="--metrics-addr: '0' is not host:port"):
+        parsed(["--metrics-addr=0"])
+
+
+@pytest.mark.parametrize(("argv", "fmt", "level"), [
+    ([], "", "info"),
+    (["--log-level=", "--log-format=json"], "json", "info"),
+    (["--log-level=trace"], "", "trace"),
+    (["--log-level=warning"], "", "warning"),
+    (["--log-level=error"], "", "error"),
+])  # fmt: skip
+def test_v2_takes_its_own_log_levels_and_formats(argv: list[str], fmt: str, level: str) -> None:
+    s = parsed([*V2, *argv])
+    assert (s.log_format, s.log_level) == (fmt, level)
+    assert not s.warnings
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--log-level=INFO"], "--log-level: unsupported log level: 'INFO'"),
+    (["--log-level=fatal"], "--log-level: unsupported log level: 'fatal'"),
+    (["--log-format=text"], "--log-format: unsupported log format: 'text'"),
+    (["--log-format=JSON"], "--log-format: unsupported log format: 'JSON'"),
+])  # fmt: skip
+def test_v2_stops_at_start_on_a_log_flag_it_does_not_know_where_v1_starts(
+    argv: list[str], message: str
+) -> None:
+    with pytest.raises(FlagError, match=message):
+        parsed([*V2, *argv])
+    assert parsed(argv).compat is Compat.V1  # v1 reads it, or warns and uses its default
+
+
 # ---------------------------------------------------------------------- v2: the environment
 
 

@@ -36,6 +36,7 @@ from kube_reloader.core.annotations import parse_bool
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.strategies import Compat
+from kube_reloader.logs import LEVELS
 from kube_reloader.runtime.options import AlertSettings
 
 #: Reloader v2's flags, by how a value from the environment is read
@@ -221,3 +222,41 @@ def alerts(
     return AlertSettings(
         url=url, sink=sink, additional_info=info, proxy=proxy, structured=ns.alert_structured
     )
+
+
+#: Reloader v2's log levels, exactly as it spells them ("" is info), as ours
+V2_LOG_LEVELS = {
+    "trace": "trace", "debug": "debug", "info": "info", "": "info",
+    "warn": "warn", "warning": "warning", "error": "error",
+}  # fmt: skip
+
+
+def log_flags(mode: Compat, ns: argparse.Namespace, warnings: list[str]) -> tuple[str, str]:
+    """The log format and level; under v2 also its "0" addresses (`v2_addr`)."""
+    if mode is not Compat.V2:
+        return _v1_logging(ns.log_format, ns.log_level, warnings)
+    ns.metrics_addr, ns.health_addr = v2_addr(ns.metrics_addr), v2_addr(ns.health_addr)
+    if ns.log_level not in V2_LOG_LEVELS:  # v2 stops at start: so does kube-reloader
+        raise FlagError(f"--log-level: unsupported log level: {ns.log_level!r}")
+    if ns.log_format not in ("", "json"):
+        raise FlagError(f"--log-format: unsupported log format: {ns.log_format!r}")
+    return ns.log_format, V2_LOG_LEVELS[ns.log_level]
+
+
+def _v1_logging(fmt: str, level: str, warnings: list[str]) -> tuple[str, str]:
+    """Reloader's leniency: a level in any case (`WARNING`, `Info`); an unknown level or
+    format is a warning and the defaults are used (and, as Reloader does, an unknown
+    format leaves the level at info too)."""
+    if fmt not in ("", "json", "text"):
+        warnings.append(f"--log-format: unsupported logging formatter {fmt!r}; using text")
+        return "", "info"
+    if level.lower() not in LEVELS:
+        warnings.append(f"--log-level: {level!r} is not one of {', '.join(LEVELS)}; using info")
+        return fmt, "info"
+    return fmt, level.lower()
+
+
+def v2_addr(addr: str | None) -> str | None:
+    """`--metrics-addr`/`--health-addr` as controller-runtime reads them: "0" turns the
+    server off (None)."""
+    return None if addr == "0" else addr

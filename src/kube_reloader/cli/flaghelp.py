@@ -68,7 +68,7 @@ HELP = {
     "alert-additional-info": "text added to each alert",
     "leader-election-namespace": "namespace of the leader-election Lease (empty: POD_NAMESPACE)",
     "health-addr": "Reloader v2's /healthz and /readyz listener (served in v1 mode only "
-    "when given)",
+    "when given; with --compat=v2, 0 turns it off)",
     "leader-election-id": "name of the leader-election Lease (default: stakater-reloader-lock; "
     "with --compat=v2 reloader-leader-election)",
     "resources-to-ignore": "configmaps or secrets: the kind whose changes never reload "
@@ -81,8 +81,10 @@ HELP = {
     "namespace-selector": "watch only namespaces matching this label selector (all-namespaces "
     "mode only; v1 also takes key:value and key:*)",
     "resource-label-selector": "only ConfigMaps/Secrets matching this label selector cause reloads",
-    "log-format": "json, or empty for text (another value: a warning, then text)",
-    "log-level": "trace, debug, info, warn(ing), error, fatal or panic",
+    "log-format": "json, or empty for text (another value: a warning, then text; with "
+    "--compat=v2, text or another value stops the start, as v2 does)",
+    "log-level": "trace, debug, info, warn(ing), error, fatal or panic, in any case (with "
+    "--compat=v2, exactly trace, debug, info, warn, warning or error, as v2 reads it)",
     "webhook-url": "POST each change to this URL instead of reloading (Reloader's webhook mode)",
     "is-Argo-Rollouts": "reload Argo Rollouts too (exactly true; v2 also 1 or yes); "
     "--is-argo-rollouts is accepted",
@@ -95,7 +97,7 @@ HELP = {
     "kubeconfig": "kubeconfig file (default: KUBECONFIG, ~/.kube/config, then in-cluster)",
     "context": "kubeconfig context (default: the current context)",
     "workers": "concurrent workload patches",
-    "metrics-addr": "address of /metrics, /live and /readyz",
+    "metrics-addr": "address of /metrics, /live and /readyz (with --compat=v2, 0 turns it off)",
     "reload-coalesce-window": "changes to one workload within this window become one reload "
     "(0 disables)",
     "reload-min-interval": "minimum time between two reloads of one workload; later ones "

@@ -36,7 +36,6 @@ from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.pausing import DurationError, parse_duration
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 from kube_reloader.core.strategies import Compat, Strategy
-from kube_reloader.logs import LEVELS
 from kube_reloader.runtime.admitsettings import AdmissionSettings
 from kube_reloader.runtime.leadership import LOCK_NAME, V2_LOCK_NAME, HASettings, Timing
 from kube_reloader.runtime.manager import HashKeySettings
@@ -53,7 +52,8 @@ class RunSettings:
     kubeconfig: str | None
     context: str | None
     warnings: tuple[str, ...]
-    metrics_addr: str = ":9090"
+    #: None: not served (`--metrics-addr=0` under `--compat=v2`)
+    metrics_addr: str | None = ":9090"
     ha: HASettings | None = None
     #: diagnostics listener (`--enable-pprof`); the default `:6060` binds to loopback only
     pprof_addr: str | None = None
@@ -81,7 +81,7 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
     if v2:
         compat.bind_env(ns, argv, env)
     plan = _plan(ns, mode, warnings)
-    log_format, log_level = _logging(ns.log_format, ns.log_level, warnings)
+    log_format, log_level = compat.log_flags(mode, ns, warnings)
     if ns.workers < 1:
         raise FlagError("--workers: must be at least 1")
     options = _options(ns, mode, env, plan, warnings)
@@ -313,6 +313,8 @@ def _check_addrs(ns: argparse.Namespace) -> None:
         ("--health-addr", ns.health_addr),
     )
     for flag, addr in addrs:
+        if addr is None:
+            continue
         found = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):(\d{1,5})", addr)
         if found is None or int(found.group(2)) > 65535:
             raise FlagError(f"{flag}: {addr!r} is not host:port (e.g. :9090)")
@@ -358,19 +360,6 @@ def _v1_resources(ignored: list[str]) -> tuple[ResourceType, ...]:
     return tuple(
         r for r in (ResourceType.CONFIGMAP, ResourceType.SECRET) if r.plural not in ignored
     )
-
-
-def _logging(fmt: str, level: str, warnings: list[str]) -> tuple[str, str]:
-    """Reloader's leniency: a level in any case (`WARNING`, `Info`); an unknown level or
-    format is a warning and the defaults are used (and, as Reloader does, an unknown
-    format leaves the level at info too)."""
-    if fmt not in ("", "json", "text"):
-        warnings.append(f"--log-format: unsupported logging formatter {fmt!r}; using text")
-        return "", "info"
-    if level.lower() not in LEVELS:
-        warnings.append(f"--log-level: {level!r} is not one of {', '.join(LEVELS)}; using info")
-        return fmt, "info"
-    return fmt, level.lower()
 
 
 def _fleet(ns: argparse.Namespace) -> dict[str, Any]:

@@ -59,7 +59,8 @@ class ManagerSettings:
     """What the manager runs, and where it serves."""
 
     options: Options
-    metrics_addr: str = ":9090"
+    #: None: no metrics server (`--metrics-addr=0` under `--compat=v2`)
+    metrics_addr: str | None = ":9090"
     #: diagnostics listener (`--enable-pprof`); None: not served
     pprof_addr: str | None = None
     #: Reloader v2's health listener (`--health-addr`); None: not served
@@ -211,7 +212,11 @@ class Manager:
     async def run(self, conn: config.ConnectionConfig, stop: asyncio.Event) -> int:
         """Serve, then run the controller until `stop` is set (or the lease is lost)."""
         settings = self.settings
-        self.servers = [Server(build_app(self.recorder, self.health), settings.metrics_addr)]
+        self.servers = []
+        if settings.metrics_addr:
+            self.servers.append(
+                Server(build_app(self.recorder, self.health), settings.metrics_addr)
+            )
         if settings.pprof_addr:
             self.servers.append(Server(build_debug_app(self.recorder), settings.pprof_addr))
         if settings.health_addr:

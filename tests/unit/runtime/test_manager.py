@@ -425,6 +425,16 @@ async def test_the_v2_health_listener_serves_healthz_and_readyz_beside_the_metri
     assert await asyncio.wait_for(task, 10) == 0
 
 
+async def test_without_a_metrics_address_only_the_health_listener_serves() -> None:
+    rig = Rig(metrics_addr=None, health_addr="127.0.0.1:0")
+    task = await rig.start()
+    assert len(rig.manager.servers) == 1
+    assert await rig.probe("/healthz") == (200, "ok")
+    assert (await rig.probe("/metrics"))[0] == 404
+    rig.stop.set()
+    assert await asyncio.wait_for(task, 10) == 0
+
+
 async def test_a_health_address_in_use_exits_one(caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
