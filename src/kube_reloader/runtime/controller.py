@@ -18,6 +18,7 @@ from typing import Any
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Change
+from kube_reloader.core.strategies import Compat
 from kube_reloader.edges.alerts import AlertSender, WebhookNotifier
 from kube_reloader.kube.client import Client
 from kube_reloader.metrics import Recorder
@@ -72,7 +73,9 @@ class Controller:
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
         alerts = _alerts(options)  # started by run()
-        r = self.reports = Reports.over(Sink(self.metrics, events, fence, spawn, clock, alerts))
+        v2 = options.plan.compat is Compat.V2
+        sink = Sink(self.metrics, events, fence, spawn, clock, alerts, v2_events=v2)
+        r = self.reports = Reports.over(sink)
         self.stats = r.sink.stats
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = stores.index

@@ -64,6 +64,7 @@ class EventSink(Protocol):
         reason: str,
         message: str,
         component: str,
+        action: str = "",
     ) -> None: ...
 
 
@@ -74,6 +75,8 @@ class Pending:
     reason: str
     message: str
     component: str
+    #: set: an `events.k8s.io/v1` Event with this action (Reloader v2's), else a core/v1 one
+    action: str = ""
 
 
 class EventQueue:
@@ -172,7 +175,7 @@ class EventQueue:
                 try:
                     if self.fence.may_write():  # Events are writes too: the leader's only
                         await self.sink.send(
-                            p.workload, p.event_type, p.reason, p.message, p.component
+                            p.workload, p.event_type, p.reason, p.message, p.component, p.action
                         )
                 except errors.KubeError as exc:
                     log.warning(
@@ -230,6 +233,42 @@ def body(o: Occurrence, r: Record) -> dict[str, Any]:
     }
 
 
+def micro_time(wall: float) -> str:
+    """A `metav1.MicroTime` (an `events.k8s.io/v1` Event's eventTime): microseconds, UTC."""
+    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def series_name(involved: str, wall_ns: int) -> str:
+    """client-go's `events` recorder's name: the object's name and its time in hex
+    nanoseconds (a UUID when that is no valid name)."""
+    name = f"{involved}.{wall_ns:x}"
+    return name if len(name) <= MAX_NAME else str(uuid.uuid4())
+
+
+def v2_body(o: Occurrence, action: str, instance: str, wall: float) -> dict[str, Any]:
+    """The `events.k8s.io/v1` Event Reloader v2 records (client-go's `events` recorder:
+    reportingController, reportingInstance `<controller>-<hostname>`, regarding, note)."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": series_name(o.name, int(wall * 1e9)), "namespace": o.namespace},
+        "eventTime": micro_time(wall),
+        "reportingController": o.component,
+        "reportingInstance": instance,
+        "action": action,
+        "reason": o.reason,
+        "regarding": {
+            "kind": o.kind,
+            "apiVersion": o.api_version,
+            "namespace": o.namespace,
+            "name": o.name,
+            "uid": o.uid,
+        },
+        "note": o.message,
+        "type": o.event_type,
+    }
+
+
 class EventRecorder:
     """Events about workloads, created and counted through the API (`EventSink`)."""
 
@@ -240,9 +279,12 @@ class EventRecorder:
         api_version: Callable[[str], str],
         *,
         correlator: Correlator | None = None,
+        instance: str = "",
     ) -> None:
         self.client = client
         self.clock = clock
+        #: the reportingInstance of `events.k8s.io/v1` Events
+        self.instance = instance
         #: the involved object's apiVersion, by its kind
         self.api_version = api_version
         self.correlator = correlator or Correlator()
@@ -257,6 +299,7 @@ class EventRecorder:
         reason: str,
         message: str,
         component: str,
+        action: str = "",
     ) -> None:
         kind = str(workload.kind)
         o = Occurrence(
@@ -270,6 +313,10 @@ class EventRecorder:
             reason,
             message,
         )
+        if action:  # v2's recorder: each a new Event (a reload changes the object's version)
+            body = v2_body(o, action, self.instance, self.clock.wall())
+            await self.client.create(resources.EVENTS_V1, body, namespace=o.namespace)
+            return
         r = self.correlator.correlate(
             o, wall=self.clock.wall(), now=self.clock.monotonic(), fresh_name=fresh_name(o.name)
         )

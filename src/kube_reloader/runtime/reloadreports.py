@@ -1,7 +1,8 @@
 """What becomes of a planned reload, reported over the one sink (`reporting.Sink`): the
 decision for each candidate workload (the fan-out), a deferral by the rate limits, the write,
-the reload (its log line, metrics, `Reloaded` Event and alert), a failed one (`ReloadFail`),
-and one undone by another controller (`ReloadReverted`)."""
+the reload (its log line, metrics, `Reloaded` Event and alert), a failed one (`ReloadFail`;
+Reloader v2's `events.k8s.io/v1` Events and texts under `--compat=v2`), and one undone by
+another controller (`ReloadReverted`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from kube_reloader.core.planning import Outcome, Plan
 from kube_reloader.kube import errors
 from kube_reloader.runtime.counting import ChangeReports
 from kube_reloader.runtime.reporting import Sink, log, log_change
+
+#: the action of Reloader v2's reload Events
+V2_ACTION = "Reloading"
 
 
 class ReloadReports:
@@ -68,12 +72,16 @@ class ReloadReports:
             kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
         )
         log_change("reloaded workload", c, workload=str(key), reason=p.message)
-        message = (
-            f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
-            f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
-            f"'{key.namespace}'"
-        )
-        self.sink.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
+        if self.sink.v2_events:
+            message = f"Reloaded due to {c.rtype.kind} {c.name} change"
+            self.sink.event(workload, "Normal", "Reloaded", message, "reloader", V2_ACTION)
+        else:
+            message = (
+                f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
+                f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
+                f"'{key.namespace}'"
+            )
+            self.sink.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
         self.sink.alert_reloaded(c, key)
 
     def reload_failed(
@@ -91,12 +99,21 @@ class ReloadReports:
                 "reload failed",
                 extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
             )
-            message = (
-                f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
-                f"failed with error {errors.client_go_error(exc)}"
-            )
-            component = f"reloader-{p.change.rtype.plural}"
-            self.sink.event(workload, "Warning", "ReloadFail", message, component)
+            self._failed_event(workload, p.change, exc)
+
+    def _failed_event(
+        self, workload: planning.Workload, c: planning.Change, exc: errors.KubeError
+    ) -> None:
+        key, error = workload.key, errors.client_go_error(exc)
+        if self.sink.v2_events:
+            message = f"Failed to reload due to {c.rtype.kind} {c.name} change: {error}"
+            self.sink.event(workload, "Warning", "ReloadFailed", message, "reloader", V2_ACTION)
+            return
+        message = (
+            f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
+            f"failed with error {error}"
+        )
+        self.sink.event(workload, "Warning", "ReloadFail", message, f"reloader-{c.rtype.plural}")
 
     def reverted(self, workload: planning.Workload, p: Plan) -> None:
         """A reload's template write was undone: the pods keep the old content."""

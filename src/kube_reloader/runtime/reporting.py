@@ -15,6 +15,7 @@ live in `observing`)."""
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,14 +61,15 @@ class Stats:
 
 
 class KubeEvents(EventRecorder):
-    """Events about workloads (and ConfigMaps, Secrets), correlated as client-go does."""
+    """Events about workloads (and ConfigMaps, Secrets), correlated as client-go does; v2's
+    Events with its reportingInstance, `reloader-<hostname>`."""
 
     def __init__(self, client: Client, kinds: Kinds, clock: Clock) -> None:
         def api_version(kind: str) -> str:
             spec = kinds.get(kind)  # else a ConfigMap or Secret
             return "v1" if spec is None else spec.resource.api_version
 
-        super().__init__(client, clock, api_version)
+        super().__init__(client, clock, api_version, instance=f"reloader-{socket.gethostname()}")
 
 
 class Holds:
@@ -104,8 +106,13 @@ class Sink:
         spawn: Spawn,
         clock: Clock,
         alerts: AlertSender | None,
+        *,
+        v2_events: bool = False,
     ) -> None:
         self.metrics = metrics
+        #: reloads are told as Reloader v2 tells them (`--compat=v2`): `events.k8s.io/v1`
+        #: Events, its reasons and notes
+        self.v2_events = v2_events
         self.fence = fence
         self.clock = clock
         #: where outcomes are alerted (the options' `alerts`, started by the controller)
@@ -124,10 +131,11 @@ class Sink:
         reason: str,
         message: str,
         component: str,
+        action: str = "",
     ) -> bool:
-        """Queue an Event (`eventing.EventQueue`); False when its namespace is over its share
-        of the queue and it was dropped."""
-        return self.events.offer(Pending(workload, event_type, reason, message, component))
+        """Queue an Event (`eventing.EventQueue`; with `action`, an `events.k8s.io/v1` one);
+        False when its namespace is over its share of the queue and it was dropped."""
+        return self.events.offer(Pending(workload, event_type, reason, message, component, action))
 
     def notify(self, text: str) -> None:
         """An alert, sent by the leader only."""

@@ -111,12 +111,15 @@ class FakeWriter:
 @dataclass
 class FakeEvents:
     sent: list[tuple[ObjectKey, str, str]] = field(default_factory=list)
+    #: each sent Event's component and action ("" for a core/v1 Event)
+    sources: list[tuple[str, str]] = field(default_factory=list)
 
     async def send(
         self, workload: planning.Workload, event_type: str, reason: str, message: str,
-        component: str,
+        component: str, action: str = "",
     ) -> None:  # fmt: skip
         self.sent.append((workload.key, reason, message))
+        self.sources.append((component, action))
 
     def reasons(self) -> list[str]:
         return [reason for _key, reason, _message in self.sent]
@@ -154,10 +157,15 @@ class Room:
     events: FakeEvents = field(default_factory=FakeEvents)
     spawned: Spawned = field(default_factory=Spawned)
     metrics: Recorder = field(default_factory=lambda: Recorder(by_namespace=False))
+    #: reloads told as Reloader v2 tells them (`--compat=v2`)
+    v2_events: bool = False
     reports: Reports = field(init=False)
 
     def __post_init__(self) -> None:
-        sink = Sink(self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None)
+        sink = Sink(
+            self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None,
+            v2_events=self.v2_events,
+        )  # fmt: skip
         self.reports = Reports.over(sink)
 
     def sample(self, name: str, **labels: str) -> float:

@@ -194,3 +194,45 @@ async def test_the_recorder_uses_its_own_correlator_when_given_one() -> None:
     await reloaded(rec)
     await reloaded(rec)
     assert len(api.calls) == 1
+
+
+class FakeEventsV1API:
+    """Records creates of `events.k8s.io/v1` Events."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+
+    async def create(
+        self, resource: resources.Resource, body: Mapping[str, Any], *, namespace: str
+    ) -> dict[str, Any]:
+        assert (resource, namespace) == (resources.EVENTS_V1, "ns")
+        self.created.append(dict(body))
+        return dict(body)
+
+
+async def test_with_an_action_each_event_is_created_through_events_k8s_io_as_v2_records_it() -> (
+    None
+):
+    api, clock = FakeEventsV1API(), Clock()
+    rec = eventing.EventRecorder(api, clock, lambda kind: "apps/v1", instance="reloader-host")  # type: ignore[arg-type]
+    note = "Reloaded due to ConfigMap c change"
+    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading")
+    clock.now = 0.25
+    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading")
+    first, second = api.created
+    assert first == {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"web.{int(WALL * 1e9):x}", "namespace": "ns"},
+        "eventTime": "2026-05-28T20:26:40.000000Z",
+        "reportingController": "reloader",
+        "reportingInstance": "reloader-host",
+        "action": "Reloading",
+        "reason": "Reloaded",
+        "regarding": {"kind": "Deployment", "apiVersion": "apps/v1", "namespace": "ns",
+                      "name": "web", "uid": "uid-1"},
+        "note": note,
+        "type": "Normal",
+    }  # fmt: skip
+    assert second["metadata"]["name"] == f"web.{int((WALL + 0.25) * 1e9):x}"
+    assert second["eventTime"] == "2026-05-28T20:26:40.250000Z"

@@ -15,6 +15,7 @@ import pytest
 
 from kube_reloader.core import fairness, planning
 from kube_reloader.core.correlating import Correlator
+from kube_reloader.kube import errors
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime import eventing
 from kube_reloader.runtime.fencing import Fence
@@ -35,7 +36,7 @@ class HangingEvents:
         self.answer = asyncio.Event()
 
     async def send(self, workload: planning.Workload, event_type: str, reason: str,
-                   message: str, component: str) -> None:  # fmt: skip
+                   message: str, component: str, action: str = "") -> None:  # fmt: skip
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         try:
@@ -247,3 +248,36 @@ async def test_events_of_the_fleet_and_of_the_reloads_share_the_recorders_per_ob
     await asyncio.gather(*tasks)
     written = [(body["involvedObject"]["name"], body["reason"]) for _, _, body in api.calls]
     assert written == [("web", "ReloadHalted"), ("other", "ReloadReverted")]
+
+
+# -- the reload Events of each version ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("v2", "reasons", "notes", "sources"), [
+    (False, ["Reloaded", "ReloadFail"],
+     ["Changes detected in 'cm' of type 'CONFIGMAP' in namespace 'ns', Updated 'web' of type "
+      "'Deployment' in namespace 'ns'",
+      "Update for 'web' of type 'Deployment' in namespace 'ns' failed with error "
+      'deployments.apps "web" is forbidden: no'],
+     [("reloader-configmaps", ""), ("reloader-configmaps", "")]),
+    (True, ["Reloaded", "ReloadFailed"],
+     ["Reloaded due to ConfigMap cm change",
+      'Failed to reload due to ConfigMap cm change: deployments.apps "web" is forbidden: no'],
+     [("reloader", "Reloading"), ("reloader", "Reloading")]),
+])  # fmt: skip
+async def test_a_reload_and_a_failed_one_are_told_in_the_words_and_api_of_each_version(
+    v2: bool, reasons: list[str], notes: list[str], sources: list[tuple[str, str]]
+) -> None:
+    room = Room(v2_events=v2)
+    room.fence.start_leading()
+    r, w = room.reports, workload("web")
+    plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
+    r.reloads.reloaded(w, plan, None)
+    refused = errors.Forbidden(
+        403, "no", reason="Forbidden", text='deployments.apps "web" is forbidden: no'
+    )
+    r.reloads.reload_failed(w, [plan], refused)
+    await room.spawned.run()
+    assert room.events.reasons() == reasons
+    assert [message for _k, _r, message in room.events.sent] == notes
+    assert room.events.sources == sources

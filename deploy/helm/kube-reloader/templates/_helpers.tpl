@@ -168,6 +168,12 @@ selector); Events are only created. */}}
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+{{- if include "reloader.v2" . }}
+# Reloader v2's reload Events (Reloaded, ReloadFailed), as v2 records them
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create]
+{{- end }}
 {{- end -}}
 
 {{/* Fails the render, in one line naming the key, on a key the chart does not read (a typo, or
