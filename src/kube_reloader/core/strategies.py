@@ -82,6 +82,18 @@ def env_patch(
     }
 
 
+def annotation_op(template: PodTemplate, key: str, value: str) -> dict[str, Any]:
+    """JSON-patch op setting one pod-template annotation (the whole map when it has none)."""
+    base = "/spec/template/metadata/annotations"
+    if not template.annotations:
+        return {"op": "add", "path": base, "value": {key: value}}
+    return {
+        "op": "add",
+        "path": f"{base}/{key.replace('~', '~0').replace('/', '~1')}",
+        "value": value,
+    }
+
+
 def env_remove_patch(
     template: PodTemplate, container: str, env_name: str
 ) -> list[dict[str, Any]] | None:

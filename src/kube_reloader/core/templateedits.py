@@ -65,9 +65,13 @@ def _env_edit(
 ) -> Edit:
     """The env var set to the content's hash on the container, or removed on a delete."""
     if content.deleted:
+        ops = strategies.env_remove_patch(tmpl, container, env_name)
+        if v2 and ops is not None:  # v2 records the delete too: last-reloaded-from, hash ""
+            value = _v2_value(dataclasses.replace(content, hash=""), container, now)
+            ops.append(strategies.annotation_op(tmpl, strategies.LAST_RELOADED_FROM, value))
         return Edit(
             strategies.PatchType.JSON,
-            strategies.env_remove_patch(tmpl, container, env_name),
+            ops,
             done=f"{env_name} is not set on container {container!r}",
             todo=f"remove {env_name} from container {container!r}",
         )

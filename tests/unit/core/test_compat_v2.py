@@ -14,6 +14,7 @@ from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import (
     Change,
     Config,
+    Event,
     Outcome,
     plan,
     workload_from_manifest,
@@ -77,6 +78,34 @@ def test_v2_mode_with_env_vars_is_up_to_date_on_the_variable_alone() -> None:
     assert plan(change=CHANGE, workload=w, config=Config(compat=Compat.V2), now=NOW).outcome is (
         Outcome.UP_TO_DATE
     )
+
+
+@pytest.mark.parametrize(("lrf", "op"), [
+    (V2_SHAPE, {"op": "add", "path": "/spec/template/metadata/annotations/"
+                "reloader.stakater.com~1last-reloaded-from"}),
+    (None, {"op": "add", "path": "/spec/template/metadata/annotations"}),
+])  # fmt: skip
+def test_v2_mode_with_env_vars_records_a_delete_in_last_reloaded_from_with_an_empty_hash(
+    lrf: str | None, op: dict[str, str]
+) -> None:
+    gone = Change(ResourceType.CONFIGMAP, "ns", "c", H, event=Event.DELETED)
+    w = workload(AUTO, lrf=lrf, env=[{"name": "STAKATER_C_CONFIGMAP", "value": H}])
+    p = plan(change=gone, workload=w, config=Config(compat=Compat.V2), now=NOW)
+    assert p.outcome is Outcome.RELOAD
+    test, remove, annotate = p.patch
+    assert (test["op"], remove) == (
+        "test",
+        {"op": "remove", "path": "/spec/template/spec/containers/1/env/0"},
+    )
+    value = annotate.pop("value")
+    assert annotate == op
+    recorded = value if isinstance(value, str) else value[LRF]
+    assert recorded == (
+        '{"kind":"configmap","name":"c","namespace":"ns","hash":"","containers":["app"],'
+        '"reloadedAt":"2026-12-01T20:25:42Z"}'
+    )
+    v1 = plan(change=gone, workload=w, config=Config(), now=NOW)
+    assert len(v1.patch) == 2, "v1 removes the variable only"
 
 
 @pytest.mark.parametrize(("compat", "container"), [(Compat.V1, "app"), (Compat.V2, "side")])
