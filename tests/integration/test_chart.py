@@ -288,6 +288,11 @@ def test_helm_lint_passes() -> None:
             {"reloader": {"deployment": {"env": {"field": {"NODE": ""}}}}},
             "reloader.deployment.env.field.NODE needs a field path",
         ),
+        (
+            {"reloader": {"custom_annotations": {"secretproviderclass_exclude": "x"}}},
+            "reloader.custom_annotations.secretproviderclass_exclude is read only by Stakater's "
+            "v2 chart: set reloader.compat: v2",
+        ),
     ],
 )
 def test_bad_values_fail_rendering_with_a_clear_message(
@@ -933,6 +938,63 @@ async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing
     manifests = out.stdout.split("NOTES:", 1)[0]
     assert "kind: ServiceMonitor" not in manifests
     assert "kind: VerticalPodAutoscaler" not in manifests
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "configmap_exclude",
+        "secret_exclude",
+        "secretproviderclass",
+        "secretproviderclass_auto",
+        "secretproviderclass_exclude",
+    ],
+)
+@pytest.mark.parametrize("compat", ["v1", "v2"])
+def test_a_v2_only_custom_annotation_renders_its_flag_once_the_compat_is_chosen(
+    key: str, compat: str
+) -> None:
+    values = {"reloader": {"compat": compat, "custom_annotations": {key: "example.com/x"}}}
+    out = helm_template(values)
+    assert out.returncode == 0, out.stderr
+    assert "=example.com/x" in out.stdout
+    unchosen = helm_template({"reloader": {"custom_annotations": {key: "example.com/x"}}})
+    assert unchosen.returncode != 0
+    assert (
+        f"reloader.custom_annotations.{key} is read only by Stakater's v2 chart" in unchosen.stderr
+    )
+
+
+@pytest.mark.parametrize(("compat", "annotations", "rendered"), [
+    ("v2", {}, False),
+    ("v2", {"auto": "example.com/auto"}, True),
+    ("v1", {}, True),
+    ("", {}, True),
+])  # fmt: skip
+def test_with_compat_v2_the_webhook_url_is_rendered_only_beside_custom_annotations_as_v2s_chart(
+    compat: str, annotations: dict[str, str], rendered: bool
+) -> None:
+    values = {"reloader": {"compat": compat, "webhookUrl": "https://hook.example/x",
+                           "custom_annotations": annotations}}  # fmt: skip
+    out = helm_template(values)
+    assert out.returncode == 0, out.stderr
+    assert ("--webhook-url=https://hook.example/x" in out.stdout) is rendered
+
+
+async def test_the_install_notes_say_when_the_webhook_url_is_left_out_as_v2s_chart_leaves_it(
+    kubeconfig_path: Path,
+) -> None:
+    values = {"reloader": {"compat": "v2", "webhookUrl": "https://hook.example/x"}}
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
+         "--kubeconfig", str(kubeconfig_path), "-f", str(IMAGE_VALUES), "-f", "-"],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    notes = out.stdout.split("NOTES:", 1)[1]
+    assert "reloader.webhookUrl: not passed to the controller" in notes
+    assert "--webhook-url" not in out.stdout.split("NOTES:", 1)[0]
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,13 @@ and the digest is kept (Stakater's chart drops it there). */}}
 {{- if eq (toString (default "v1" .Values.reloader.compat)) "v2" -}}true{{- end -}}
 {{- end -}}
 
+{{/* "true" when --webhook-url is rendered: whenever reloader.webhookUrl is set, but with compat
+v2 only when reloader.custom_annotations is not empty either, as Stakater's v2 chart renders it
+(NOTES.txt says so when the URL is left out). */}}
+{{- define "reloader.webhookUrl" -}}
+{{- if and .Values.reloader.webhookUrl (or (not (include "reloader.v2" .)) .Values.reloader.custom_annotations) -}}true{{- end -}}
+{{- end -}}
+
 {{/* The sorted, de-duplicated namespace list of scoped mode. With compat v1 the release
 namespace is added (as Stakater's chart 2.x does); with v2 it is exactly the list given (as
 Stakater's v2 chart: the release namespace is not watched unless listed). */}}
@@ -293,6 +300,13 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- $compat := toString (default "v1" $r.compat) -}}
 {{- if not (has $compat (list "v1" "v2")) -}}
 {{- fail (printf "reloader.compat: %q is not v1 (Stakater Reloader v1.4.x, chart 2.x) or v2 (Reloader v2, Stakater's v2 chart)" $compat) -}}
+{{- end -}}
+{{- if not $r.compat -}}
+{{- range $key := list "configmap_exclude" "secret_exclude" "secretproviderclass" "secretproviderclass_auto" "secretproviderclass_exclude" -}}
+{{- if index (default dict $r.custom_annotations) $key -}}
+{{- fail (printf "reloader.custom_annotations.%s is read only by Stakater's v2 chart: set reloader.compat: v2 to replace Reloader v2 (or v1 to keep Reloader v1's behaviour)" $key) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- $enterprise := "Reloader Enterprise (the enterprise subchart of Stakater's v2 chart) is not part of kube-reloader" -}}
 {{- include "reloader.atDefaults" (dict "path" "enterprise" "values" (default dict .Values.enterprise) "why" $enterprise
