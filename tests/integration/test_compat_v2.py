@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -68,6 +70,13 @@ class Replica:
                 out.append(json.loads(line))
         return out
 
+    def identity(self) -> str | None:
+        """The identity it campaigns with (v2's: `<hostname>_<uuid>`), once it has led."""
+        for line in self.lines():
+            if line.get("message") == "became leader":
+                return str(line.get("identity"))
+        return None
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -91,9 +100,10 @@ async def lease(client: Client, namespace: str, name: str = LEASE) -> dict[str, 
     return obj
 
 
-async def held_by(client: Client, namespace: str, holder: str) -> dict[str, Any] | None:
+async def held_by(client: Client, namespace: str, holder: Replica) -> dict[str, Any] | None:
     obj = await lease(client, namespace)
-    return obj if obj and obj["spec"].get("holderIdentity") == holder else None
+    identity = holder.identity()
+    return obj if obj and identity and obj["spec"].get("holderIdentity") == identity else None
 
 
 async def test_v2_mode_takes_v2s_lease_writes_v2s_marks_and_serves_v2s_probes(
@@ -101,7 +111,9 @@ async def test_v2_mode_takes_v2s_lease_writes_v2s_marks_and_serves_v2s_probes(
 ) -> None:
     await auto_deployment_on_configmap(client, namespace, data={"a": "1"}, replicas=0)
     with replica("ours", namespace, kubeconfig_path, tmp_path) as ours:
-        await eventually(lambda: held_by(client, namespace, "ours"), what="ours to lead")
+        led = await eventually(lambda: held_by(client, namespace, ours), what="ours to lead")
+        holder = led["spec"]["holderIdentity"]
+        assert re.fullmatch(re.escape(socket.gethostname()) + "_[0-9a-f-]{36}", holder), holder
         assert await lease(client, namespace, "stakater-reloader-lock") is None
 
         async def ready() -> bool:
@@ -149,12 +161,12 @@ async def test_the_v2_lease_passes_between_reloader_v2_and_kube_reloader_both_wa
 ) -> None:
     peer_flags = TIMING  # v2's own leader-election flags
     with replica("ours", namespace, kubeconfig_path, tmp_path) as ours:
-        first = await eventually(lambda: held_by(client, namespace, "ours"), what="ours to lead")
+        first = await eventually(lambda: held_by(client, namespace, ours), what="ours to lead")
         transitions = first["spec"].get("leaseTransitions", 0)
         with start_peer("reloader-v2", kubeconfig_path, namespace, tmp_path / "peer",
                         flags=peer_flags) as peer:  # fmt: skip
             await asyncio.sleep(6)  # more than the lease duration: the peer only waits
-            assert await held_by(client, namespace, "ours"), "a renewed lease is never taken"
+            assert await held_by(client, namespace, ours), "a renewed lease is never taken"
             assert peer.alive()
             assert ours.stop() == 0
 
@@ -171,7 +183,7 @@ async def test_the_v2_lease_passes_between_reloader_v2_and_kube_reloader_both_wa
                 assert again.proc.poll() is None
                 peer.stop()
                 back = await eventually(
-                    lambda: held_by(client, namespace, "ours-2"),
+                    lambda: held_by(client, namespace, again),
                     what="kube-reloader to take the Lease back", timeout=20,
                 )  # fmt: skip
                 assert back["spec"]["leaseTransitions"] == transitions + 2

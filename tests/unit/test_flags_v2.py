@@ -3,6 +3,8 @@ mode adds viper's environment binding, v2's plain string lists and string boolea
 
 from __future__ import annotations
 
+import re
+import socket
 from typing import Any
 
 import pytest
@@ -133,9 +135,21 @@ def test_the_lease_name_namespace_and_release_follow_the_mode_and_the_flags(
 ) -> None:
     ha = parsed([*argv, "--enable-ha"], HA_ENV).ha
     assert ha is not None
-    assert (ha.lock_name, ha.namespace, ha.release_on_cancel, ha.identity) == (
-        lock, namespace, release, "pod-a",
-    )  # fmt: skip
+    assert (ha.lock_name, ha.namespace, ha.release_on_cancel) == (lock, namespace, release)
+
+
+@pytest.mark.parametrize(("mode", "identity"), [
+    (V1, re.escape("pod-a")),
+    (V2, re.escape(socket.gethostname()) + "_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"),
+])  # fmt: skip
+def test_the_lease_holder_is_pod_name_in_v1_and_hostname_and_a_uuid_in_v2_as_each_campaigns(
+    mode: list[str], identity: str
+) -> None:
+    first, second = (parsed([*mode, "--enable-ha"], HA_ENV).ha for _ in range(2))
+    assert first is not None
+    assert second is not None
+    assert re.fullmatch(identity, first.identity), first.identity
+    assert (first.identity == second.identity) is (mode == V1), "v2: a new identity per start"
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -298,7 +300,8 @@ def _ha(ns: argparse.Namespace, v2: bool, env: Mapping[str, str]) -> HASettings 
             "--enable-ha: the POD_NAME and POD_NAMESPACE environment variables are required"
         )
     return HASettings(
-        identity=pod,
+        # v2 requires POD_NAME but campaigns as controller-runtime's default: <hostname>_<uuid>
+        identity=f"{socket.gethostname()}_{uuid.uuid4()}" if v2 else pod,
         namespace=lease_ns or pod_ns,
         timing=timing,
         lock_name=lock,
