@@ -148,8 +148,9 @@ class Plan:
     mode: evicting.Mode = field(default_factory=evicting.Mode)
 
 
-def plan(*, change: Change, workload: Workload, config: Config, now: int) -> Plan:
-    """Decide and build the patch for one (change, workload) pair. `now` is Unix seconds."""
+def plan(*, change: Change, workload: Workload, config: Config, now: float) -> Plan:
+    """Decide and build the patch for one (change, workload) pair. `now` is Unix seconds (v1's
+    observedAt keeps the whole ones, v2's reloadedAt the microseconds)."""
     key, mode = workload.key, mode_of(workload, config)
     decision, scope = _decide(change, workload, config)
     refusal = _refusal(decision, workload)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kube_reloader.core import hashing, strategies
+from kube_reloader.core.annotations import LAST_RELOADED_FROM
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import PodTemplate
 
@@ -51,7 +52,7 @@ def edit(
     env_name: str,
     *,
     v2: bool,
-    now: int,
+    now: float,
 ) -> Edit:
     """The edit that records `content` for `container` under `strategy`; `env_name` is the
     resource's env var (`strategies.env_var_name`), `now` Unix seconds."""
@@ -61,14 +62,14 @@ def edit(
 
 
 def _env_edit(
-    tmpl: PodTemplate, container: str, content: Content, env_name: str, *, v2: bool, now: int
+    tmpl: PodTemplate, container: str, content: Content, env_name: str, *, v2: bool, now: float
 ) -> Edit:
     """The env var set to the content's hash on the container, or removed on a delete."""
     if content.deleted:
         ops = strategies.env_remove_patch(tmpl, container, env_name)
         if v2 and ops is not None:  # v2 records the delete too: last-reloaded-from, hash ""
             value = _v2_value(dataclasses.replace(content, hash=""), container, now)
-            ops.append(strategies.annotation_op(tmpl, strategies.LAST_RELOADED_FROM, value))
+            ops.append(strategies.annotation_op(tmpl, LAST_RELOADED_FROM, value))
         return Edit(
             strategies.PatchType.JSON,
             ops,
@@ -88,7 +89,7 @@ def _env_edit(
 
 
 def _record_edit(
-    tmpl: PodTemplate, container: str, content: Content, *, v2: bool, now: int
+    tmpl: PodTemplate, container: str, content: Content, *, v2: bool, now: float
 ) -> Edit:
     """The content's hash (the delete marker on a delete) in the record annotation, with the
     last-reloaded-from annotation (v1's shape, or v2's under `--compat=v2`)."""
@@ -103,7 +104,7 @@ def _record_edit(
             namespace=content.namespace,
             hash=recorded,
             container=container,
-            observed_at=now,
+            observed_at=int(now),
         )
         if v2:
             v2_content = "" if content.deleted else content.hash
@@ -118,8 +119,17 @@ def _record_edit(
     )
 
 
-def _v2_value(content: Content, container: str, now: int) -> str:
-    at = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339_nano(wall: float) -> str:
+    """Go's `time.RFC3339Nano` of a UTC time (its JSON form): the fraction without trailing
+    zeros, none for whole seconds; to the microsecond (a float's precision)."""
+    micros = round(wall * 1_000_000)
+    seconds, fraction = divmod(micros, 1_000_000)
+    whole = dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{fraction:06d}".rstrip("0").rstrip(".") + "Z"
+
+
+def _v2_value(content: Content, container: str, now: float) -> str:
+    at = rfc3339_nano(now)
     return strategies.annotation_value_v2(
         rtype=content.rtype,
         name=content.name,
@@ -130,6 +140,6 @@ def _v2_value(content: Content, container: str, now: int) -> str:
     )
 
 
-def _v2_source(content: Content, container: str, now: int) -> dict[str, Any]:
+def _v2_source(content: Content, container: str, now: float) -> dict[str, Any]:
     """Reloader v2's last-reloaded-from, as a strategic-merge body of its own."""
     return strategies.annotation_patch(_v2_value(content, container, now))

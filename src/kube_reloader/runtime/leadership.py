@@ -5,10 +5,10 @@ The lock is Reloader's: v1's `stakater-reloader-lock`, or with `--compat=v2` v2'
 `--leader-election-namespace`), so kube-reloader and Reloader replicas of the same major version
 never lead at the same time during a migration. The identity is `POD_NAME`, or with
 `--compat=v2` `<hostname>_<uuid>` as Reloader v2 (through controller-runtime) campaigns; no
-elector compares identities other than its own, so the two share one Lease. The record is client-go's (`holderIdentity`,
-`leaseDurationSeconds` truncated to whole seconds, `acquireTime`, `renewTime`,
-`leaseTransitions`, MicroTime stamps), and so is a release (empty holder, 1 s duration,
-acquire and renew time now).
+elector compares identities other than its own, so the two share one Lease. The record is
+client-go's (`holderIdentity`, `leaseDurationSeconds` truncated to whole seconds,
+`acquireTime`, `renewTime`, `leaseTransitions`, MicroTime stamps), and so is a release (empty
+holder, 1 s duration, acquire and renew time now).
 
 Two rules keep two replicas from leading at once, whatever their clocks say:
 

@@ -203,7 +203,7 @@ class Reconciler:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
             return Done(cleared=False), None
         workload = self.stores.resolve(cached)
-        now = int(self.clock.wall())
+        now = self.clock.wall()
         plans = [
             planning.plan(
                 change=self._current(c), workload=workload, config=self.options.plan, now=now

@@ -63,6 +63,23 @@ def test_v2_mode_writes_reloader_v2s_last_reloaded_from_byte_for_byte() -> None:
     )
 
 
+@pytest.mark.parametrize(("now", "at"), [
+    (NOW, "2026-12-01T20:25:42Z"),
+    (NOW + 0.5, "2026-12-01T20:25:42.5Z"),
+    (NOW + 0.317276, "2026-12-01T20:25:42.317276Z"),
+    (NOW + 0.000001, "2026-12-01T20:25:42.000001Z"),
+])  # fmt: skip
+def test_v2s_reloaded_at_is_gos_rfc3339_nano_and_v1s_observed_at_whole_seconds(
+    now: float, at: str
+) -> None:
+    v2 = plan(change=CHANGE, workload=workload(AUTO),
+              config=Config(strategy=Strategy.ANNOTATIONS, compat=Compat.V2), now=now)  # fmt: skip
+    assert json.loads(annotations_of(v2)[LRF])["reloadedAt"] == at
+    v1 = plan(change=CHANGE, workload=workload(AUTO), config=Config(strategy=Strategy.ANNOTATIONS),
+              now=now)  # fmt: skip
+    assert json.loads(annotations_of(v1)[LRF])["observedAt"] == NOW
+
+
 def test_v2_mode_with_env_vars_sets_the_variable_and_the_annotation_in_one_patch() -> None:
     p = plan(change=CHANGE, workload=workload(AUTO), config=Config(compat=Compat.V2), now=NOW)
     assert p.outcome is Outcome.RELOAD
