@@ -289,6 +289,15 @@ def test_helm_lint_passes() -> None:
             "reloader.deployment.env.field.NODE needs a field path",
         ),
         (
+            {"reloader": {"compat": "v2", "logLevel": "INFO"}},
+            'reloader.logLevel: "INFO" is not one of trace, debug, info, warn, warning, error '
+            "(with compat v2, exactly as Reloader v2 reads it)",
+        ),
+        (
+            {"reloader": {"compat": "v2", "logFormat": "text"}},
+            'reloader.logFormat: "text" is not json or empty (with compat v2',
+        ),
+        (
             {"reloader": {"custom_annotations": {"secretproviderclass_exclude": "x"}}},
             "reloader.custom_annotations.secretproviderclass_exclude is read only by Stakater's "
             "v2 chart: set reloader.compat: v2",
@@ -1421,8 +1430,11 @@ def test_the_v2_values_file_without_rbac_renders_no_rbac_and_uses_the_named_acco
     assert spec["serviceAccountName"] == "reloader-sa"
 
 
-def test_the_v2_values_file_renders_in_v1_mode_too_with_v1_probes() -> None:
-    out = render_v2({})
+def test_the_v2_values_file_asks_for_a_compat_and_renders_in_v1_mode_with_v1_probes() -> None:
+    unchosen = render_v2({})  # it sets custom annotations only Stakater's v2 chart reads
+    assert unchosen.returncode != 0
+    assert "is read only by Stakater's v2 chart: set reloader.compat: v2" in unchosen.stderr
+    out = render_v2({"reloader": {"compat": "v1"}})
     assert out.returncode == 0, out.stderr
     c = container_of([d for d in yaml.safe_load_all(out.stdout) if d])
     assert c["args"] == [

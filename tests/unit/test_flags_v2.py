@@ -200,8 +200,9 @@ def test_a_health_address_without_a_port_stops_the_start() -> None:
     ([*V2, "--health-addr=0"], ":9090", None),
     ([*V2, "--metrics-addr=0", "--health-addr=0"], None, None),
     ([*V2, "--metrics-addr=127.0.0.1:9191"], "127.0.0.1:9191", ":8080"),
+    ([*V2, "--metrics-addr=", "--health-addr="], ":8080", None),
 ])  # fmt: skip
-def test_v2_turns_a_server_off_with_address_zero_as_controller_runtime_does(
+def test_v2_reads_address_zero_and_empty_as_controller_runtime_does(
     argv: list[str], metrics: str | None, health: str | None
 ) -> None:
     s = parsed(argv)

@@ -110,6 +110,36 @@ def test_an_auto_value_the_two_versions_read_differently_is_a_warning_saying_how
     assert said in out
 
 
+SPLIT_EXCLUDE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    configmaps.exclude.reloader.stakater.com/reload: "app-config"
+spec:
+  template:
+    metadata:
+      annotations:
+        reloader.stakater.com/auto: "true"
+    spec:
+      containers: [{name: app, image: app}]
+"""
+
+
+def test_an_exclude_list_on_the_metadata_with_the_reload_annotation_on_the_template_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(SPLIT_EXCLUDE))
+    cli.main(["lint", "-"])
+    out = capsys.readouterr().out
+    assert "KR001" in out
+    assert (
+        "configmaps.exclude.reloader.stakater.com/reload on the workload's metadata then "
+        "excludes in Reloader v1 only (v2 reads the exclude list where it reads this annotation)"
+    ) in out
+
+
 def test_usage_errors_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lint"]) == 2
     assert cli.main(["lint", "no/such/file.yaml"]) == 2

@@ -235,7 +235,8 @@ def log_flags(mode: Compat, ns: argparse.Namespace, warnings: list[str]) -> tupl
     """The log format and level; under v2 also its "0" addresses (`v2_addr`)."""
     if mode is not Compat.V2:
         return _v1_logging(ns.log_format, ns.log_level, warnings)
-    ns.metrics_addr, ns.health_addr = v2_addr(ns.metrics_addr), v2_addr(ns.health_addr)
+    ns.metrics_addr = v2_addr(ns.metrics_addr, empty=":8080")
+    ns.health_addr = v2_addr(ns.health_addr, empty=None)
     if ns.log_level not in V2_LOG_LEVELS:  # v2 stops at start: so does kube-reloader
         raise FlagError(f"--log-level: unsupported log level: {ns.log_level!r}")
     if ns.log_format not in ("", "json"):
@@ -256,7 +257,9 @@ def _v1_logging(fmt: str, level: str, warnings: list[str]) -> tuple[str, str]:
     return fmt, level.lower()
 
 
-def v2_addr(addr: str | None) -> str | None:
+def v2_addr(addr: str | None, *, empty: str | None) -> str | None:
     """`--metrics-addr`/`--health-addr` as controller-runtime reads them: "0" turns the
-    server off (None)."""
+    server off (None); "" is its default (metrics: `:8080`; health probes: off)."""
+    if addr == "":
+        return empty
     return None if addr == "0" else addr

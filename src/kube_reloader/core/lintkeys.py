@@ -155,24 +155,40 @@ def placement(
             "while the workload's own metadata has no reload annotation, and Reloader releases "
             "older than the fallback ignore it"
         )
+        split = {keys.exclude(r) for r in ResourceType if key in keys.trigger_keys(r)} & set(wa)
+        if split:  # v1 reads the exclude list from the metadata, v2 where the triggers are
+            text += (
+                f"; {', '.join(sorted(split))} on the workload's metadata then excludes in "
+                "Reloader v1 only (v2 reads the exclude list where it reads this annotation)"
+            )
         out.append(_to_metadata("KR001", d, pa_path, key, text, ref))
-    excludes = {keys.configmap_exclude, keys.secret_exclude, keys.spc_exclude}
     for key in sorted(set(pa) & _workload_only(keys)):
-        text = (
-            f"{ref}: {key} is read only from the workload's own metadata; on the pod template "
-            "it is ignored"
-            if key not in excludes
-            else f"{ref}: {key} on the pod template is never read by Reloader v1 (nor "
-            "kube-reloader --compat=v1), and read by v2 when the reload annotations are on the "
-            "pod template too: the versions decide differently; keep it with the reload "
-            "annotations on the workload's own metadata"
-        )
+        text = f"{ref}: {key} {_template_only_text(keys, key, wa, pa)}"
         out.append(_to_metadata("KR014", d, pa_path, key, text, ref))
     if keys.pause_period in wa and not traits(kind).pausable:
         at = (*META_ANNOTATIONS, keys.pause_period)
         text = f"{ref}: the pause period applies to Deployments only; on a {kind} it is ignored"
         out.append(finding("KR009", d, at, text, "remove it", ref))
     return out
+
+
+def _template_only_text(keys: Keys, key: str, wa: Mapping[str, str], pa: Mapping[str, str]) -> str:
+    """Why a workload-only key on the pod template is not read (an exclude list: by whom)."""
+    rtype = next((r for r in ResourceType if keys.exclude(r) == key), None)
+    if rtype is None:
+        return "is read only from the workload's own metadata; on the pod template it is ignored"
+    triggers = keys.trigger_keys(rtype)
+    if any(k in wa for k in triggers) or not any(k in pa for k in triggers):
+        return (
+            "on the pod template is read neither by Reloader v1 nor by v2 here: both read the "
+            "exclude list from the workload's own metadata"
+        )
+    return (
+        "on the pod template is never read by Reloader v1 (nor kube-reloader --compat=v1), "
+        "and read by v2, which reads it where the reload annotations are (here, the pod "
+        "template): the versions decide differently; keep it with the reload annotations on "
+        "the workload's own metadata"
+    )
 
 
 def _workload_only(keys: Keys) -> set[str]:

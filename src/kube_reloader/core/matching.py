@@ -81,7 +81,9 @@ class MatchConfig:
         read = value in ("true", "false") if self.v2 else parse_bool(value) is not None
         if not value or read:
             return None
-        return "is neither true nor false" if self.v2 else "is not a boolean (true/false)"
+        if self.v2:  # not true, and no opt-out of --auto-reload-all either
+            return 'is neither true nor false: not true, and only "false" opts out'
+        return "is not a boolean (true/false); treated as false"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,7 @@ def _read(
     for key, value in ((keys.auto, auto), (keys.typed_auto(rtype), typed_auto)):
         problem = config.unread(value)
         if problem is not None:
-            warnings.append(f"{key}={quote(value)} on the {source} {problem}; treated as false")
+            warnings.append(f"{key}={quote(value)} on the {source} {problem}")
     return _Read(
         keys,
         rtype,

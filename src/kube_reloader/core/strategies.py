@@ -82,16 +82,29 @@ def env_patch(
     }
 
 
-def annotation_op(template: PodTemplate, key: str, value: str) -> dict[str, Any]:
-    """JSON-patch op setting one pod-template annotation (the whole map when it has none)."""
-    base = "/spec/template/metadata/annotations"
+ANNOTATIONS_PATH = "/spec/template/metadata/annotations"
+
+
+def annotation_op(template: PodTemplate, key: str, value: str) -> dict[str, Any] | None:
+    """JSON-patch op setting one pod-template annotation, when the template is known to have an
+    annotations map (it carries one of Reloader's keys; the cache keeps no others): an `add`
+    of the whole map could erase annotations the cache does not keep, and an `add` under a map
+    that is not there would fail the patch. None otherwise."""
     if not template.annotations:
-        return {"op": "add", "path": base, "value": {key: value}}
-    return {
-        "op": "add",
-        "path": f"{base}/{key.replace('~', '~0').replace('/', '~1')}",
-        "value": value,
-    }
+        return None
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    return {"op": "add", "path": f"{ANNOTATIONS_PATH}/{escaped}", "value": value}
+
+
+def annotations_set_by(ops: list[dict[str, Any]]) -> dict[str, str]:
+    """The pod-template annotations a JSON patch of ours sets (`annotation_op`)."""
+    out = {}
+    for op in ops:
+        path = str(op.get("path", ""))
+        if op.get("op") == "add" and path.startswith(ANNOTATIONS_PATH + "/"):
+            key = path.removeprefix(ANNOTATIONS_PATH + "/").replace("~1", "/").replace("~0", "~")
+            out[key] = str(op.get("value"))
+    return out
 
 
 def env_remove_patch(

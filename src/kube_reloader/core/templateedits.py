@@ -69,7 +69,8 @@ def _env_edit(
         ops = strategies.env_remove_patch(tmpl, container, env_name)
         if v2 and ops is not None:  # v2 records the delete too: last-reloaded-from, hash ""
             value = _v2_value(dataclasses.replace(content, hash=""), container, now)
-            ops.append(strategies.annotation_op(tmpl, LAST_RELOADED_FROM, value))
+            op = strategies.annotation_op(tmpl, LAST_RELOADED_FROM, value)
+            ops.extend([op] if op is not None else [])
         return Edit(
             strategies.PatchType.JSON,
             ops,

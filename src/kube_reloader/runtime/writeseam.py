@@ -251,6 +251,9 @@ def _apply(template: dict[str, Any], plans: list[Plan]) -> dict[str, Any]:
     for p in plans:
         if p.patch_type is strategies.PatchType.JSON and p.target and p.env_name:
             out = mutating.remove_env(out, p.target.container or "", p.env_name)
+            if annotations := strategies.annotations_set_by(p.patch or []):
+                body = {"spec": {"template": {"metadata": {"annotations": annotations}}}}
+                out = mutating.apply_strategic(out, body)
         elif p.patch is not None:
             out = mutating.apply_strategic(out, p.patch)
     return out

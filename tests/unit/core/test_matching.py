@@ -222,8 +222,8 @@ def test_a_v2_auto_value_other_than_true_or_false_is_a_warning_naming_it() -> No
     d = _decide(workload_annotations={AUTO: "True"}, config=MatchConfig(v2=True))
     assert not d.reload
     assert d.warnings == (
-        "reloader.stakater.com/auto='True' on the workload metadata is neither true nor false; "
-        "treated as false",
+        "reloader.stakater.com/auto='True' on the workload metadata is neither true nor false: "
+        'not true, and only "false" opts out',
     )
     assert _decide(workload_annotations={AUTO: "false"}, config=MatchConfig(v2=True)).warnings == ()
 

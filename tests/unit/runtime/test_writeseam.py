@@ -167,6 +167,28 @@ async def test_a_cronjob_is_never_modified_a_job_is_created_from_its_template() 
     assert env[0]["name"] == "STAKATER_CM_CONFIGMAP"
 
 
+async def test_a_job_made_for_a_v2_delete_carries_the_variable_removed_and_the_delete_recorded() -> (
+    None
+):
+    lrf = "reloader.stakater.com/last-reloaded-from"
+    template = CRONJOB["spec"]["jobTemplate"]["spec"]["template"]  # type: ignore[index]
+    cronjob = {**CRONJOB, "spec": {"jobTemplate": {"spec": {"template": {
+        "metadata": {"annotations": {lrf: '{"kind":"configmap","name":"cm","hash":"x"}'}},
+        "spec": {"containers": [{**template["spec"]["containers"][0],
+                                 "env": [{"name": "STAKATER_CM_CONFIGMAP", "value": "x"}]}]},
+    }}}}}  # fmt: skip
+    w = planning.workload_from_manifest(cronjob)
+    gone = dataclasses.replace(change("cm", "2"), event=planning.Event.DELETED)
+    plans = [
+        planning.plan(change=gone, workload=w, config=Config(compat=Compat.V2), now=int(EPOCH))
+    ]
+    calls = await write("CronJob", w, plans, RecordingClient({"CronJob": cronjob}))
+    job = calls[1][3]
+    assert job["spec"]["template"]["spec"]["containers"][0]["env"] == []
+    recorded = job["spec"]["template"]["metadata"]["annotations"][lrf]
+    assert '"name":"cm","namespace":"ns","hash":""' in recorded
+
+
 def test_every_built_in_kind_has_a_strategy_and_its_resource() -> None:
     for spec in BUILTIN:
         assert spec.resource.kind == spec.kind

@@ -316,7 +316,15 @@ to the lists below (the default values fail to render otherwise). */}}
 {{- include "reloader.atDefaults" (dict "path" "global" "values" $global "why" "only Reloader Enterprise (the enterprise subchart of Stakater's v2 chart) reads it, and it is not part of kube-reloader"
     "defaults" (dict "consoleHost" "" "gatewayHost" "" "gatewayScheme" "https")) -}}
 {{- $level := lower (toString (default "" $r.logLevel)) -}}
-{{- if and $level (not (has $level (splitList "," (include "reloader.logLevels" .)))) -}}
+{{- if include "reloader.v2" . -}}
+{{- /* Reloader v2 stops at start on any other spelling; so does --compat=v2: fail here instead */ -}}
+{{- if not (has (toString (default "" $r.logLevel)) (list "" "trace" "debug" "info" "warn" "warning" "error")) -}}
+{{- fail (printf "reloader.logLevel: %q is not one of trace, debug, info, warn, warning, error (with compat v2, exactly as Reloader v2 reads it)" (toString $r.logLevel)) -}}
+{{- end -}}
+{{- if not (has (toString (default "" $r.logFormat)) (list "" "json")) -}}
+{{- fail (printf "reloader.logFormat: %q is not json or empty (with compat v2, as Reloader v2 reads it)" (toString $r.logFormat)) -}}
+{{- end -}}
+{{- else if and $level (not (has $level (splitList "," (include "reloader.logLevels" .)))) -}}
 {{- fail (printf "reloader.logLevel: %q is not one of %s (any case)" (toString $r.logLevel) (include "reloader.logLevels" . | splitList "," | join ", ")) -}}
 {{- end -}}
 {{- if and (not $r.watchGlobally) $r.ignoreNamespaces -}}
