@@ -137,8 +137,10 @@ def plan_pause(
     now: dt.datetime,
     period_key: str,
     paused_at_key: str,
+    extend: bool = False,
 ) -> PausePlan:
-    """What to do about pausing when a Deployment is about to be reloaded."""
+    """What to do about pausing when a Deployment is about to be reloaded. With `extend`
+    (Reloader v2's rule), a pause of ours is stamped again: it lasts the period from now."""
     if period_key not in annotations:
         return PausePlan(PauseAction.NONE, "no pause period")
     raw = annotations[period_key]
@@ -151,6 +153,8 @@ def plan_pause(
             "reloading without pausing",
         )
     stamp = annotations.get(paused_at_key, "")
+    if paused and stamp and extend:
+        return PausePlan(PauseAction.PAUSE, f"pausing again for {raw}", shift(now, period))
     if paused and stamp:
         since = _stamp(stamp, now)
         resume = now if since is None else shift(since, period)

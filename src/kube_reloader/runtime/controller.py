@@ -83,7 +83,9 @@ class Controller:
         writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager)
         rate, burst = options.reload_rate, options.reload_burst
         self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
-        self.pauses = Pauses(clock, stores.keys, writer, fence, r.rollouts, r.problems, spawn)
+        self.pauses = Pauses(
+            clock, stores.keys, writer, fence, r.rollouts, r.problems, spawn, v2=v2
+        )
         sched = self.scheduler = Scheduler(options, clock, stores, coalescer, r.fleet, r.problems)
         trk = self.tracker = RolloutTracker(clock, r.rollouts, stores.workload, sched.finished)
         rot = self.rotations = Rotations(

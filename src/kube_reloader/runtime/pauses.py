@@ -1,4 +1,5 @@
-"""The Deployment pause period: pause before the reload's write, resume on time. The resume
+"""The Deployment pause period: pause before the reload's write (with `--compat=v2`, in the
+same write, stamped again on every reload, as Reloader v2 does), resume on time. The resume
 time is derived from the object itself (the paused-at annotation), so it survives restarts and
 a change of leader; this room only keeps one resume timer per paused Deployment."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from kube_reloader.core import pausing, planning
 from kube_reloader.core.annotations import Keys
@@ -30,10 +32,22 @@ class Pauses:
     rollouts: RolloutReports
     problems: ProblemReports
     spawn: Spawn
+    #: Reloader v2's pause (`--compat=v2`): in the reload's write, stamped on every reload
+    v2: bool = False
     _resumes: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._resumes
+
+    async def for_write(
+        self, workload: planning.Workload, now: dt.datetime
+    ) -> dict[str, Any] | None:
+        """Pause a Deployment about to be reloaded: v1's way, before the write (None), or
+        v2's, the body to write with it (`with_write`)."""
+        if self.v2:
+            return self.with_write(workload, now)
+        await self.before_write(workload, now)
+        return None
 
     async def before_write(self, workload: planning.Workload, now: dt.datetime) -> None:
         """Pause a Deployment whose pause-period annotation asks for it (a bad value costs a
@@ -53,6 +67,28 @@ class Pauses:
             assert decision.resume_at is not None
             self.rollouts.paused(workload.key, str(decision.resume_at))
             self._schedule(workload.key, decision.resume_at)
+
+    def with_write(self, workload: planning.Workload, now: dt.datetime) -> dict[str, Any] | None:
+        """Reloader v2's pause (`--compat=v2`): the body that pauses a Deployment whose
+        pause-period annotation asks for it, written with the reload in one update, and
+        stamped again on every reload (a pause of ours then lasts the period from now). A
+        Deployment someone else paused is left to them; a bad value costs a Warning."""
+        keys = self.keys
+        decision = pausing.plan_pause(
+            annotations=dict(workload.annotations),
+            paused=workload.paused,
+            now=now,
+            period_key=keys.pause_period,
+            paused_at_key=keys.paused_at,
+            extend=True,
+        )
+        if decision.action is pausing.PauseAction.INVALID:
+            self.problems.warn_once(workload, (decision.message,))
+        if decision.action is not pausing.PauseAction.PAUSE or decision.resume_at is None:
+            return None
+        self.rollouts.paused(workload.key, str(decision.resume_at))
+        self._schedule(workload.key, decision.resume_at)  # resume() reads what was written
+        return pausing.pause_patch(keys.paused_at, now)
 
     def observe(self, workload: planning.Workload) -> None:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""

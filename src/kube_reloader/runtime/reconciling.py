@@ -266,11 +266,12 @@ class Reconciler:
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
         try:
-            if spec.pausable:
-                await self.pauses.before_write(workload, when)
+            pause = await self.pauses.for_write(workload, when) if spec.pausable else None
             if not self.fence.may_write():
                 raise asyncio.CancelledError
-            answer = await self.writer.reload(workload, todo, now=when, committed=self.fence.commit)
+            answer = await self.writer.reload(
+                workload, todo, now=when, committed=self.fence.commit, pause=pause
+            )
         except errors.Conflict as exc:
             return await self._conflicted(workload, exc), False, False
         except errors.Transient as exc:

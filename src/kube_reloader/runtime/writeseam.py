@@ -49,6 +49,8 @@ class Target:
     now: dt.datetime
     #: called once the write can no longer be abandoned half-way (see `JobRecreate`)
     committed: Callable[[], None] | None = None
+    #: a Deployment's pause (`pausing.pause_patch`), written with the reload (`TemplatePatch`)
+    pause: dict[str, Any] | None = None
 
 
 class Strategy(Protocol):
@@ -74,7 +76,10 @@ class TemplatePatch:
     ) -> dict[str, Any] | None:
         w = target.workload
         answer = None
-        for ptype, body in planning.combine(reloading(plans)):
+        writes = planning.combine(reloading(plans))
+        if target.pause is not None and writes:  # into the first write (v2: one update)
+            writes[0] = (writes[0][0], with_pause(*writes[0], target.pause))
+        for ptype, body in writes:
             answer = await client.patch(
                 target.resource,
                 w.name,
@@ -84,6 +89,18 @@ class TemplatePatch:
                 field_manager=target.field_manager,
             )
         return answer
+
+
+def with_pause(ptype: strategies.PatchType, body: Any, pause: dict[str, Any]) -> Any:
+    """A reload's write with a Deployment's pause in it: merged into a strategic-merge body,
+    or as JSON-patch ops (the metadata's annotations hold the pause period: they exist)."""
+    if ptype is strategies.PatchType.STRATEGIC:
+        return {**body, "metadata": pause["metadata"], "spec": {**body["spec"], **pause["spec"]}}
+    ops = [{"op": "add", "path": "/spec/paused", "value": pause["spec"]["paused"]}]
+    for key, value in pause["metadata"]["annotations"].items():
+        escaped = key.replace("~", "~0").replace("/", "~1")
+        ops.append({"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value})
+    return [*body, *ops]
 
 
 class CustomResourcePatch:

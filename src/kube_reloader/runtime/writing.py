@@ -28,6 +28,7 @@ class Writer(Protocol):
         *,
         now: dt.datetime,
         committed: Callable[[], None] | None = None,
+        pause: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None: ...
 
     async def read(self, key: ObjectKey) -> dict[str, Any]: ...
@@ -62,12 +63,14 @@ class KubeWriter:
         *,
         now: dt.datetime,
         committed: Callable[[], None] | None = None,
+        pause: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Apply the reloading plans with the kind's strategy; returns the written object
         when the answer is the workload itself. `committed` is called once the write can no
-        longer be abandoned half-way (a Job deleted, not yet re-created)."""
+        longer be abandoned half-way (a Job deleted, not yet re-created); `pause` (a
+        Deployment's pause body, `--compat=v2`) goes into the same write."""
         spec = self.kinds[workload.kind]
-        target = Target(workload, spec.resource, self.field_manager, now, committed)
+        target = Target(workload, spec.resource, self.field_manager, now, committed, pause)
         return await spec.strategy(workload).apply(self.client, target, plans)
 
     async def read(self, key: ObjectKey) -> dict[str, Any]:

@@ -87,14 +87,17 @@ class FakeWriter:
     reads: list[ObjectKey] = field(default_factory=list)
     fail: list[BaseException] = field(default_factory=list)
     answer: dict[str, Any] | None = None
+    #: the pause each reload was written with (`--compat=v2`), None for none
+    paused_with: list[dict[str, Any] | None] = field(default_factory=list)
 
     async def reload(
         self, workload: planning.Workload, plans: list[Plan], *, now: dt.datetime,
-        committed: Callable[[], None] | None = None,
+        committed: Callable[[], None] | None = None, pause: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:  # fmt: skip
         if self.fail:
             raise self.fail.pop(0)
         self.reloads.append((workload.key, [p.change.name for p in plans]))
+        self.paused_with.append(pause)
         return self.answer
 
     async def read(self, key: ObjectKey) -> dict[str, Any]:

@@ -182,8 +182,8 @@ class AnsweringWriter(FakeWriter):
     manifests: dict[ObjectKey, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     async def reload(self, workload: planning.Workload, plans: list[Plan], *, now: dt.datetime,
-                     committed: Any = None) -> dict[str, Any] | None:  # fmt: skip
-        await super().reload(workload, plans, now=now, committed=committed)
+                     committed: Any = None, pause: Any = None) -> dict[str, Any] | None:  # fmt: skip
+        await super().reload(workload, plans, now=now, committed=committed, pause=pause)
         if workload.kind == "CronJob":
             return None
         doc = copy.deepcopy(self.manifests[workload.key])

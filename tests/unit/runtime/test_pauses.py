@@ -13,7 +13,7 @@ from .fakes import AUTO, KEYS, FakeWriter, Room, workload
 PERIOD = {**AUTO, KEYS.pause_period: "30s"}
 
 
-def pauses(room: Room, writer: FakeWriter) -> Pauses:
+def pauses(room: Room, writer: FakeWriter, *, v2: bool = False) -> Pauses:
     return Pauses(
         room.clock,
         KEYS,
@@ -22,6 +22,7 @@ def pauses(room: Room, writer: FakeWriter) -> Pauses:
         room.reports.rollouts,
         room.reports.problems,
         room.spawned,
+        v2=v2,
     )
 
 
@@ -101,4 +102,49 @@ async def test_seeing_a_paused_deployment_arms_one_timer_and_an_unpaused_one_can
     assert room.clock.pending() == [30.0], "one timer however often it is seen"
     p.observe(dataclasses.replace(w, paused=False))
     assert w.key not in p
+    assert room.clock.pending() == []
+
+
+# -- Reloader v2's pause (--compat=v2) ------------------------------------------------------
+
+
+async def test_v2_pauses_in_the_reloads_write_and_resumes_when_the_period_ends() -> None:
+    room, writer = Room(), FakeWriter()
+    p = pauses(room, writer, v2=True)
+    w = workload(annotations=PERIOD)
+    writer.objects[w.key] = paused_object()
+    body = await p.for_write(w, utc(room.clock))
+    assert body == {"metadata": {"annotations": {KEYS.paused_at: "2026-05-28T20:26:40Z"}},
+                    "spec": {"paused": True}}  # fmt: skip
+    assert writer.pauses == [], "no write of its own"
+    assert room.clock.pending() == [30.0]
+    room.clock.advance(30.0)
+    assert await room.spawned.run() == [f"resume/{w.key}"]
+    assert writer.resumes == [w.key]
+
+
+async def test_v2_stamps_its_pause_again_on_each_reload_so_it_lasts_the_period_from_the_last() -> (
+    None
+):
+    room, writer = Room(), FakeWriter()
+    p = pauses(room, writer, v2=True)
+    stamped = {**PERIOD, KEYS.paused_at: "2026-05-28T20:26:30Z"}  # 10 s before the clock
+    w = dataclasses.replace(workload(annotations=stamped), paused=True)
+    body = await p.for_write(w, utc(room.clock))
+    assert body is not None
+    assert body["metadata"]["annotations"][KEYS.paused_at] == "2026-05-28T20:26:40Z"
+    assert room.clock.pending() == [30.0], "the period from now, not from the first stamp"
+    v1 = await pauses(Room(), FakeWriter()).for_write(w, utc(room.clock))
+    assert v1 is None, "v1 never extends a pause"
+
+
+async def test_v2_leaves_a_deployment_someone_else_paused_and_a_bad_period_unpaused() -> None:
+    room, writer = Room(), FakeWriter()
+    p = pauses(room, writer, v2=True)
+    theirs = dataclasses.replace(workload(annotations=PERIOD), paused=True)
+    assert await p.for_write(theirs, utc(room.clock)) is None
+    bad = workload(annotations={**AUTO, KEYS.pause_period: "soon"})
+    assert await p.for_write(bad, utc(room.clock)) is None
+    await room.spawned.run()
+    assert room.events.reasons() == ["ReloadAnnotationInvalid"]
     assert room.clock.pending() == []

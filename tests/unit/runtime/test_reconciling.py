@@ -34,7 +34,7 @@ class Rig:
     reconciler: Reconciler
 
 
-def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
+def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None, v2: bool = False) -> Rig:
     room = Room()
     writer = writer or FakeWriter()
     opts = Options(min_interval=min_interval)
@@ -49,6 +49,7 @@ def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None) -> Rig:
         room.reports.rollouts,
         room.reports.problems,
         room.spawned,
+        v2=v2,
     )
     scheduler = Scheduler(opts, room.clock, stores, co, room.reports.fleet, room.reports.problems)
     tracker = RolloutTracker(room.clock, room.reports.rollouts, stores.workload, scheduler.finished)
@@ -83,6 +84,23 @@ async def test_a_workload_is_written_once_for_all_its_changes_and_each_is_report
     assert r.room.sample("reloader_reload_executed_total", success="true") == 1
     assert r.room.sample("kube_reloader_reload_latency_seconds_sum",
                          workload_kind="Deployment") == 2.0  # fmt: skip
+
+
+@pytest.mark.parametrize("v2", [False, True])
+async def test_a_pause_is_its_own_write_before_the_reload_in_v1_and_part_of_it_in_v2(
+    v2: bool,
+) -> None:
+    r = rig(v2=v2)
+    w = workload(configmap="a", annotations={"reloader.stakater.com/auto": "true",
+                                             KEYS.pause_period: "30s"})  # fmt: skip
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    assert r.writer.reloads == [(w.key, ["a"])]
+    assert r.writer.pauses == ([] if v2 else [w.key])
+    [pause] = r.writer.paused_with
+    assert (pause is not None) is v2
+    assert r.room.clock.pending() == [30.0], "its resume, either way"
+    r.room.spawned.close()
 
 
 async def test_a_change_the_workload_already_carries_writes_nothing() -> None:

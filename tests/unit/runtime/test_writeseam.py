@@ -54,10 +54,10 @@ def plans_for(w: planning.Workload, strategy: PatchStrategy = PatchStrategy.ENV_
     return [planning.plan(change=change("cm", "2"), workload=w, config=config, now=int(EPOCH))]
 
 
-async def write(kind: str, w: planning.Workload, plans: list[Plan],
-                client: RecordingClient) -> list[tuple[str, str, Any, Any]]:  # fmt: skip
+async def write(kind: str, w: planning.Workload, plans: list[Plan], client: RecordingClient,
+                pause: dict[str, Any] | None = None) -> list[tuple[str, str, Any, Any]]:  # fmt: skip
     writer = KubeWriter(client, BUILTIN, "Reloader")  # type: ignore[arg-type]
-    await writer.reload(w, plans, now=NOW)
+    await writer.reload(w, plans, now=NOW, pause=pause)
     return client.calls
 
 
@@ -187,6 +187,41 @@ async def test_a_job_made_for_a_v2_delete_carries_the_variable_removed_and_the_d
     assert job["spec"]["template"]["spec"]["containers"][0]["env"] == []
     recorded = job["spec"]["template"]["metadata"]["annotations"][lrf]
     assert '"name":"cm","namespace":"ns","hash":""' in recorded
+
+
+PAUSE = {"metadata": {"annotations": {"deployment.reloader.stakater.com/paused-at": "t"}},
+         "spec": {"paused": True}}  # fmt: skip
+
+
+async def test_a_v2_pause_goes_into_the_reloads_one_strategic_merge_patch() -> None:
+    w = workload()
+    calls = await write("Deployment", w, plans_for(w), RecordingClient(), pause=PAUSE)
+    [(verb, _, ptype, body)] = calls
+    assert (verb, ptype) == ("patch", PatchType.STRATEGIC)
+    assert body["spec"]["paused"] is True
+    assert body["metadata"] == PAUSE["metadata"]
+    assert body["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"] == (
+        "STAKATER_CM_CONFIGMAP"
+    )
+
+
+async def test_a_v2_pause_with_a_delete_goes_into_its_json_patch_as_ops() -> None:
+    w = workload()
+    w = dataclasses.replace(w, template=dataclasses.replace(w.template, containers=(
+        dataclasses.replace(w.template.containers[0], env=planning.workload_from_manifest({
+            "kind": "Deployment", "metadata": {"name": "x"},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "env": [
+                {"name": "STAKATER_CM_CONFIGMAP", "value": "h"}]}]}}},
+        }).template.containers[0].env),)))  # fmt: skip
+    gone = dataclasses.replace(change("cm", "2"), event=planning.Event.DELETED)
+    plans = [planning.plan(change=gone, workload=w, config=Config(), now=int(EPOCH))]
+    [(_, _, ptype, ops)] = await write("Deployment", w, plans, RecordingClient(), pause=PAUSE)
+    assert ptype is PatchType.JSON
+    assert ops[-2:] == [
+        {"op": "add", "path": "/spec/paused", "value": True},
+        {"op": "add", "path": "/metadata/annotations/deployment.reloader.stakater.com~1paused-at",
+         "value": "t"},
+    ]  # fmt: skip
 
 
 def test_every_built_in_kind_has_a_strategy_and_its_resource() -> None:
