@@ -80,7 +80,7 @@ class Controller:
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.index = stores.index
         coalescer = self.coalescer = Coalescer(clock, on_queued=r.queue.queued)
-        writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager)
+        writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager, v2=v2)
         rate, burst = options.reload_rate, options.reload_burst
         self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
         self.pauses = Pauses(

@@ -51,6 +51,8 @@ class Target:
     committed: Callable[[], None] | None = None
     #: a Deployment's pause (`pausing.pause_patch`), written with the reload (`TemplatePatch`)
     pause: dict[str, Any] | None = None
+    #: Reloader v2's writes (`--compat=v2`; `ArgoRestart`)
+    v2: bool = False
 
 
 class Strategy(Protocol):
@@ -124,7 +126,20 @@ class CustomResourcePatch:
     ) -> dict[str, Any] | None:
         """One write per reload (one revision): the annotations alone as one merge patch;
         with env changes, everything as one JSON patch."""
-        w, res = target.workload, target.resource
+        write = await self.write(client, target, plans)
+        if write is None:
+            return None
+        w = target.workload
+        return await client.patch(
+            target.resource, w.name, write[1], namespace=w.namespace, patch_type=write[0],
+            field_manager=target.field_manager,
+        )  # fmt: skip
+
+    async def write(
+        self, client: Client, target: Target, plans: list[Plan]
+    ) -> tuple[PatchType, Any] | None:
+        """The one write `apply` sends (its patch type and body), None for none."""
+        w = target.workload
         annotations: dict[str, str] = {}
         json_ops: list[dict[str, Any]] = []
         for p in reloading(plans):
@@ -144,26 +159,10 @@ class CustomResourcePatch:
                     )
                     json_ops += ops or []
         if annotations and not json_ops:
-            return await client.patch(
-                res,
-                w.name,
-                self._nested({"metadata": {"annotations": annotations}}),
-                namespace=w.namespace,
-                patch_type=PatchType.MERGE,
-                field_manager=target.field_manager,
-            )
+            return PatchType.MERGE, self._nested({"metadata": {"annotations": annotations}})
         if annotations:
             json_ops = await self._annotation_ops(client, target, annotations) + json_ops
-        if not json_ops:
-            return None
-        return await client.patch(
-            res,
-            w.name,
-            json_ops,
-            namespace=w.namespace,
-            patch_type=PatchType.JSON,
-            field_manager=target.field_manager,
-        )
+        return (PatchType.JSON, json_ops) if json_ops else None
 
     async def _annotation_ops(
         self, client: Client, target: Target, annotations: dict[str, str]
@@ -189,20 +188,29 @@ class CustomResourcePatch:
 
 
 class ArgoRestart:
+    """`restartAt` set: Argo restarts the Rollout's pods. Under `--compat=v2`, as Reloader v2
+    does, its template records the change in the same write (a new revision too), unless the
+    template is borrowed (`workloadRef`)."""
+
     name = "argo-restart"
 
     async def apply(
         self, client: Client, target: Target, plans: list[Plan]
     ) -> dict[str, Any] | None:
-        w = target.workload
+        w, at = target.workload, format_time(target.now)
+        ptype: PatchType = PatchType.MERGE
+        body: Any = {"spec": {"restartAt": at}}
+        if target.v2 and not w.workload_ref:
+            write = await CUSTOM_RESOURCE_PATCH.write(client, target, plans)
+            if write is not None and write[0] is PatchType.MERGE:
+                body = {"spec": {**write[1]["spec"], "restartAt": at}}
+            elif write is not None:
+                ptype = write[0]
+                body = [*write[1], {"op": "add", "path": "/spec/restartAt", "value": at}]
         return await client.patch(
-            target.resource,
-            w.name,
-            {"spec": {"restartAt": format_time(target.now)}},
-            namespace=w.namespace,
-            patch_type=PatchType.MERGE,
+            target.resource, w.name, body, namespace=w.namespace, patch_type=ptype,
             field_manager=target.field_manager,
-        )
+        )  # fmt: skip
 
 
 class JobRecreate:

@@ -51,10 +51,14 @@ class Writer(Protocol):
 
 
 class KubeWriter:
-    def __init__(self, client: Client, kinds: Kinds, field_manager: str) -> None:
+    def __init__(
+        self, client: Client, kinds: Kinds, field_manager: str, *, v2: bool = False
+    ) -> None:
         self.client = client
         self.kinds = kinds
         self.field_manager = field_manager
+        #: Reloader v2's writes (`--compat=v2`)
+        self.v2 = v2
 
     async def reload(
         self,
@@ -70,7 +74,9 @@ class KubeWriter:
         longer be abandoned half-way (a Job deleted, not yet re-created); `pause` (a
         Deployment's pause body, `--compat=v2`) goes into the same write."""
         spec = self.kinds[workload.kind]
-        target = Target(workload, spec.resource, self.field_manager, now, committed, pause)
+        target = Target(
+            workload, spec.resource, self.field_manager, now, committed, pause, v2=self.v2
+        )
         return await spec.strategy(workload).apply(self.client, target, plans)
 
     async def read(self, key: ObjectKey) -> dict[str, Any]:

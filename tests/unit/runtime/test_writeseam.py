@@ -55,8 +55,9 @@ def plans_for(w: planning.Workload, strategy: PatchStrategy = PatchStrategy.ENV_
 
 
 async def write(kind: str, w: planning.Workload, plans: list[Plan], client: RecordingClient,
-                pause: dict[str, Any] | None = None) -> list[tuple[str, str, Any, Any]]:  # fmt: skip
-    writer = KubeWriter(client, BUILTIN, "Reloader")  # type: ignore[arg-type]
+                pause: dict[str, Any] | None = None,
+                v2: bool = False) -> list[tuple[str, str, Any, Any]]:  # fmt: skip
+    writer = KubeWriter(client, BUILTIN, "Reloader", v2=v2)  # type: ignore[arg-type]
     await writer.reload(w, plans, now=NOW, pause=pause)
     return client.calls
 
@@ -154,6 +155,30 @@ async def test_an_argo_rollout_restarts_only_when_asked_or_when_its_template_is_
                           {"spec": {"restartAt": "2026-05-28T20:26:40Z"}})]  # fmt: skip
     else:
         assert [(c[0], c[2]) for c in calls] == [("patch", PatchType.JSON)]
+
+
+@pytest.mark.parametrize("strategy", [PatchStrategy.ENV_VARS, PatchStrategy.ANNOTATIONS])
+async def test_a_v2_argo_restart_also_records_the_change_in_the_template_in_the_same_write(
+    strategy: PatchStrategy,
+) -> None:
+    w = workload(kind=WorkloadKind.ROLLOUT, annotations={
+        "reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"})  # fmt: skip
+    config = Config(match=MatchConfig(), strategy=strategy, compat=Compat.V2)
+    plans = [planning.plan(change=change("cm", "2"), workload=w, config=config, now=int(EPOCH))]
+    client = RecordingClient({"Rollout": {"metadata": {"resourceVersion": "7"}, "spec": {}}})
+    calls = await write("Rollout", w, plans, client, v2=True)
+    (verb, _, ptype, body) = calls[-1]
+    assert verb == "patch"
+    if ptype is PatchType.MERGE:
+        assert body["spec"]["restartAt"] == "2026-05-28T20:26:40Z"
+        assert (
+            "reloader.stakater.com/last-reloaded-from"
+            in body["spec"]["template"]["metadata"]["annotations"]
+        )
+    else:
+        assert body[-1] == {"op": "add", "path": "/spec/restartAt", "value": "2026-05-28T20:26:40Z"}
+        assert any(op["path"].startswith("/spec/template/spec/containers") for op in body)
+    assert [c[0] for c in calls].count("patch") == 1, "one write: restart and template"
 
 
 async def test_a_cronjob_is_never_modified_a_job_is_created_from_its_template() -> None:
