@@ -226,9 +226,14 @@ def alerts(
 
 #: Reloader v2's log levels, exactly as it spells them ("" is info), as ours
 V2_LOG_LEVELS = {
-    "trace": "trace", "debug": "debug", "info": "info", "": "info",
-    "warn": "warn", "warning": "warning", "error": "error",
-}  # fmt: skip
+    "trace": "trace",
+    "debug": "debug",
+    "info": "info",
+    "": "info",
+    "warn": "warn",
+    "warning": "warning",
+    "error": "error",
+}
 
 
 def log_flags(mode: Compat, ns: argparse.Namespace, warnings: list[str]) -> tuple[str, str]:

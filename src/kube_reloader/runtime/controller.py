@@ -72,20 +72,16 @@ class Controller:
         #: every background task runs under it: a crash is logged, counted and restarted
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
-        alerts = _alerts(options)  # started by run()
-        v2 = options.plan.compat is Compat.V2
-        sink = Sink(self.metrics, events, fence, spawn, clock, alerts, v2_events=v2)
+        v2 = options.plan.compat is Compat.V2  # alerts: started by run()
+        sink = Sink(self.metrics, events, fence, spawn, clock, _alerts(options), v2_events=v2)
         r = self.reports = Reports.over(sink)
-        self.stats = r.sink.stats
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
-        self.index = stores.index
+        self.stats, self.index = r.sink.stats, stores.index
         coalescer = self.coalescer = Coalescer(clock, on_queued=r.queue.queued)
         writer = self.writer = writer or KubeWriter(client, kinds, options.field_manager, v2=v2)
         rate, burst = options.reload_rate, options.reload_burst
         self.throttle = Throttle(clock, min_interval=options.min_interval, rate=rate, burst=burst)
-        self.pauses = Pauses(
-            clock, stores.keys, writer, fence, r.rollouts, r.problems, spawn, v2=v2
-        )
+        self.pauses = Pauses(clock, stores.keys, writer, fence, r.rollouts, r.problems, spawn, v2)
         sched = self.scheduler = Scheduler(options, clock, stores, coalescer, r.fleet, r.problems)
         trk = self.tracker = RolloutTracker(clock, r.rollouts, stores.workload, sched.finished)
         rot = self.rotations = Rotations(

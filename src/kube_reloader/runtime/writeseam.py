@@ -131,9 +131,13 @@ class CustomResourcePatch:
             return None
         w = target.workload
         return await client.patch(
-            target.resource, w.name, write[1], namespace=w.namespace, patch_type=write[0],
+            target.resource,
+            w.name,
+            write[1],
+            namespace=w.namespace,
+            patch_type=write[0],
             field_manager=target.field_manager,
-        )  # fmt: skip
+        )
 
     async def write(
         self, client: Client, target: Target, plans: list[Plan]
@@ -208,9 +212,13 @@ class ArgoRestart:
                 ptype = write[0]
                 body = [*write[1], {"op": "add", "path": "/spec/restartAt", "value": at}]
         return await client.patch(
-            target.resource, w.name, body, namespace=w.namespace, patch_type=ptype,
+            target.resource,
+            w.name,
+            body,
+            namespace=w.namespace,
+            patch_type=ptype,
             field_manager=target.field_manager,
-        )  # fmt: skip
+        )
 
 
 class JobRecreate:
