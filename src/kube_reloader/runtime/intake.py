@@ -24,6 +24,7 @@ from typing import Any
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Event
+from kube_reloader.core.strategies import Compat
 from kube_reloader.kube import projections
 from kube_reloader.kube.watching import EventType, Reflector, ReflectorEvent
 from kube_reloader.runtime import memory
@@ -272,6 +273,11 @@ class Intake:
             if initial and not opts.sync_after_restart and not ev.synthesized:
                 return NOT_SELECTED  # existed before we started (v1's guard, same count)
             return obj.change(Event.CREATED)
+        if ev.type is EventType.DELETED and opts.plan.compat is Compat.V2:
+            # v2 filters an ignored object's events, then decides a delete on its name alone
+            if obj.metadata.annotations.get(opts.plan.match.keys.ignore) == "true":
+                return NOT_SELECTED
+            return obj.change(Event.DELETED, {}, hash="")
         if ev.type is EventType.DELETED:
             return obj.change(Event.DELETED, hash="")
         if obj.rtype is ResourceType.SECRETPROVIDERCLASS:

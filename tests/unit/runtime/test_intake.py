@@ -8,8 +8,10 @@ import dataclasses
 
 import pytest
 
+from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Change, Event
+from kube_reloader.core.strategies import Compat
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.kube.watching import EventType, ReflectorEvent
 from kube_reloader.runtime.cache import ConfigEntry, WorkloadEntry
@@ -91,6 +93,33 @@ def test_a_watch_event_becomes_a_change_only_when_it_should(
     assert (change.event if change else None) == expected, what
     if change is not None and expected is not Event.DELETED:
         assert change.hash == ev.object.hash  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("compat", "annotations"), [
+    (Compat.V1, {"reloader.stakater.com/match": "true"}), (Compat.V2, {}),
+])  # fmt: skip
+def test_a_deletion_keeps_the_objects_annotations_in_v1_and_carries_none_in_v2_as_each_decides(
+    compat: Compat, annotations: dict[str, str]
+) -> None:
+    meta = ObjectMeta(
+        name="cm", namespace="ns", annotations={"reloader.stakater.com/match": "true"}
+    )
+    gone = ConfigEntry(meta, ResourceType.CONFIGMAP, "h1")
+    ev = ReflectorEvent(EventType.DELETED, ("ns", "cm"), gone, None, False)
+    plan = planning.Config(compat=compat)
+    change = intake(Room(), reload_on_delete=True, plan=plan).change_for(ev, initial=False)
+    assert change is not None
+    assert (change.event, dict(change.annotations)) == (Event.DELETED, annotations)
+
+
+def test_in_v2_the_deletion_of_an_ignored_object_is_no_change_as_its_predicate_filters_it() -> None:
+    meta = ObjectMeta(
+        name="cm", namespace="ns", annotations={"reloader.stakater.com/ignore": "true"}
+    )
+    ev = ReflectorEvent(EventType.DELETED, ("ns", "cm"), ConfigEntry(meta, ResourceType.CONFIGMAP, "h1"),
+                        None, False)  # fmt: skip
+    plan = planning.Config(compat=Compat.V2)
+    assert intake(Room(), reload_on_delete=True, plan=plan).change_for(ev, initial=False) is None
 
 
 async def test_changes_before_the_initial_sync_wait_and_only_the_latest_fans_out() -> None:

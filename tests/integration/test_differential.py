@@ -1,0 +1,345 @@
+"""The differential tier: the same cases against the real Stakater Reloader and against
+kube-reloader in the matching mode (`--compat=v1` beside v1.4.21, `--compat=v2` beside v2), each
+alone on a namespace of its own, and the same outcome asserted case by case.
+
+A case is a Deployment on a ConfigMap (or Secret) of its own (referenced through `envFrom`
+unless the case says not), with annotations on the workload's metadata, its pod template and
+the ConfigMap. In each round every ConfigMap and Secret changes (or is deleted), the two
+sentinels' last (an `auto` Deployment on a ConfigMap, one on a Secret): a controller has seen
+every change once both sentinels have rolled in its namespace (each watch delivers in order),
+and has written all it will once it also shows nothing queued or in a worker
+(`tests.sidebyside`). Then, per case, the peer's outcome is asserted: how many times the
+Deployment was written (its generation; a pause is a write of its own in v1, part of the
+reload's in v2), whether it is paused, the reload env vars of each container, the pod
+template's annotations (`last-reloaded-from` without its namespace and time) and its reload
+Events (API group, type, reason, note, action, reporting controller, count).
+
+Run for five configurations: default flags, `--auto-reload-all`, the annotations strategy,
+and `--reload-on-delete` with either strategy (a round of updates, then one of deletes). The
+outcomes are printed as a table (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kube_reloader.kube import errors, resources
+from kube_reloader.kube.client import Client, PatchType
+from tests.harness import update_cm
+from tests.peers import binary, start_peer
+from tests.sidebyside import kube_reloader, peer_outstanding, peer_started, until_done
+from tests.waiting import eventually, exists
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+AUTO = "reloader.stakater.com/auto"
+CM_AUTO = "configmap.reloader.stakater.com/auto"
+CM_RELOAD = "configmap.reloader.stakater.com/reload"
+CM_EXCLUDE = "configmaps.exclude.reloader.stakater.com/reload"
+SECRET_AUTO = "secret.reloader.stakater.com/auto"
+SECRET_RELOAD = "secret.reloader.stakater.com/reload"
+SECRET_EXCLUDE = "secrets.exclude.reloader.stakater.com/reload"
+PAUSE_PERIOD = "deployment.reloader.stakater.com/pause-period"
+PAUSED_AT = "deployment.reloader.stakater.com/paused-at"
+SEARCH = "reloader.stakater.com/search"
+MATCH = "reloader.stakater.com/match"
+IGNORE = "reloader.stakater.com/ignore"
+LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
+#: the fields of last-reloaded-from that differ between two namespaces and two moments
+UNCOMPARED = ("namespace", "observedAt", "reloadedAt")
+#: the reasons of the Events a reload or a failed one records (v1: ReloadFail; v2: ReloadFailed)
+RELOAD_REASONS = ("Reloaded", "ReloadFail", "ReloadFailed")
+#: template annotations kube-reloader writes and the peers do not, on purpose (docs/migration.md):
+#: the per-config record of the annotations strategy, without which a workload on two configs
+#: cannot tell after a restart which content it already runs (last-reloaded-from names one)
+KEPT_ON_PURPOSE = ("kube-reloader.io/reloaded-hashes",)
+COMPAT = {"reloader-v1": "v1", "reloader-v2": "v2"}
+#: each configuration's flags (the peer's and kube-reloader's) and its rounds of changes
+CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "default": ([], ("update",)),
+    "auto-reload-all": (["--auto-reload-all"], ("update",)),
+    "annotations": (["--reload-strategy=annotations"], ("update",)),
+    "delete-env-vars": (["--reload-on-delete=true"], ("update", "delete")),
+    "delete-annotations": (
+        ["--reload-on-delete=true", "--reload-strategy=annotations"],
+        ("update", "delete"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """`{cm}` in an annotation value is the name of the case's ConfigMap (or Secret)."""
+
+    id: str
+    wa: Mapping[str, str] = field(default_factory=dict)
+    pa: Mapping[str, str] = field(default_factory=dict)
+    #: the annotations of the ConfigMap (or Secret)
+    cm: Mapping[str, str] = field(default_factory=dict)
+    referenced: bool = True
+    secret: bool = False
+
+    @property
+    def resource(self) -> resources.Resource:
+        return resources.SECRETS if self.secret else resources.CONFIGMAPS
+
+
+CASES = [
+    Case("auto-true", wa={AUTO: "true"}),
+    Case("auto-True-in-title-case", wa={AUTO: "True"}),
+    Case("auto-1-on-the-pod-template", pa={AUTO: "1"}),
+    Case("typed-auto-t", wa={CM_AUTO: "t"}),
+    Case("typed-auto-true-on-the-pod-template", pa={CM_AUTO: "true"}),
+    Case("auto-false", wa={AUTO: "false"}),
+    Case("auto-no", wa={AUTO: "no"}),
+    Case("auto-False-in-title-case", wa={AUTO: "False"}),
+    Case("typed-auto-false", wa={CM_AUTO: "false"}),
+    Case("no-annotation"),
+    Case("named", wa={CM_RELOAD: "{cm}"}),
+    Case("named-regex-unreferenced", wa={CM_RELOAD: "nothing, {cm}"}, referenced=False),
+    Case("named-on-the-pod-template", pa={CM_RELOAD: "{cm}"}),
+    Case("search-and-match", wa={SEARCH: "true"}, cm={MATCH: "true"}),
+    Case("search-without-match", wa={SEARCH: "true"}),
+    Case("ignored-configmap", wa={AUTO: "true"}, cm={IGNORE: "true"}),
+    Case("exclude-and-auto-on-the-workload", wa={AUTO: "true", CM_EXCLUDE: "{cm}"}),
+    Case("exclude-on-the-workload-auto-on-the-template", wa={CM_EXCLUDE: "{cm}"}, pa={AUTO: "true"}),
+    Case("exclude-and-auto-on-the-template", pa={AUTO: "true", CM_EXCLUDE: "x, {cm}"}),
+    Case("exclude-on-the-template-auto-on-the-workload", wa={AUTO: "true"}, pa={CM_EXCLUDE: "{cm}"}),
+    Case("pause-period", wa={AUTO: "true", PAUSE_PERIOD: "1h"}),  # no resume within the test
+    Case("secret-auto", wa={AUTO: "true"}, secret=True),
+    Case("secret-typed-auto-True", wa={SECRET_AUTO: "True"}, secret=True),
+    Case("secret-typed-auto-of-configmaps", wa={CM_AUTO: "true"}, secret=True),
+    Case("secret-named", wa={SECRET_RELOAD: "{cm}"}, secret=True),
+    Case("secret-exclude-on-the-template", pa={AUTO: "true", SECRET_EXCLUDE: "{cm}"}, secret=True),
+]  # fmt: skip
+#: changed last in each round, one per watch: once both rolled, every change was seen
+SENTINELS = (
+    Case("sentinel", wa={AUTO: "true"}),
+    Case("sentinel-secret", wa={AUTO: "true"}, secret=True),
+)
+
+
+assert len({c.id.lower() for c in [*CASES, *SENTINELS]}) == len(CASES) + len(SENTINELS)
+
+
+def cm_name(case: Case) -> str:
+    return f"c-{case.id.lower()}"
+
+
+def deployment_name(case: Case) -> str:
+    return f"d-{case.id.lower()}"
+
+
+def _fill(values: Mapping[str, str], case: Case) -> dict[str, str]:
+    return {k: v.replace("{cm}", cm_name(case)) for k, v in values.items()}
+
+
+def deployment(case: Case) -> dict[str, Any]:
+    name = deployment_name(case)
+    app: dict[str, Any] = {"name": "app", "image": "busybox:1.36"}
+    if case.referenced:
+        ref = "secretRef" if case.secret else "configMapRef"
+        app["envFrom"] = [{ref: {"name": cm_name(case)}}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": _fill(case.wa, case)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": _fill(case.pa, case)},
+                "spec": {"containers": [app, {"name": "side", "image": "busybox:1.36"}]},
+            },
+        },
+    }
+
+
+async def create_cases(api: Client, namespace: str) -> None:
+    """Every case's ConfigMap, then its Deployment (a template newer than its config: no
+    controller has anything to catch up at its start)."""
+    for case in [*CASES, *SENTINELS]:
+        await api.create(case.resource, {
+            "apiVersion": "v1", "kind": case.resource.kind,
+            "metadata": {"name": cm_name(case), "annotations": _fill(case.cm, case)},
+            "stringData" if case.secret else "data": {"a": "1"},
+        }, namespace=namespace)  # fmt: skip
+    await asyncio.gather(*(
+        api.create(resources.DEPLOYMENTS, deployment(c), namespace=namespace)
+        for c in [*CASES, *SENTINELS]
+    ))  # fmt: skip
+
+
+async def generations(api: Client, namespace: str) -> dict[str, int]:
+    listed = await api.list(resources.DEPLOYMENTS, namespace=namespace)
+    return {d["metadata"]["name"]: int(d["metadata"]["generation"]) for d in listed.items}
+
+
+def outcome(d: Mapping[str, Any], before: int) -> dict[str, Any]:
+    """What a controller did to Deployment `d` (generation `before` ahead of the change)."""
+    template = d["spec"]["template"]
+    env = {
+        c["name"]: sorted(
+            (e["name"], e.get("value")) for e in c.get("env") or [] if e["name"].startswith("STAKATER_")
+        )
+        for c in template["spec"]["containers"]
+    }  # fmt: skip
+    annotations = dict(template["metadata"].get("annotations") or {})
+    raw = annotations.pop(LAST_RELOADED_FROM, None)
+    mark = None
+    if raw is not None:
+        mark = {k: v for k, v in json.loads(raw).items() if k not in UNCOMPARED}
+    for key in KEPT_ON_PURPOSE:
+        annotations.pop(key, None)
+    return {
+        "rolled": int(d["metadata"]["generation"]) - before,
+        "env": env,
+        "mark": mark,
+        "annotations": annotations,
+        "paused": bool(d["spec"].get("paused")),
+        "paused-at": PAUSED_AT in (d["metadata"].get("annotations") or {}),
+    }
+
+
+@contextlib.asynccontextmanager
+async def namespaces(api: Client, count: int) -> AsyncIterator[list[str]]:
+    """`count` fresh namespaces, each yielded once kube-root-ca.crt is in it; deleted after."""
+    names = [f"t-diff-{secrets.token_hex(3)}" for _ in range(count)]
+    for name in names:
+        await api.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": name}})  # fmt: skip
+    for name in names:
+
+        async def published(name: str = name) -> bool:
+            return await exists(api, resources.CONFIGMAPS, "kube-root-ca.crt", name)
+
+        await eventually(published, timeout=60, what=f"kube-root-ca.crt in {name}")
+    try:
+        yield names
+    finally:
+        for name in names:
+            with contextlib.suppress(errors.NotFound):
+                await api.delete(resources.NAMESPACES, name)
+
+
+def reload_events(items: list[dict[str, Any]], namespace: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Each Deployment's reload Events (as `events.k8s.io/v1` lists every Event): type,
+    reason, note (the namespace's name replaced), action, reporting controller, whether it
+    was recorded through `events.k8s.io` (it has an eventTime) or core/v1, and how many
+    occurrences it counts (a repeat is counted on the first: core/v1's count, a series')."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for e in items:
+        regarding = e.get("regarding") or {}
+        if regarding.get("kind") != "Deployment" or e.get("reason") not in RELOAD_REASONS:
+            continue
+        note = str(e.get("note") or "").replace(namespace, "<namespace>")
+        count = (e.get("series") or {}).get("count") or e.get("deprecatedCount") or 1
+        seen = (e.get("type"), e["reason"], note, e.get("action") or "",
+                e.get("reportingController") or "", bool(e.get("eventTime")), count)  # fmt: skip
+        out.setdefault(regarding["name"], []).append(seen)
+    return {name: sorted(found) for name, found in out.items()}
+
+
+async def events_of(api: Client, namespace: str, reloads: int) -> dict[str, list[tuple[Any, ...]]]:
+    """The reload Events in `namespace`, once they count `reloads` occurrences (the controllers
+    write them after the reload, from a queue of their own)."""
+    found: dict[str, list[tuple[Any, ...]]] = {}
+
+    async def written() -> bool:
+        nonlocal found
+        listed = await api.list(resources.EVENTS_V1, namespace=namespace)
+        found = reload_events(list(listed.items), namespace)
+        return sum(int(seen[-1]) for events in found.values() for seen in events) >= reloads
+
+    await eventually(written, timeout=30, what=f"{reloads} reload Events in {namespace}")
+    return found
+
+
+async def rolled_since(api: Client, namespace: str, name: str, generation: int) -> bool:
+    d = await api.get(resources.DEPLOYMENTS, name, namespace=namespace)
+    return int(d["metadata"]["generation"]) > generation
+
+
+async def outcomes(api: Client, namespace: str, before: Mapping[str, int]) -> dict[str, Any]:
+    listed = await api.list(resources.DEPLOYMENTS, namespace=namespace)
+    return {d["metadata"]["name"]: outcome(d, before[d["metadata"]["name"]]) for d in listed.items}
+
+
+def table(peer: str, config: str, theirs: Mapping[str, Any], ours: Mapping[str, Any]) -> str:
+    rows = [f"differential {peer} {config}: case | {peer} rolled | kube-reloader rolled"]
+    for case in CASES:
+        name = deployment_name(case)
+        same = "" if theirs[name] == ours[name] else "  <- differs"
+        rows.append(f"  {case.id} | {theirs[name]['rolled']} | {ours[name]['rolled']}{same}")
+    return "\n".join(rows)
+
+
+async def change_all(api: Client, namespace: str, round_: str) -> None:
+    """Every case's ConfigMap (or Secret) changed, or deleted, the sentinel's last."""
+    for case in [*CASES, *SENTINELS]:
+        if round_ == "delete":
+            await api.delete(case.resource, cm_name(case), namespace=namespace)
+        elif case.secret:
+            await api.patch(case.resource, cm_name(case), {"stringData": {"a": "2"}},
+                            namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
+        else:
+            await update_cm(api, namespace, cm_name(case), {"a": "2"})
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("peer", ["reloader-v2", "reloader-v1"])
+async def test_kube_reloader_decides_and_writes_as_the_real_peer_case_by_case(
+    client: Client, kubeconfig_path: Path, tmp_path: Path, peer: str, config: str
+) -> None:
+    binary(peer)  # skip before creating anything when the peer cannot be built
+    api, (flags, rounds) = client, CONFIGS[config]
+    async with namespaces(api, 2) as (theirs_ns, ours_ns):
+        await asyncio.gather(create_cases(api, theirs_ns), create_cases(api, ours_ns))
+        with (
+            start_peer(peer, kubeconfig_path, theirs_ns, tmp_path, flags=flags, ha=False) as them,
+            kube_reloader("kube-reloader", kubeconfig_path, ours_ns, tmp_path,
+                          [*flags, f"--compat={COMPAT[peer]}"]) as ours,
+        ):  # fmt: skip
+            await asyncio.gather(them.wait_ready(api, timeout=90), ours.wait_leading(timeout=60))
+            await until_done(lambda: peer_started(them, api, theirs_ns), f"{peer} started")
+            await until_done(ours.started, "kube-reloader started")
+            before = {ns: await generations(api, ns) for ns in (theirs_ns, ours_ns)}
+            for round_ in rounds:
+                start = {ns: await generations(api, ns) for ns in (theirs_ns, ours_ns)}
+                for ns in (theirs_ns, ours_ns):
+                    await change_all(api, ns, round_)
+                for ns in (theirs_ns, ours_ns):
+                    for sentinel in SENTINELS:
+                        name, was = deployment_name(sentinel), start[ns][deployment_name(sentinel)]
+
+                        async def seen(ns: str = ns, name: str = name, was: int = was) -> bool:
+                            return await rolled_since(api, ns, name, was)
+
+                        await eventually(seen, timeout=30, what=f"{name} rolled in {ns}")
+                await until_done(lambda: peer_outstanding(them), f"{peer} done with {round_}")
+                await until_done(ours.outstanding, f"kube-reloader done with {round_}")
+            theirs = await outcomes(api, theirs_ns, before[theirs_ns])
+            mine = await outcomes(api, ours_ns, before[ours_ns])
+            for ns, found in ((theirs_ns, theirs), (ours_ns, mine)):
+                # at most one reload a round (a v1 pause is a write of its own)
+                reloads = sum(min(o["rolled"], len(rounds)) for o in found.values())
+                events = await events_of(api, ns, reloads)
+                for name, o in found.items():
+                    o["events"] = events.get(name, [])
+    print(table(peer, config, theirs, mine), flush=True)
+    differs = {
+        case.id: {"peer": theirs[deployment_name(case)], "kube-reloader": mine[deployment_name(case)]}
+        for case in [*CASES, *SENTINELS]
+        if theirs[deployment_name(case)] != mine[deployment_name(case)]
+    }  # fmt: skip
+    assert not differs, json.dumps(differs, indent=1)
+    assert all(theirs[deployment_name(c)]["rolled"] == len(rounds) for c in SENTINELS)
