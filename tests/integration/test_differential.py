@@ -35,8 +35,14 @@ import pytest
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests.harness import update_cm
-from tests.peers import binary, start_peer
-from tests.sidebyside import kube_reloader, peer_outstanding, peer_started, until_done
+from tests.peers import PeerProcess, binary, start_peer
+from tests.sidebyside import (
+    KubeReloader,
+    kube_reloader,
+    peer_outstanding,
+    peer_started,
+    until_done,
+)
 from tests.waiting import eventually, exists
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -128,10 +134,40 @@ SENTINELS = (
 )
 
 
-assert len({c.id.lower() for c in [*CASES, *SENTINELS]}) == len(CASES) + len(SENTINELS)
+@dataclass(frozen=True)
+class BatchCase:
+    """A Job or CronJob (`auto` on its metadata) on a ConfigMap of its own, through `envFrom`.
+    `kept_out`: kube-reloader does otherwise on purpose (docs/migration.md): this reason."""
+
+    id: str
+    kind: str
+    wa: Mapping[str, str] = field(default_factory=lambda: {AUTO: "true"})
+    suspend: bool = False
+    #: a Job a CronJob made (its controller owner reference)
+    owned: bool = False
+    kept_out: str = ""
+    secret: bool = False
+    cm: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def resource(self) -> resources.Resource:
+        return resources.CONFIGMAPS
 
 
-def cm_name(case: Case) -> str:
+BATCH = [
+    BatchCase("job-auto", "Job"),
+    BatchCase("job-no-annotation", "Job", wa={}),
+    BatchCase("cronjob-auto", "CronJob"),
+    BatchCase("cronjob-suspended", "CronJob", suspend=True,
+              kept_out="a suspended CronJob gets no Job: the user suspended it"),
+    BatchCase("job-of-a-cronjob", "Job", owned=True,
+              kept_out="a Job a CronJob made is not re-run: the CronJob makes its own"),
+]  # fmt: skip
+ALL: list[Case | BatchCase] = [*CASES, *SENTINELS, *BATCH]
+assert len({c.id.lower() for c in ALL}) == len(ALL)
+
+
+def cm_name(case: Case | BatchCase) -> str:
     return f"c-{case.id.lower()}"
 
 
@@ -139,7 +175,7 @@ def deployment_name(case: Case) -> str:
     return f"d-{case.id.lower()}"
 
 
-def _fill(values: Mapping[str, str], case: Case) -> dict[str, str]:
+def _fill(values: Mapping[str, str], case: Case | BatchCase) -> dict[str, str]:
     return {k: v.replace("{cm}", cm_name(case)) for k, v in values.items()}
 
 
@@ -164,10 +200,48 @@ def deployment(case: Case) -> dict[str, Any]:
     }
 
 
+def batch_name(case: BatchCase) -> str:
+    return f"{'j' if case.kind == 'Job' else 'cj'}-{case.id.lower()}"
+
+
+def pod_spec(case: BatchCase) -> dict[str, Any]:
+    app = {
+        "name": "app",
+        "image": "busybox:1.36",
+        "envFrom": [{"configMapRef": {"name": cm_name(case)}}],
+    }
+    return {"restartPolicy": "Never", "containers": [app]}
+
+
+async def create_batch(api: Client, namespace: str, case: BatchCase) -> None:
+    meta: dict[str, Any] = {"name": batch_name(case), "annotations": dict(case.wa)}
+    if case.kind == "CronJob":
+        await api.create(resources.CRONJOBS, {
+            "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+            "spec": {"schedule": "0 0 1 1 *", "suspend": case.suspend,
+                     "jobTemplate": {"spec": {"template": {"spec": pod_spec(case)}}}},
+        }, namespace=namespace)  # fmt: skip
+        return
+    if case.owned:  # its owner: a CronJob that reloads nothing itself
+        owner = await api.create(resources.CRONJOBS, {
+            "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": f"owner-{case.id}"},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": True,
+                     "jobTemplate": {"spec": {"template": {"spec": pod_spec(case)}}}},
+        }, namespace=namespace)  # fmt: skip
+        meta["ownerReferences"] = [{
+            "apiVersion": "batch/v1", "kind": "CronJob", "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+        }]  # fmt: skip
+    await api.create(resources.JOBS, {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+        "spec": {"backoffLimit": 0, "template": {"spec": pod_spec(case)}},
+    }, namespace=namespace)  # fmt: skip
+
+
 async def create_cases(api: Client, namespace: str) -> None:
-    """Every case's ConfigMap, then its Deployment (a template newer than its config: no
+    """Every case's ConfigMap, then its workload (a template newer than its config: no
     controller has anything to catch up at its start)."""
-    for case in [*CASES, *SENTINELS]:
+    for case in ALL:
         await api.create(case.resource, {
             "apiVersion": "v1", "kind": case.resource.kind,
             "metadata": {"name": cm_name(case), "annotations": _fill(case.cm, case)},
@@ -177,6 +251,41 @@ async def create_cases(api: Client, namespace: str) -> None:
         api.create(resources.DEPLOYMENTS, deployment(c), namespace=namespace)
         for c in [*CASES, *SENTINELS]
     ))  # fmt: skip
+    for batch in BATCH:
+        await create_batch(api, namespace, batch)
+
+
+def env_of(template: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return sorted(
+        (e["name"], e.get("value"))
+        for c in template["spec"]["containers"] for e in c.get("env") or []
+        if e["name"].startswith("STAKATER_")
+    )  # fmt: skip
+
+
+async def job_uids(api: Client, namespace: str) -> dict[str, str]:
+    listed = await api.list(resources.JOBS, namespace=namespace)
+    return {j["metadata"]["name"]: j["metadata"]["uid"] for j in listed.items}
+
+
+async def batch_outcomes(api: Client, namespace: str, before: Mapping[str, str]) -> dict[str, Any]:
+    """Per batch case: a Job re-created (a new uid) and its variables; a CronJob's Jobs made
+    since (their variables)."""
+    jobs = list((await api.list(resources.JOBS, namespace=namespace)).items)
+    out: dict[str, Any] = {}
+    for case in BATCH:
+        name = batch_name(case)
+        if case.kind == "CronJob":
+            made = [j for j in jobs if any(o.get("name") == name for o in
+                                           j["metadata"].get("ownerReferences") or [])]  # fmt: skip
+            out[name] = {"jobs": sorted(str(env_of(j["spec"]["template"])) for j in made)}
+            continue
+        job = next((j for j in jobs if j["metadata"]["name"] == name), None)
+        out[name] = {
+            "recreated": job is None or job["metadata"]["uid"] != before.get(name),
+            "env": None if job is None else env_of(job["spec"]["template"]),
+        }
+    return out
 
 
 async def generations(api: Client, namespace: str) -> dict[str, int]:
@@ -284,8 +393,9 @@ def table(peer: str, config: str, theirs: Mapping[str, Any], ours: Mapping[str, 
 
 
 async def change_all(api: Client, namespace: str, round_: str) -> None:
-    """Every case's ConfigMap (or Secret) changed, or deleted, the sentinel's last."""
-    for case in [*CASES, *SENTINELS]:
+    """Every case's ConfigMap (or Secret) changed, or deleted, the sentinels' last."""
+    changed: list[Case | BatchCase] = [*CASES, *BATCH, *SENTINELS]
+    for case in changed:
         if round_ == "delete":
             await api.delete(case.resource, cm_name(case), namespace=namespace)
         elif case.secret:
@@ -293,6 +403,46 @@ async def change_all(api: Client, namespace: str, round_: str) -> None:
                             namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
         else:
             await update_cm(api, namespace, cm_name(case), {"a": "2"})
+
+
+async def run_rounds(
+    api: Client,
+    them: PeerProcess,
+    ours: KubeReloader,
+    spaces: tuple[str, str],
+    rounds: tuple[str, ...],
+) -> None:
+    """Each round's changes in both namespaces, then until both controllers are done with it
+    (both sentinels rolled, nothing left queued or in a worker)."""
+    for round_ in rounds:
+        start = {ns: await generations(api, ns) for ns in spaces}
+        for ns in spaces:
+            await change_all(api, ns, round_)
+        for ns in spaces:
+            for sentinel in SENTINELS:
+                name, was = deployment_name(sentinel), start[ns][deployment_name(sentinel)]
+
+                async def seen(ns: str = ns, name: str = name, was: int = was) -> bool:
+                    return await rolled_since(api, ns, name, was)
+
+                await eventually(seen, timeout=30, what=f"{name} rolled in {ns}")
+        await until_done(lambda: peer_outstanding(them), f"{them.name} done with {round_}")
+        await until_done(ours.outstanding, f"kube-reloader done with {round_}")
+
+
+def check_batch(peer: str, config: str, theirs: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
+    """The Jobs and CronJobs: the peer's outcome, or, for a case kept out on purpose,
+    kube-reloader's own (nothing re-run, no Job made), the peer's printed beside it."""
+    for case in BATCH:
+        name = batch_name(case)
+        print(f"differential {peer} {config}: {case.id}: {theirs[name]} | {mine[name]}", flush=True)
+        if case.kept_out:
+            nothing: dict[str, Any] = (
+                {"jobs": []} if case.kind == "CronJob" else {"recreated": False}
+            )
+            assert {k: mine[name][k] for k in nothing} == nothing, (case.id, case.kept_out)
+        else:
+            assert mine[name] == theirs[name], case.id
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -313,20 +463,8 @@ async def test_kube_reloader_decides_and_writes_as_the_real_peer_case_by_case(
             await until_done(lambda: peer_started(them, api, theirs_ns), f"{peer} started")
             await until_done(ours.started, "kube-reloader started")
             before = {ns: await generations(api, ns) for ns in (theirs_ns, ours_ns)}
-            for round_ in rounds:
-                start = {ns: await generations(api, ns) for ns in (theirs_ns, ours_ns)}
-                for ns in (theirs_ns, ours_ns):
-                    await change_all(api, ns, round_)
-                for ns in (theirs_ns, ours_ns):
-                    for sentinel in SENTINELS:
-                        name, was = deployment_name(sentinel), start[ns][deployment_name(sentinel)]
-
-                        async def seen(ns: str = ns, name: str = name, was: int = was) -> bool:
-                            return await rolled_since(api, ns, name, was)
-
-                        await eventually(seen, timeout=30, what=f"{name} rolled in {ns}")
-                await until_done(lambda: peer_outstanding(them), f"{peer} done with {round_}")
-                await until_done(ours.outstanding, f"kube-reloader done with {round_}")
+            uids = {ns: await job_uids(api, ns) for ns in (theirs_ns, ours_ns)}
+            await run_rounds(api, them, ours, (theirs_ns, ours_ns), rounds)
             theirs = await outcomes(api, theirs_ns, before[theirs_ns])
             mine = await outcomes(api, ours_ns, before[ours_ns])
             for ns, found in ((theirs_ns, theirs), (ours_ns, mine)):
@@ -335,6 +473,7 @@ async def test_kube_reloader_decides_and_writes_as_the_real_peer_case_by_case(
                 events = await events_of(api, ns, reloads)
                 for name, o in found.items():
                     o["events"] = events.get(name, [])
+            batch = [await batch_outcomes(api, ns, uids[ns]) for ns in (theirs_ns, ours_ns)]
     print(table(peer, config, theirs, mine), flush=True)
     differs = {
         case.id: {"peer": theirs[deployment_name(case)], "kube-reloader": mine[deployment_name(case)]}
@@ -343,3 +482,4 @@ async def test_kube_reloader_decides_and_writes_as_the_real_peer_case_by_case(
     }  # fmt: skip
     assert not differs, json.dumps(differs, indent=1)
     assert all(theirs[deployment_name(c)]["rolled"] == len(rounds) for c in SENTINELS)
+    check_batch(peer, config, *batch)
