@@ -6,8 +6,8 @@ in both directions."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -35,6 +35,7 @@ LEASE = "reloader-leader-election"
 LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
 TIMING = ["--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
           "--leader-election-retry-period=1s"]  # fmt: skip
+LEASE_TERM = dt.timedelta(seconds=4)  # TIMING's lease duration
 
 
 class Replica:
@@ -106,6 +107,25 @@ async def held_by(client: Client, namespace: str, holder: Replica) -> dict[str, 
     return obj if obj and identity and obj["spec"].get("holderIdentity") == identity else None
 
 
+async def contending(log_text: str, marker: str) -> bool:
+    """Whether a replica's log shows it running its elector (`marker`; client-go's elector
+    logs "Attempting to acquire leader lease", "attempting" in older releases)."""
+    return marker in log_text
+
+
+async def renewed_through_a_term(client: Client, namespace: str) -> None:
+    """Until the holder has renewed the Lease a full lease term after now: a contender started
+    before this call has had a whole term to take a Lease that was not renewed."""
+    since = dt.datetime.now(dt.UTC) + LEASE_TERM
+
+    async def renewed() -> bool:
+        obj = await lease(client, namespace)
+        stamp = (obj or {}).get("spec", {}).get("renewTime") or ""
+        return bool(stamp) and dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) >= since
+
+    await eventually(renewed, what="a renewal a lease term later", timeout=30, interval=0.2)
+
+
 async def test_v2_mode_takes_v2s_lease_writes_v2s_marks_and_serves_v2s_probes(
     client: Client, namespace: str, kubeconfig_path: Path, tmp_path: Path
 ) -> None:
@@ -165,7 +185,9 @@ async def test_the_v2_lease_passes_between_reloader_v2_and_kube_reloader_both_wa
         transitions = first["spec"].get("leaseTransitions", 0)
         with start_peer("reloader-v2", kubeconfig_path, namespace, tmp_path / "peer",
                         flags=peer_flags) as peer:  # fmt: skip
-            await asyncio.sleep(6)  # more than the lease duration: the peer only waits
+            await eventually(lambda: contending(peer.log_text(), "ttempting to acquire leader lease"),
+                             what="Reloader v2 contending", timeout=30)  # fmt: skip
+            await renewed_through_a_term(client, namespace)  # the peer only waits
             assert await held_by(client, namespace, ours), "a renewed lease is never taken"
             assert peer.alive()
             assert ours.stop() == 0
@@ -178,7 +200,9 @@ async def test_the_v2_lease_passes_between_reloader_v2_and_kube_reloader_both_wa
             taken = await eventually(peer_leads, what="Reloader v2 to take the Lease", timeout=20)
             assert taken["spec"]["leaseTransitions"] == transitions + 1
             with replica("ours-2", namespace, kubeconfig_path, tmp_path) as again:
-                await asyncio.sleep(6)
+                await eventually(lambda: contending(again.log.read_text(), '"serving"'),
+                                 what="kube-reloader contending", timeout=30)  # fmt: skip
+                await renewed_through_a_term(client, namespace)
                 assert await peer_leads(), "kube-reloader waits while Reloader v2 renews"
                 assert again.proc.poll() is None
                 peer.stop()
