@@ -925,6 +925,18 @@ def test_without_the_monitoring_api_the_pod_monitor_renders_and_the_service_moni
 
 @pytest.mark.cluster
 @pytest.mark.serial  # ClusterRoles and bindings, and what the cluster serves
+async def install_dry_run(
+    kubeconfig_path: Path, values: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """`helm install --dry-run=server` of the chart with `values` (its notes included)."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
+         "--kubeconfig", str(kubeconfig_path), "-f", str(IMAGE_VALUES), "-f", "-"],
+        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing_api(
     kubeconfig_path: Path,
 ) -> None:
@@ -934,12 +946,7 @@ async def test_the_install_notes_name_what_was_enabled_but_skipped_for_a_missing
             "verticalPodAutoscaler": {"enabled": True},
         }
     }
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
-         "--kubeconfig", str(kubeconfig_path), "-f", str(IMAGE_VALUES), "-f", "-"],
-        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    out = await install_dry_run(kubeconfig_path, values)
     assert out.returncode == 0, out.stderr
     notes = out.stdout.split("NOTES:", 1)[1]
     assert "reloader.serviceMonitor.enabled: no ServiceMonitor was created" in notes
@@ -994,12 +1001,7 @@ async def test_the_install_notes_say_when_the_webhook_url_is_left_out_as_v2s_cha
     kubeconfig_path: Path,
 ) -> None:
     values = {"reloader": {"compat": "v2", "webhookUrl": "https://hook.example/x"}}
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [str(helm()), "install", "rel", str(CHART), "--namespace", "ns", "--dry-run=server",
-         "--kubeconfig", str(kubeconfig_path), "-f", str(IMAGE_VALUES), "-f", "-"],
-        input=yaml.safe_dump(values), capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    out = await install_dry_run(kubeconfig_path, values)
     assert out.returncode == 0, out.stderr
     notes = out.stdout.split("NOTES:", 1)[1]
     assert "reloader.webhookUrl: not passed to the controller" in notes

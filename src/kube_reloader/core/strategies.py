@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from kube_reloader.core import gojson, hashing, parsing
+from kube_reloader.core import gojson, hashing, mutating, parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.references import ENV_PREFIX, PodTemplate
@@ -92,8 +92,7 @@ def annotation_op(template: PodTemplate, key: str, value: str) -> dict[str, Any]
     that is not there would fail the patch. None otherwise."""
     if not template.annotations:
         return None
-    escaped = key.replace("~", "~0").replace("/", "~1")
-    return {"op": "add", "path": f"{ANNOTATIONS_PATH}/{escaped}", "value": value}
+    return {"op": "add", "path": f"{ANNOTATIONS_PATH}/{mutating.pointer(key)}", "value": value}
 
 
 def annotations_set_by(ops: list[dict[str, Any]]) -> dict[str, str]:

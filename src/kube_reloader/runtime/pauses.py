@@ -52,18 +52,9 @@ class Pauses:
     async def before_write(self, workload: planning.Workload, now: dt.datetime) -> None:
         """Pause a Deployment whose pause-period annotation asks for it (a bad value costs a
         Warning and no pause)."""
-        keys = self.keys
-        decision = pausing.plan_pause(
-            annotations=dict(workload.annotations),
-            paused=workload.paused,
-            now=now,
-            period_key=keys.pause_period,
-            paused_at_key=keys.paused_at,
-        )
-        if decision.action is pausing.PauseAction.INVALID:
-            self.problems.warn_once(workload, (decision.message,))
-        elif decision.action is pausing.PauseAction.PAUSE:
-            await self.writer.pause(workload.key, keys.paused_at, now)
+        decision = self._plan(workload, now, extend=False)
+        if decision.action is pausing.PauseAction.PAUSE:
+            await self.writer.pause(workload.key, self.keys.paused_at, now)
             assert decision.resume_at is not None
             self.rollouts.paused(workload.key, str(decision.resume_at))
             self._schedule(workload.key, decision.resume_at)
@@ -73,22 +64,29 @@ class Pauses:
         pause-period annotation asks for it, written with the reload in one update, and
         stamped again on every reload (a pause of ours then lasts the period from now). A
         Deployment someone else paused is left to them; a bad value costs a Warning."""
-        keys = self.keys
-        decision = pausing.plan_pause(
-            annotations=dict(workload.annotations),
-            paused=workload.paused,
-            now=now,
-            period_key=keys.pause_period,
-            paused_at_key=keys.paused_at,
-            extend=True,
-        )
-        if decision.action is pausing.PauseAction.INVALID:
-            self.problems.warn_once(workload, (decision.message,))
+        decision = self._plan(workload, now, extend=True)
         if decision.action is not pausing.PauseAction.PAUSE or decision.resume_at is None:
             return None
         self.rollouts.paused(workload.key, str(decision.resume_at))
         self._schedule(workload.key, decision.resume_at)  # resume() reads what was written
-        return pausing.pause_patch(keys.paused_at, now)
+        return pausing.pause_patch(self.keys.paused_at, now)
+
+    def _plan(
+        self, workload: planning.Workload, now: dt.datetime, *, extend: bool
+    ) -> pausing.PausePlan:
+        """The pause decision for a Deployment about to be reloaded; a bad period costs a
+        Warning (once)."""
+        decision = pausing.plan_pause(
+            annotations=dict(workload.annotations),
+            paused=workload.paused,
+            now=now,
+            period_key=self.keys.pause_period,
+            paused_at_key=self.keys.paused_at,
+            extend=extend,
+        )
+        if decision.action is pausing.PauseAction.INVALID:
+            self.problems.warn_once(workload, (decision.message,))
+        return decision
 
     def observe(self, workload: planning.Workload) -> None:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""

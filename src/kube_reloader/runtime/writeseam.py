@@ -100,8 +100,9 @@ def with_pause(ptype: strategies.PatchType, body: Any, pause: dict[str, Any]) ->
         return {**body, "metadata": pause["metadata"], "spec": {**body["spec"], **pause["spec"]}}
     ops = [{"op": "add", "path": "/spec/paused", "value": pause["spec"]["paused"]}]
     for key, value in pause["metadata"]["annotations"].items():
-        escaped = key.replace("~", "~0").replace("/", "~1")
-        ops.append({"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value})
+        ops.append(
+            {"op": "add", "path": f"/metadata/annotations/{mutating.pointer(key)}", "value": value}
+        )
     return [*body, *ops]
 
 
