@@ -123,7 +123,7 @@ class KubeReloader(ChildProcess):
         coalescing window, a min-interval deferral, a retry's backoff, a hold: all counted in
         `kube_reloader_pending_reloads`), queued, or taken by a worker and not yet reconciled
         (each take is an add, a retry or a re-read after a conflict; each ends in one
-        reconcile, counted after its write)."""
+        reconcile, counted after its write, in both modes)."""
         if not self.alive():
             raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.tail()}")
         text = await self.metrics()
@@ -136,7 +136,7 @@ class KubeReloader(ChildProcess):
             + total(text, "reloader_retries_total")
             + len(self.records("conflict, re-reading"))
         )
-        reconciled = total(text, "reloader_reconcile_total")
+        reconciled = total(text, "kube_reloader_reconciles_total")
         if pending or depth or reconciled < taken:
             return (
                 f"{pending:.0f} workloads with reloads waiting, {depth:.0f} queued, "

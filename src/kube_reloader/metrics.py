@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.process_collector import ProcessCollector
 
 from kube_reloader.core import fairness
+from kube_reloader.ctrlmetrics import ControllerRuntime, VersionTwo
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -42,7 +43,9 @@ LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 class Recorder:
     """All metrics of one controller process."""
 
-    def __init__(self, *, by_namespace: bool | None = None) -> None:
+    def __init__(self, *, by_namespace: bool | None = None, v2: VersionTwo | None = None) -> None:
+        """With `v2`, Reloader v2's families: client-go's request latency left out, and
+        controller-runtime's (`ctrlmetrics`) for its controllers and Lease."""
         if by_namespace is None:
             by_namespace = os.environ.get("METRICS_COUNT_BY_NAMESPACE") == "enabled"
         self.by_namespace = by_namespace
@@ -56,7 +59,8 @@ class Recorder:
 
         self._reloader_v1(r)
         self._reloader_v1_events(r)
-        self._client_go(r)
+        self._client_go(r, latency=v2 is None)
+        self.ctrl = None if v2 is None else ControllerRuntime(r, v2.controllers, v2.lease)
         self._ours(r)
         self._ours_state(r)
 
@@ -96,13 +100,20 @@ class Recorder:
         )
 
     def _reloader_v1_events(self, r: CollectorRegistry) -> None:
-        """Reloader v1's work queue, error, event and workload families (compat-spec §8.2)."""
+        """Reloader v1's work queue, error, event and workload families (compat-spec §8.2),
+        and our count of the queue's reconciles (Reloader v2 counts a change's instead)."""
         self.queue_depth = Gauge("reloader_workqueue_depth", "Work queue depth", registry=r)
         self.queue_adds = Counter("reloader_workqueue_adds", "Work queue adds", registry=r)
         self.queue_latency = Histogram(
             "reloader_workqueue_latency_seconds",
             "Time from queued to picked by a worker",
             buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.reconciles = Counter(
+            "kube_reloader_reconciles",
+            "Work items of the write queue reconciled, by result (each take ends in one)",
+            ["result"],
             registry=r,
         )
         self.errors = Counter("reloader_errors", "Errors, by type", ["type"], registry=r)
@@ -126,14 +137,17 @@ class Recorder:
             "reloader_workloads_matched", "Workloads that matched a change", ["kind"], registry=r
         )
 
-    def _client_go(self, r: CollectorRegistry) -> None:
+    def _client_go(self, r: CollectorRegistry, *, latency: bool) -> None:
         """client-go's request metrics, with the labels Reloader v1's adapters give them."""
+        self.rest_latency: Histogram | None = None
         self.rest_requests = Counter(
             "rest_client_requests",
             "API server requests (each attempt), by code, method, host",
             ["code", "method", "host"],
             registry=r,
         )
+        if not latency:
+            return
         self.rest_latency = Histogram(
             "rest_client_request_duration_seconds",
             "API server request duration with its retries (watches excepted), by verb and host",
@@ -282,10 +296,13 @@ class Recorder:
 
     def api_request_done(self, verb: str, host: str, seconds: float) -> None:
         """One request, its retries included (`kube.transport.RequestObserver`)."""
-        self.rest_latency.labels(verb=verb, host=host).observe(seconds)
+        if self.rest_latency is not None:
+            self.rest_latency.labels(verb=verb, host=host).observe(seconds)
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
+        if self.ctrl is not None:
+            self.ctrl.set_leader(leading)
 
     def task_crashed(self, name: str) -> None:
         """A supervised task crashed; its label drops the per-namespace part of its name."""
@@ -310,7 +327,7 @@ class Recorder:
         of its pairs in label order, up to its part); the left out are counted in
         `kube_reloader_dropped_total{what="stale_series"}` now. Apply it with `apply_stale`,
         in parts if it is large."""
-        kept, left_out = fair_subset(series, MAX_STALE_SERIES)
+        kept, left_out = fairness.fair_subset(series, MAX_STALE_SERIES)
         for ns, n in left_out.items():
             self.dropped.labels(namespace=ns, what="stale_series").inc(n)
         return StaleUpdate(sorted(self._stale - kept), sorted(kept - self._stale), left_out)
@@ -364,28 +381,6 @@ class StaleUpdate:
     remove: list[tuple[str, str, str, str]]
     add: list[tuple[str, str, str, str]]
     left_out: dict[str, int]
-
-
-def fair_subset(
-    series: set[tuple[str, str, str, str]], cap: int
-) -> tuple[set[tuple[str, str, str, str]], dict[str, int]]:
-    """At most `cap` of `series` (namespace first in each), cut fairly among namespaces
-    (`core.fairness.water_fill`), each keeping its first in label order; and how many of
-    each namespace's were left out."""
-    if len(series) <= cap:
-        return set(series), {}
-    by_ns: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
-    for s in series:
-        by_ns[s[0]].append(s)
-    parts = fairness.water_fill({ns: len(v) for ns, v in by_ns.items()}, cap)
-    kept: set[tuple[str, str, str, str]] = set()
-    left_out: dict[str, int] = {}
-    for ns, items in by_ns.items():
-        n = parts.get(ns, 0)
-        kept.update(sorted(items)[:n])
-        if len(items) > n:
-            left_out[ns] = len(items) - n
-    return kept, left_out
 
 
 def names(recorder: Recorder) -> list[str]:

@@ -42,7 +42,7 @@ OURS = [
     "kube_reloader_leader",
     "kube_reloader_object_errors_total",
     "kube_reloader_pauses_total",
-    "kube_reloader_ready", "kube_reloader_reload_latency_seconds", "kube_reloader_rollout_duration_seconds",
+    "kube_reloader_ready", "kube_reloader_reconciles_total", "kube_reloader_reload_latency_seconds", "kube_reloader_rollout_duration_seconds",
     "kube_reloader_reverted_total", "kube_reloader_rollouts_total",
     "kube_reloader_side_channel_total", "kube_reloader_stale_workloads",
     "kube_reloader_task_restarts_total",

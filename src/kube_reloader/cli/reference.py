@@ -24,6 +24,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from kube_reloader import metrics
 from kube_reloader.cli import flagset
 from kube_reloader.core import annotations as keymod
+from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.runtime.observing import ControllerCollector
 
 COMMAND = "python -m kube_reloader.cli.reference docs"
@@ -213,9 +214,26 @@ class _Idle:
         return 0, {}
 
 
+_V2_TEXT = (
+    "As Reloader v2 exposes them, one series per controller it would run (`configmap`, "
+    "`secret`, `deployment` for its pauses; `namespace`, `secretproviderclasspodstatus` with "
+    "their flags); what each means here: [Metrics and health](monitoring.md#reloader-v2s-families)."
+)
 _ORIGINS = (
     ("reloader_", "Reloader v1's", "Named, typed and labelled as Reloader v1 exposes them."),
-    ("rest_client_", "client-go's", "client-go's request metrics, labelled as Reloader v1 does."),
+    (
+        "rest_client_",
+        "client-go's",
+        "client-go's request metrics, labelled as Reloader v1 does "
+        "(`rest_client_request_duration_seconds` not under `--compat=v2`, as in Reloader v2).",
+    ),
+    ("controller_runtime_", "controller-runtime's (`--compat=v2` only)", _V2_TEXT),
+    ("workqueue_", "controller-runtime's work queues (`--compat=v2` only)", _V2_TEXT),
+    (
+        "leader_election_",
+        "client-go's leader election (`--compat=v2` with HA only)",
+        "As Reloader v2 exposes it: 1 while this replica holds the Lease named.",
+    ),
     ("kube_reloader_", "kube-reloader's own", ""),
     ("process_", "Process", "From prometheus_client's process collector (read from /proc)."),
 )
@@ -225,7 +243,10 @@ def _label_names(
     recorder: metrics.Recorder, collector: ControllerCollector
 ) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
-    families: list[Any] = [v for v in vars(recorder).values() if isinstance(v, MetricWrapperBase)]
+    owners = [recorder] if recorder.ctrl is None else [recorder, recorder.ctrl]
+    families: list[Any] = [
+        v for o in owners for v in vars(o).values() if isinstance(v, MetricWrapperBase)
+    ]
     families += list(collector.collect())
     for family in families:
         if hasattr(family, "_name"):
@@ -236,9 +257,10 @@ def _label_names(
     return found
 
 
-def _families() -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """(name, type, help, labels) of every family the controller exposes."""
-    recorder = metrics.Recorder(by_namespace=True)
+def _families(v2: VersionTwo | None = None) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(name, type, help, labels) of every family the controller exposes (`v2`: under
+    `--compat=v2`)."""
+    recorder = metrics.Recorder(by_namespace=True, v2=v2)
     collector = ControllerCollector(_Idle())
     recorder.loop_registry.register(collector)
     # one sample, so that the by-namespace family (written by hand, not a collector) shows
@@ -263,6 +285,8 @@ def _families() -> list[tuple[str, str, str, tuple[str, ...]]]:
 
 def metrics_page() -> str:
     families = _families()
+    v2 = VersionTwo(("configmap", "secret", "deployment"), lease="lease")
+    families += [f for f in _families(v2) if f not in families]
     lines = [
         "# Metrics",
         "",

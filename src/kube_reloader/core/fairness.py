@@ -28,7 +28,7 @@ and the reporter keep their own counts with it.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
@@ -195,3 +195,25 @@ def fair_order(items: Iterable[tuple[str, K]]) -> list[K]:
             if not lane:
                 del lanes[tenant]
     return out
+
+
+def fair_subset(
+    series: set[tuple[str, str, str, str]], cap: int
+) -> tuple[set[tuple[str, str, str, str]], dict[str, int]]:
+    """At most `cap` of `series` (namespace first in each), cut fairly among namespaces
+    (`water_fill`), each keeping its first in label order; and how many of
+    each namespace's were left out."""
+    if len(series) <= cap:
+        return set(series), {}
+    by_ns: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    for s in series:
+        by_ns[s[0]].append(s)
+    parts = water_fill({ns: len(v) for ns, v in by_ns.items()}, cap)
+    kept: set[tuple[str, str, str, str]] = set()
+    left_out: dict[str, int] = {}
+    for ns, items in by_ns.items():
+        n = parts.get(ns, 0)
+        kept.update(sorted(items)[:n])
+        if len(items) > n:
+            left_out[ns] = len(items) - n
+    return kept, left_out

@@ -73,7 +73,7 @@ class Controller:
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
         events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
         v2 = options.plan.compat is Compat.V2  # alerts: started by run()
-        sink = Sink(self.metrics, events, fence, spawn, clock, _alerts(options), v2_events=v2)
+        sink = Sink(self.metrics, events, fence, spawn, clock, _alerts(options), v2=v2)
         r = self.reports = Reports.over(sink)
         stores = self.stores = Stores(options.plan.match.keys, options.plan.scope)
         self.stats, self.index = r.sink.stats, stores.index

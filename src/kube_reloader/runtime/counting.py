@@ -6,11 +6,20 @@ and webhook mode (`WebhookReports`: a change is a notification, never a reload).
 `events_processed_total{event_type="unknown", resource_type, result="success"|"dropped"}`,
 `errors_total{type="handler_error"}` for each failed attempt, `skipped_total{reason}` in
 `ignored_or_not_selected`, `no_data_change`, `strategy_not_updated`.
+
+Under `--compat=v2` (`Sink.v2`), Reloader v2's: it counts reconciles, not watch events (one
+per change fanned out: `events_received_total{event_type="reconcile"|"delete",
+resource_type="configmap"|"secret"|"secretproviderclass"}`, `reconcile_total`,
+`skipped_total{reason="no_match"}` when no workload matches, and controller-runtime's families
+(`ctrlmetrics`: the intake's lanes are its work queues); it never counts `events_processed`;
+its errors are `update_workload` and `webhook_send`; its webhook sends are `action_total`
+of kind `webhook` and reloads executed.
 """
 
 from __future__ import annotations
 
-from kube_reloader.core.planning import Change
+from kube_reloader.core.planning import Change, Event
+from kube_reloader.ctrlmetrics import CONTROLLER_OF
 from kube_reloader.runtime.reporting import Sink, log, log_change
 
 #: why a watch event is no change (v1's `skipped_total` reasons)
@@ -26,6 +35,8 @@ class ChangeReports:
         self.metrics = sink.metrics
 
     def event_received(self, event_type: str, resource_type: str) -> None:
+        if self.sink.v2:
+            return  # v2 counts its reconciles (`fanned_out`), not watch events
         self.metrics.events_received.labels(
             event_type=event_type, resource_type=resource_type
         ).inc()
@@ -33,7 +44,9 @@ class ChangeReports:
     def not_changed(self, reason: str, resource_type: str) -> None:
         """A watch event that is no change, and why: `NOT_SELECTED`, `NO_DATA_CHANGE`, or ""
         for an event v1 does not handle at all (not counted). v1 processes an update without
-        a data change, successfully."""
+        a data change, successfully. v2's predicates drop these before counting anything."""
+        if self.sink.v2:
+            return
         if reason:
             self.metrics.skipped.labels(reason=reason).inc()
         if reason == NO_DATA_CHANGE:
@@ -42,10 +55,43 @@ class ChangeReports:
             ).inc()
 
     def processed(self, change: Change, result: str) -> None:
-        """A change was handled: `success`, or `dropped` (given up)."""
+        """A change was handled: `success`, or `dropped` (given up). v2 never counts it."""
+        if self.sink.v2:
+            return
         self.metrics.events_processed.labels(
             event_type="unknown", resource_type=change.rtype.plural, result=result
         ).inc()
+
+    def lane_added(self, change: Change, depth: int) -> None:
+        """A resource put in its namespace's lane (`depth` of its type now wait): under v2,
+        an add to its controller's work queue."""
+        if self.sink.v2 and self.metrics.ctrl is not None:
+            self.metrics.ctrl.queued(CONTROLLER_OF[change.rtype.value], depth)
+
+    def lane_taken(self, change: Change, waited: float, depth: int) -> None:
+        """A change left its lane after `waited` seconds to be fanned out."""
+        if self.sink.v2 and self.metrics.ctrl is not None:
+            self.metrics.ctrl.taken(CONTROLLER_OF[change.rtype.value], waited, depth)
+
+    def fanned_out(self, change: Change, seconds: float, *, matched: int, failed: bool) -> None:
+        """A change was fanned out (`failed`: it crashed) to `matched` workloads Reloader v2
+        would have decided on: under v2, one reconcile of its controller."""
+        if not self.sink.v2:
+            return
+        m, rtype, result = (
+            self.metrics,
+            change.rtype.value.lower(),
+            "error" if failed else "success",
+        )
+        m.events_received.labels(event_type="reconcile", resource_type=rtype).inc()
+        if change.event is Event.DELETED:
+            m.events_received.labels(event_type="delete", resource_type=rtype).inc()
+        if not failed and not matched:
+            m.skipped.labels(reason="no_match").inc()
+        m.reconcile.labels(result=result).inc()
+        m.reconcile_duration.labels(result=result).observe(seconds)
+        if m.ctrl is not None:
+            m.ctrl.reconciled(CONTROLLER_OF[change.rtype.value], result, seconds, panicked=failed)
 
     def synced(self) -> None:
         self.metrics.ready.set(1)
@@ -79,6 +125,11 @@ class QueueReports:
         self.metrics.queue_depth.set(depth)
 
     def reconciled(self, result: str, seconds: float) -> None:
+        """A work item was reconciled (under v2, Reloader's reconcile is a change's:
+        `fanned_out`)."""
+        self.metrics.reconciles.labels(result=result).inc()
+        if self.sink.v2:
+            return
         self.metrics.reconcile.labels(result=result).inc()
         self.metrics.reconcile_duration.labels(result=result).observe(seconds)
 
@@ -89,7 +140,8 @@ class QueueReports:
     def retrying(self) -> None:
         """A failed attempt (a transient error, a crash, a lost lease) is tried again."""
         self.sink.stats.retries += 1
-        self.metrics.errors.labels(type="handler_error").inc()
+        if not self.sink.v2:  # v2 counts an error only when the write is given up
+            self.metrics.errors.labels(type="handler_error").inc()
         self.metrics.retries.inc()
         self.metrics.deferred.labels(reason="retry_backoff").inc()
 
@@ -110,23 +162,39 @@ class WebhookReports:
     def webhook_sent(self, change: Change, seconds: float) -> None:
         self.sink.stats.webhooks += 1
         self.metrics.side_channel.labels(channel="webhook", result="success").inc()
+        self._v2_send(change, seconds, success=True)
         self.queue.reconciled("success", seconds)
         self.changes.processed(change, "success")
         log.info("webhook sent instead of reloading", extra={"resource": str(change)})
 
     def webhook_retrying(self, change: Change, error: str) -> None:
         self.sink.stats.retries += 1
-        self.metrics.errors.labels(type="handler_error").inc()
+        if not self._v2_send(change, None, success=False):
+            self.metrics.errors.labels(type="handler_error").inc()
         self.metrics.retries.inc()
         log.warning("webhook failed, will retry", extra={"resource": str(change), "error": error})
 
     def webhook_failed(self, change: Change, seconds: float) -> None:
         """Every attempt failed: the change is dropped, as v1 drops it after its retries."""
         self.metrics.side_channel.labels(channel="webhook", result="error").inc()
-        self.metrics.errors.labels(type="handler_error").inc()
+        if not self._v2_send(change, seconds, success=False):
+            self.metrics.errors.labels(type="handler_error").inc()
         self.queue.reconciled("error", seconds)
         self.changes.processed(change, "dropped")
 
     def webhook_dropped(self, change: Change) -> None:
         """The queue was full: the oldest waiting notification is never sent."""
         self.changes.processed(change, "dropped")
+
+    def _v2_send(self, change: Change, seconds: float | None, *, success: bool) -> bool:
+        """Under v2, a webhook send as Reloader v2 counts it (whether it did): a reload
+        executed or not, an action of kind `webhook`, a failure a `webhook_send` error."""
+        if not self.sink.v2:
+            return False
+        m = self.metrics
+        m.reload_done(kind="webhook", namespace=change.namespace, success=success, seconds=None)
+        if seconds is not None:
+            m.action_latency.labels(workload_kind="webhook").observe(seconds)
+        if not success:
+            m.errors.labels(type="webhook_send").inc()
+        return True

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kube_reloader.core import admitting, alerting, planning, strategies
 from kube_reloader.core.annotations import shadowed_template_keys
-from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.parsing import quote
 from kube_reloader.core.planning import Change, Outcome
 from kube_reloader.edges.alerts import WebhookNotifier
@@ -63,30 +63,51 @@ class FanOut:
         default_factory=dict, init=False
     )
 
+    @property
+    def _v1_listed(self) -> tuple[str, ...]:
+        """The kinds Reloader v1 lists for each change (Rollouts with `--is-Argo-Rollouts`)."""
+        o = self.options
+        return (*o.workload_kinds, *((WorkloadKind.ROLLOUT,) if o.argo_rollouts else ()))
+
     async def fan_out(self, change: Change, observed: float) -> None:
         """Decide for every candidate workload and queue the reloads (the change is then
         processed); in webhook mode, queue its notification (the leader's only)."""
-        if self.webhook is not None:
-            body = alerting.WEBHOOK_BODY
-            if self.options.plan.compat is strategies.Compat.V2:
-                body = self._v2_body(change)  # v2: only when some workload matches, naming them
-            if body and self.fence.may_write():
-                dropped = self.webhook.enqueue((change, body))
-                if dropped is not None:
-                    self.webhook_reports.webhook_dropped(dropped[0])
-            return
-        self._remember_for_optional(change, observed)
-        await self._decide_all(change, observed)
-        self.changes.processed(change, "success")
+        started, matched, failed = self.clock.monotonic(), 0, True
+        try:
+            if self.webhook is not None:
+                matched = self._notify(change)
+            else:
+                self._remember_for_optional(change, observed)
+                self.reloads.listed(self._v1_listed)
+                matched = await self._decide_all(change, observed)
+                self.changes.processed(change, "success")
+            failed = False
+        finally:
+            seconds = self.clock.monotonic() - started
+            self.changes.fanned_out(change, seconds, matched=matched, failed=failed)
+
+    def _notify(self, change: Change) -> int:
+        """Webhook mode: queue `change`'s notification; how many workloads it names (1 for
+        v1's body, which names none)."""
+        assert self.webhook is not None
+        body = alerting.WEBHOOK_BODY
+        if self.options.plan.compat is strategies.Compat.V2:
+            body = self._v2_body(change)  # v2: only when some workload matches, naming them
+        if body and self.fence.may_write():
+            dropped = self.webhook.enqueue((change, body))
+            if dropped is not None:
+                self.webhook_reports.webhook_dropped(dropped[0])
+        return 1 if body else 0
 
     async def _decide_all(
         self, change: Change, observed: float, only: frozenset[Listing] | None = None
-    ) -> None:
+    ) -> int:
         """The loop yields to the other tasks every few milliseconds, so a change with
         thousands of candidates (or a tenant's many distinct named lists to compile) slows
         its own fan-out, not the probes, watches and writes of everyone else. With `only`,
-        just the workloads of those (kind, namespace or None for all) are decided."""
-        now = int(self.clock.wall())
+        just the workloads of those (kind, namespace or None for all) are decided. Returns
+        how many Reloader v2 would decide on (`ReloadReports.decided`)."""
+        now, decided = int(self.clock.wall()), 0
         matched: list[tuple[ObjectKey, float]] = []
         pacer = Pacer(self.clock, FAN_OUT_SLICE)
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
@@ -97,7 +118,8 @@ class FanOut:
             ):
                 continue
             try:
-                window = self._decide(change, candidate, now)
+                window, v2_decision = self._decide(change, candidate, now)
+                decided += v2_decision
                 if window is not None:
                     matched.append((candidate.key, window))
             except Exception as exc:  # noqa: BLE001 - one decision never stops the others
@@ -110,24 +132,27 @@ class FanOut:
         for key, window in matched:
             if self.coalescer.add(key, change, observed, window):
                 self.queue.coalesced()
+        return decided
 
-    def _decide(self, change: Change, candidate: planning.Workload, now: int) -> float | None:
+    def _decide(
+        self, change: Change, candidate: planning.Workload, now: int
+    ) -> tuple[float | None, bool]:
         """Plan `change` for one workload: how long its reload waits for more, or None when
-        it does not reload."""
+        it does not reload; and whether Reloader v2 would count it matched."""
         workload = self.stores.resolve(candidate)
         opts = self.options
         p = planning.plan(change=change, workload=workload, config=opts.plan, now=now)
         self.problems.warn_once(workload, p.decision.warnings)
-        self.reloads.decided(workload, change, p)
+        v2_decision = self.reloads.decided(workload, change, p)
         if p.outcome is not Outcome.RELOAD:
-            return None
+            return None, v2_decision
         # with the admission webhook on, where it would have written this very hash: the
         # grace in which an apply's own write of the workload (one rollout) lands first
         if opts.admission_grace and admitting.would_write(
             p, workload, opts.plan, keys=opts.admission_keys
         ):
-            return max(opts.coalesce_window, opts.admission_grace)
-        return opts.coalesce_window
+            return max(opts.coalesce_window, opts.admission_grace), v2_decision
+        return opts.coalesce_window, v2_decision
 
     def _remember_for_optional(self, change: Change, observed: float) -> None:
         """While an optional kind has not finished its list, keep the changes fanned out
@@ -166,7 +191,9 @@ class FanOut:
         for candidate in self.stores.index.candidates(change.namespace, change.rtype, change.name):
             workload = self.stores.resolve(candidate)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
-            if p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE):
+            matched = p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE)
+            self.reloads.scanned(str(workload.kind), matched=matched)
+            if matched:
                 found.append((workload.kind, workload.name, workload.namespace))
         if not found:
             return b""

@@ -16,6 +16,7 @@ passed on to the rooms that follow workloads (rollout tracking, pauses)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -71,6 +72,10 @@ class Intake:
         default_factory=dict, init=False
     )
     _draining: bool = field(default=False, init=False)
+    #: how many changes of each type wait in the lanes (their work queues' depth)
+    _waiting: collections.Counter[ResourceType] = field(
+        default_factory=collections.Counter, init=False
+    )
 
     def watch(
         self, refl: Reflector[Any], consume: Callable[[Any], Coroutine[Any, Any, None]]
@@ -116,6 +121,9 @@ class Intake:
         earlier = lane.get(key)
         if earlier is not None:  # seen from before the first, observed at the first
             change, observed = change.since(earlier[0]), earlier[1]
+        else:
+            self._waiting[change.rtype] += 1
+            self.changes.lane_added(change, self._waiting[change.rtype])
         lane[key] = (change, observed)
         if not self._draining:
             self._draining = True
@@ -131,6 +139,9 @@ class Intake:
                 change, observed = lane.pop(key)
                 if lane:
                     self._lanes[namespace] = lane  # to the back of the turn order
+                self._waiting[change.rtype] -= 1
+                waited = self.clock.monotonic() - observed
+                self.changes.lane_taken(change, waited, self._waiting[change.rtype])
                 try:
                     await self.fan_out(change, observed)
                 except Exception as exc:  # noqa: BLE001 - one change never stops the others

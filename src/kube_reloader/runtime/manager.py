@@ -203,7 +203,8 @@ class Manager:
         self.new_client = new_client
         self.new_controller = new_controller
         self.new_elector = new_elector or lease_elector(self.clock)
-        self.recorder = Recorder()
+        lease = None if settings.ha is None else settings.ha.lock_name
+        self.recorder = Recorder(v2=settings.options.version_two(lease))
         self.health = Health()
         self.servers: list[Server] = []
         #: the admission webhook, once serving

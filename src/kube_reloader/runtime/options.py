@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from kube_reloader.core import evicting, planning
 from kube_reloader.core.customkinds import CustomKind
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.strategies import Compat
+from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.runtime.kinds import BUILTIN, Kinds
 
 
@@ -107,3 +109,13 @@ class Options:
             self.plan, default_strategy=self.default_strategy, evictable=evictable
         )
         object.__setattr__(self, "plan", plan)  # frozen: set once, while it is being built
+
+    def version_two(self, lease: str | None) -> VersionTwo | None:
+        """Under `--compat=v2`: the controllers Reloader v2 would run for these options, and
+        its Lease (`lease`, with HA), for its metric families; None otherwise."""
+        if self.plan.compat is not Compat.V2:
+            return None
+        resources = [r.value for r in self.resources]
+        return VersionTwo.of(
+            resources, csi=self.csi, selector=bool(self.namespace_selector), lease=lease
+        )

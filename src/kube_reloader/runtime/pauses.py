@@ -15,7 +15,7 @@ from kube_reloader.core.objects import ObjectKey
 from kube_reloader.kube import errors
 from kube_reloader.runtime.clock import Clock, Timer, utc
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.reporting import ProblemReports, Spawn, log
+from kube_reloader.runtime.reporting import ProblemReports, Spawn
 from kube_reloader.runtime.rolloutreports import RolloutReports
 from kube_reloader.runtime.writing import Writer
 
@@ -128,6 +128,7 @@ class Pauses:
         if not self.fence.may_write():  # the leader resumes; check again later in case we lead
             self._later(key)
             return
+        started = self.clock.monotonic()
         try:
             obj = await self.writer.read(key)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -138,9 +139,9 @@ class Pauses:
                 self._later(key)
                 return
             await self.writer.resume(key, self.keys.paused_at)
-            self.rollouts.resumed(key)
+            self.rollouts.resumed(key, self.clock.monotonic() - started)
         except errors.NotFound:
             return
         except errors.KubeError as exc:
-            log.warning("resume failed, retrying", extra={"workload": str(key), "error": str(exc)})
+            self.rollouts.resume_failed(key, str(exc), self.clock.monotonic() - started)
             self._later(key)

@@ -6,6 +6,8 @@ another controller (`ReloadReverted`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Outcome, Plan
@@ -24,15 +26,23 @@ class ReloadReports:
         self.stats = sink.stats
         #: a failed reload drops its changes, as v1 drops the event after its last attempt
         self.changes = changes
+        #: v1's series of each kind listed have been made (`listed`)
+        self._listed = False
 
-    def decided(self, workload: planning.Workload, change: planning.Change, p: Plan) -> None:
-        kind = str(workload.kind)
+    def decided(self, workload: planning.Workload, change: planning.Change, p: Plan) -> bool:
+        """One candidate decided; whether Reloader v2 would count it matched (it reloads, or
+        v2 would find at its write that it already carries the hash: `no_change`)."""
+        kind, v2 = str(workload.kind), self.sink.v2
         self.metrics.workloads_scanned.labels(kind=kind).inc()
         self.metrics.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
-        if p.outcome is Outcome.RELOAD:
+        v2_decision = p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE)
+        if p.outcome is Outcome.RELOAD or (v2 and v2_decision):
             self.metrics.workloads_matched.labels(kind=kind).inc()
-            return
-        if p.outcome is not Outcome.SKIPPED:  # v1: no container, or it already carries the hash
+        if p.outcome is Outcome.RELOAD:
+            return True
+        if v2 and v2_decision:
+            self.metrics.action.labels(workload_kind=kind, result="no_change").inc()
+        elif p.outcome is not Outcome.SKIPPED and not v2:  # v1: no container, or up to date
             self.metrics.skipped.labels(reason="strategy_not_updated").inc()
         self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
         log.debug(
@@ -44,6 +54,25 @@ class ReloadReports:
                 "reason": "" if change.rtype is ResourceType.SECRET else p.message,
             },
         )
+        return v2_decision
+
+    def listed(self, kinds: Iterable[str]) -> None:
+        """Reloader v1 lists every kind it reloads on each change and counts each list, empty
+        or not: a series of `workloads_scanned`/`_matched` for each (v1 mode; the counts are
+        of the workloads decided here, the ones the change can reach). Made once: a series
+        stays."""
+        if self.sink.v2 or self._listed:
+            return
+        self._listed = True
+        for kind in kinds:
+            self.metrics.workloads_scanned.labels(kind=kind)
+            self.metrics.workloads_matched.labels(kind=kind)
+
+    def scanned(self, kind: str, *, matched: bool) -> None:
+        """A candidate looked at for a webhook's body (v2 mode: nothing else is decided)."""
+        self.metrics.workloads_scanned.labels(kind=kind).inc()
+        if matched:
+            self.metrics.workloads_matched.labels(kind=kind).inc()
 
     def deferred(
         self, workload: planning.Workload, reason: str, until: str, min_interval: float
@@ -72,7 +101,7 @@ class ReloadReports:
             kind=key.kind, namespace=key.namespace, success=True, seconds=seconds
         )
         log_change("reloaded workload", c, workload=str(key), reason=p.message)
-        if self.sink.v2_events:
+        if self.sink.v2:
             message = f"Reloaded due to {c.rtype.kind} {c.name} change"
             self.sink.event(workload, "Normal", "Reloaded", message, "reloader", V2_ACTION)
         else:
@@ -89,7 +118,9 @@ class ReloadReports:
     ) -> None:
         key = workload.key
         self.stats.failures += 1
-        self.metrics.errors.labels(type="handler_error").inc()
+        self.metrics.errors.labels(
+            type="update_workload" if self.sink.v2 else "handler_error"
+        ).inc()
         for p in plans:  # one per change of the work item
             self.changes.processed(p.change, "dropped")  # v1 drops it after its last attempt
             self.metrics.reload_done(
@@ -105,7 +136,7 @@ class ReloadReports:
         self, workload: planning.Workload, c: planning.Change, exc: errors.KubeError
     ) -> None:
         key, error = workload.key, errors.client_go_error(exc)
-        if self.sink.v2_events:
+        if self.sink.v2:
             message = f"Failed to reload due to {c.rtype.kind} {c.name} change: {error}"
             self.sink.event(workload, "Warning", "ReloadFailed", message, "reloader", V2_ACTION)
             return

@@ -107,12 +107,12 @@ class Sink:
         clock: Clock,
         alerts: AlertSender | None,
         *,
-        v2_events: bool = False,
+        v2: bool = False,
     ) -> None:
         self.metrics = metrics
         #: reloads are told as Reloader v2 tells them (`--compat=v2`): `events.k8s.io/v1`
-        #: Events, its reasons and notes
-        self.v2_events = v2_events
+        #: Events, its reasons and notes, and its metrics' label values (`counting`)
+        self.v2 = v2
         self.fence = fence
         self.clock = clock
         #: where outcomes are alerted (the options' `alerts`, started by the controller)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
+from kube_reloader.ctrlmetrics import PAUSES
 from kube_reloader.runtime.reporting import Sink, log, log_change
 
 #: how a pod-level reload is said in its Events, by strategy
@@ -22,14 +23,26 @@ class RolloutReports:
         self.stats = sink.stats
 
     def paused(self, key: ObjectKey, until: str) -> None:
+        """A pause written and its resume scheduled (under v2: a reconcile of its
+        `deployment` controller that requeues after the period)."""
         self.stats.pauses += 1
         self.metrics.pauses.labels(action="pause").inc()
+        self._pauses_reconciled("requeue_after", 0.0)
         log.info("paused deployment", extra={"workload": str(key), "until": until})
 
-    def resumed(self, key: ObjectKey) -> None:
+    def resumed(self, key: ObjectKey, seconds: float) -> None:
         self.stats.resumes += 1
         self.metrics.pauses.labels(action="resume").inc()
+        self._pauses_reconciled("success", seconds)
         log.info("resumed deployment", extra={"workload": str(key)})
+
+    def resume_failed(self, key: ObjectKey, error: str, seconds: float) -> None:
+        self._pauses_reconciled("error", seconds)
+        log.warning("resume failed, retrying", extra={"workload": str(key), "error": error})
+
+    def _pauses_reconciled(self, result: str, seconds: float) -> None:
+        if self.sink.v2 and self.metrics.ctrl is not None:
+            self.metrics.ctrl.reconciled(PAUSES, result, seconds)
 
     def rollout_finished(
         self,

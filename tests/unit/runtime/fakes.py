@@ -16,6 +16,7 @@ from kube_reloader.core import hashing, planning
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Plan, workload_from_manifest
+from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.kube import errors
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.pods import PodCondition, PodMeta, PodObject, PodStatus
@@ -150,6 +151,10 @@ class Spawned:
             coro.close()
 
 
+#: Reloader v2's controllers with default flags
+V2_CONTROLLERS = ("configmap", "secret", "deployment")
+
+
 @dataclass
 class Room:
     """What every room is built from: fake clock, fence, and a domain reporter of each kind
@@ -161,13 +166,15 @@ class Room:
     spawned: Spawned = field(default_factory=Spawned)
     metrics: Recorder = field(default_factory=lambda: Recorder(by_namespace=False))
     #: reloads told as Reloader v2 tells them (`--compat=v2`)
-    v2_events: bool = False
+    v2: bool = False
     reports: Reports = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.v2 and self.metrics.ctrl is None:  # v2's controllers, as a default run has
+            self.metrics = Recorder(by_namespace=False, v2=VersionTwo(V2_CONTROLLERS))
         sink = Sink(
             self.metrics, self.events, self.fence, self.spawned, self.clock, alerts=None,
-            v2_events=self.v2_events,
+            v2=self.v2,
         )  # fmt: skip
         self.reports = Reports.over(sink)
 

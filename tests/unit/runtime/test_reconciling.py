@@ -35,7 +35,7 @@ class Rig:
 
 
 def rig(*, min_interval: float = 0.0, writer: FakeWriter | None = None, v2: bool = False) -> Rig:
-    room = Room()
+    room = Room(v2=v2)
     writer = writer or FakeWriter()
     opts = Options(min_interval=min_interval)
     stores = Stores(KEYS)

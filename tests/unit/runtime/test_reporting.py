@@ -268,7 +268,7 @@ async def test_events_of_the_fleet_and_of_the_reloads_share_the_recorders_per_ob
 async def test_a_reload_and_a_failed_one_are_told_in_the_words_and_api_of_each_version(
     v2: bool, reasons: list[str], notes: list[str], sources: list[tuple[str, str]]
 ) -> None:
-    room = Room(v2_events=v2)
+    room = Room(v2=v2)
     room.fence.start_leading()
     r, w = room.reports, workload("web")
     plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)

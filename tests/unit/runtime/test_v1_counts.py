@@ -156,6 +156,25 @@ async def test_a_fanned_out_change_is_processed_once_and_a_replay_does_not_count
     assert room.sample("reloader_workloads_scanned_total", kind="Deployment") == 1
 
 
+@pytest.mark.parametrize(("argo", "kinds"), [
+    (False, {"Deployment", "CronJob", "Job", "DaemonSet", "StatefulSet"}),
+    (True, {"Deployment", "CronJob", "Job", "DaemonSet", "StatefulSet", "Rollout"}),
+])  # fmt: skip
+async def test_every_kind_v1_lists_has_its_scanned_and_matched_series_after_a_change(
+    argo: bool, kinds: set[str]
+) -> None:
+    room, stores = Room(), Stores(KEYS)
+    f = fanout(room, stores)
+    f.options = dataclasses.replace(f.options, argo_rollouts=argo)
+    await f.fan_out(change("cm"), observed=0.0)
+    for family in ("reloader_workloads_scanned", "reloader_workloads_matched"):
+        labelled = {
+            s.labels["kind"] for m in room.metrics.registry.collect() if m.name == family
+            for s in m.samples
+        }  # fmt: skip
+        assert labelled == kinds, family
+
+
 def carrying(value: str) -> planning.Workload:
     """An auto Deployment reading ConfigMap `cm` whose container carries `value` as its hash."""
     return planning.workload_from_manifest({
