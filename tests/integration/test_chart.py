@@ -1318,7 +1318,7 @@ V2_GLOBAL_ARGS = [
     "--secretproviderclass-annotation=example.com/secretproviderclass",
     "--secretproviderclass-auto-annotation=example.com/secretproviderclass-auto",
     "--secretproviderclass-exclude-annotation=example.com/secretproviderclass-exclude",
-    "--webhook-url=https://hooks.example/reloader", "--is-Argo-Rollouts=true", "--is-openshift=true",
+    "--webhook-url=https://hooks.example/reloader", "--is-Argo-Rollouts=true",
     "--reload-on-create=true", "--reload-on-delete=true", "--sync-after-restart=true",
     "--reload-strategy=annotations", "--enable-ha=true", "--leader-election-lease-duration=15s",
     "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s", "--auto-reload-all=true",
@@ -1373,15 +1373,9 @@ def test_values_for_stakaters_v2_chart_render_its_flags_and_objects_with_compat_
     role = next(d for d in docs if d["kind"] == "ClusterRole")
     assert role["metadata"]["labels"]["audit"] == "yes"
     resources = {res for r in role["rules"] for res in r["resources"]}
-    assert {
-        "configmaps",
-        "rollouts",
-        "deploymentconfigs",
-        "secretproviderclasses",
-        "namespaces",
-        "pods",
-    } <= resources
-    assert not {"secrets", "jobs", "cronjobs", "pods/eviction"} & resources
+    assert {"configmaps", "rollouts", "secretproviderclasses", "namespaces", "pods"} <= resources
+    # isOpenshift, but apps.openshift.io is not served: none, as Stakater's v2 chart
+    assert not {"secrets", "jobs", "cronjobs", "pods/eviction", "deploymentconfigs"} & resources
     lease = next(d for d in docs if d["kind"] == "Role")
     assert lease["rules"][1]["resourceNames"] == ["reloader-leader-election"]
     netpol = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]
@@ -1439,9 +1433,9 @@ def test_the_v2_values_file_asks_for_a_compat_and_renders_in_v1_mode_with_v1_pro
     out = render_v2({"reloader": {"compat": "v1"}})
     assert out.returncode == 0, out.stderr
     c = container_of([d for d in yaml.safe_load_all(out.stdout) if d])
-    assert c["args"] == [
-        a for a in V2_GLOBAL_ARGS if a not in ("--compat=v2", "--health-addr=:8080")
-    ]
+    v1_args = [a for a in V2_GLOBAL_ARGS if a not in ("--compat=v2", "--health-addr=:8080")]
+    at = v1_args.index("--reload-on-create=true")  # v1 mode passes --is-openshift as before
+    assert c["args"] == [*v1_args[:at], "--is-openshift=true", *v1_args[at:]]
     assert [p["name"] for p in c["ports"]] == ["http"]
     assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
 

@@ -74,6 +74,16 @@ and the digest is kept (Stakater's chart drops it there). */}}
 {{- if eq (toString (default "v1" .Values.reloader.compat)) "v2" -}}true{{- end -}}
 {{- end -}}
 
+{{/* The container's resources: as given; with compat v2, this chart's own defaults (the
+values file's) are not applied, as Stakater's v2 chart sets none (`resources: {}`). */}}
+{{- define "reloader.resources" -}}
+{{- $given := .Values.reloader.deployment.resources | default dict -}}
+{{- $ours := dict "requests" (dict "cpu" "10m" "memory" "96Mi") "limits" (dict "memory" "512Mi") -}}
+{{- if not (and (include "reloader.v2" .) (eq (toJson $given) (toJson $ours))) -}}
+{{- toYaml $given -}}
+{{- end -}}
+{{- end -}}
+
 {{/* "true" when --webhook-url is rendered: whenever reloader.webhookUrl is set, but with compat
 v2 only when reloader.custom_annotations is not empty either, as Stakater's v2 chart renders it
 (NOTES.txt says so when the URL is left out). */}}
@@ -138,7 +148,8 @@ selector); Events are only created. */}}
   resources: [rollouts]
   verbs: [get, list, watch, patch]
 {{- end }}
-{{- if .Values.reloader.isOpenshift }}
+{{- if and .Values.reloader.isOpenshift (or (not (include "reloader.v2" .)) (.Capabilities.APIVersions.Has "apps.openshift.io/v1")) }}
+{{- /* with compat v2, as Stakater's v2 chart: only where the API is served */}}
 - apiGroups: [apps.openshift.io]
   resources: [deploymentconfigs]
   verbs: [get, list, watch, patch]
