@@ -10,11 +10,15 @@ queues here. kube-reloader's pipeline carries the same meaning under the same la
   client-go queue does not add a key twice), the queue duration is the time it waited there;
 - its **reconcile** is the fan-out of one change: every candidate workload decided and its
   reload queued (the writes follow in kube-reloader's own write queue, `reloader_workqueue_*`);
-  a crash of one is a panic, counted as an error;
+  a crash of one is a panic, counted as an error; in webhook mode a change's reconcile is its
+  send (a failed attempt an error, queued again);
 - the `deployment` controller's reconciles are the pauses' work: a reload that pauses a
   Deployment schedules its resume (`requeue_after`, a delayed add: a retry), a resume is
   a reconcile that succeeded or failed;
 - `leader_election_master_status{name}` is 1 while this replica holds the Lease (with HA).
+
+A controller's series are made when it starts: at once, or with an election when this replica
+first leads (a v2 standby starts none); only the leader counts (`runtime.counting`).
 
 Names, labels, help texts and buckets are controller-runtime v0.24's.
 """
@@ -132,8 +136,11 @@ class ControllerRuntime:
                 registry=r,
             ).labels(name=lease)
             self.leader.set(0)
-        for c in self.controllers:
-            self._start(c)
+        #: the controllers' series are made when they start: at once without an election,
+        #: else when this replica first leads (a v2 standby runs no controller)
+        self.started = False
+        if lease is None:
+            self._start_all()
 
     def _reconciles(self, r: CollectorRegistry) -> None:
         c = ["controller"]
@@ -234,15 +241,20 @@ class ControllerRuntime:
             registry=r,
         )
 
+    def _start_all(self) -> None:
+        self.started = True
+        for c in self.controllers:
+            self._start(c)
+
     def _start(self, c: str) -> None:
+        """`c`'s series as controller-runtime makes them when it starts (its reconcile time
+        and queue depth come with the first reconcile and the first add)."""
         for result in RESULTS:
             self.total.labels(controller=c, result=result)
         for family in (self.errors, self.terminal, self.panics, self.timeouts):
             family.labels(controller=c)
-        self.time.labels(controller=c)
         self.max_workers.labels(controller=c).set(1)
         self.active.labels(controller=c).set(0)
-        self.depth.labels(controller=c, name=c, priority="0").set(0)
         for queued in (self.adds, self.retries):
             queued.labels(controller=c, name=c)
         for timed in (self.queue_time, self.work_time):
@@ -258,21 +270,24 @@ class ControllerRuntime:
 
     def queued(self, c: str, depth: int) -> None:
         """A new item in controller `c`'s queue, which now holds `depth`."""
-        if c in self.controllers:
+        if self.started and c in self.controllers:
             self.adds.labels(controller=c, name=c).inc()
             self.depth.labels(controller=c, name=c, priority="0").set(depth)
 
     def taken(self, c: str, waited: float, depth: int) -> None:
         """An item left `c`'s queue after `waited` seconds; its reconcile begins."""
-        if c in self.controllers:
+        if self.started and c in self.controllers:
             self.queue_time.labels(controller=c, name=c).observe(max(0.0, waited))
             self.depth.labels(controller=c, name=c, priority="0").set(depth)
             self._working[c] = self._monotonic()
             self.active.labels(controller=c).set(1)
 
-    def reconciled(self, c: str, result: str, seconds: float, *, panicked: bool = False) -> None:
-        """A reconcile of `c` ended: `success`, `error`, `requeue_after` (a delayed add)."""
-        if c not in self.controllers:
+    def reconciled(
+        self, c: str, result: str, seconds: float, *, panicked: bool = False, again: bool = False
+    ) -> None:
+        """A reconcile of `c` ended: `success`, `error`, `requeue_after` (a delayed add, a
+        retry); `again`: the item is queued again after a delay (a retry too)."""
+        if not self.started or c not in self.controllers:
             return
         self._working.pop(c, None)
         self.active.labels(controller=c).set(0)
@@ -281,7 +296,7 @@ class ControllerRuntime:
         self.work_time.labels(controller=c, name=c).observe(max(0.0, seconds))
         if result == "error":
             self.errors.labels(controller=c).inc()
-        if result in ("error", "requeue_after"):
+        if again or result == "requeue_after":
             self.retries.labels(controller=c, name=c).inc()
         if panicked:
             self.panics.labels(controller=c).inc()
@@ -289,3 +304,5 @@ class ControllerRuntime:
     def set_leader(self, leading: bool) -> None:
         if self.leader is not None:
             self.leader.set(1 if leading else 0)
+        if leading and not self.started:
+            self._start_all()

@@ -65,33 +65,40 @@ class ChangeReports:
     def lane_added(self, change: Change, depth: int) -> None:
         """A resource put in its namespace's lane (`depth` of its type now wait): under v2,
         an add to its controller's work queue."""
-        if self.sink.v2 and self.metrics.ctrl is not None:
+        if self.sink.v2_leading() and self.metrics.ctrl is not None:
             self.metrics.ctrl.queued(CONTROLLER_OF[change.rtype.value], depth)
 
     def lane_taken(self, change: Change, waited: float, depth: int) -> None:
         """A change left its lane after `waited` seconds to be fanned out."""
-        if self.sink.v2 and self.metrics.ctrl is not None:
+        if self.sink.v2_leading() and self.metrics.ctrl is not None:
             self.metrics.ctrl.taken(CONTROLLER_OF[change.rtype.value], waited, depth)
 
-    def fanned_out(self, change: Change, seconds: float, *, matched: int, failed: bool) -> None:
-        """A change was fanned out (`failed`: it crashed) to `matched` workloads Reloader v2
-        would have decided on: under v2, one reconcile of its controller."""
-        if not self.sink.v2:
+    def fanned_out(
+        self,
+        change: Change,
+        seconds: float,
+        *,
+        matched: int,
+        result: str,
+        crashed: bool = False,
+        again: bool = False,
+    ) -> None:
+        """Reloader v2's reconcile of a change (under v2, on the leader; v2's standbys run
+        none): its fan-out to `matched` workloads v2 would decide on, or in webhook mode its
+        send; `result` `success` or `error` (`crashed`: a panic; `again`: tried again)."""
+        if not self.sink.v2_leading():
             return
-        m, rtype, result = (
-            self.metrics,
-            change.rtype.value.lower(),
-            "error" if failed else "success",
-        )
+        m, rtype = self.metrics, change.rtype.value.lower()
         m.events_received.labels(event_type="reconcile", resource_type=rtype).inc()
         if change.event is Event.DELETED:
             m.events_received.labels(event_type="delete", resource_type=rtype).inc()
-        if not failed and not matched:
+        if result == "success" and not matched:
             m.skipped.labels(reason="no_match").inc()
         m.reconcile.labels(result=result).inc()
         m.reconcile_duration.labels(result=result).observe(seconds)
         if m.ctrl is not None:
-            m.ctrl.reconciled(CONTROLLER_OF[change.rtype.value], result, seconds, panicked=failed)
+            c = CONTROLLER_OF[change.rtype.value]
+            m.ctrl.reconciled(c, result, seconds, panicked=crashed, again=again)
 
     def synced(self) -> None:
         self.metrics.ready.set(1)
@@ -167,9 +174,11 @@ class WebhookReports:
         self.changes.processed(change, "success")
         log.info("webhook sent instead of reloading", extra={"resource": str(change)})
 
-    def webhook_retrying(self, change: Change, error: str) -> None:
+    def webhook_retrying(self, change: Change, error: str, seconds: float) -> None:
+        """An attempt failed after `seconds` (since the send or the last failure); another
+        follows."""
         self.sink.stats.retries += 1
-        if not self._v2_send(change, None, success=False):
+        if not self._v2_send(change, seconds, success=False, again=True):
             self.metrics.errors.labels(type="handler_error").inc()
         self.metrics.retries.inc()
         log.warning("webhook failed, will retry", extra={"resource": str(change), "error": error})
@@ -177,7 +186,7 @@ class WebhookReports:
     def webhook_failed(self, change: Change, seconds: float) -> None:
         """Every attempt failed: the change is dropped, as v1 drops it after its retries."""
         self.metrics.side_channel.labels(channel="webhook", result="error").inc()
-        if not self._v2_send(change, seconds, success=False):
+        if not self._v2_send(change, seconds, success=False, again=False):
             self.metrics.errors.labels(type="handler_error").inc()
         self.queue.reconciled("error", seconds)
         self.changes.processed(change, "dropped")
@@ -186,15 +195,19 @@ class WebhookReports:
         """The queue was full: the oldest waiting notification is never sent."""
         self.changes.processed(change, "dropped")
 
-    def _v2_send(self, change: Change, seconds: float | None, *, success: bool) -> bool:
-        """Under v2, a webhook send as Reloader v2 counts it (whether it did): a reload
-        executed or not, an action of kind `webhook`, a failure a `webhook_send` error."""
+    def _v2_send(
+        self, change: Change, seconds: float, *, success: bool, again: bool = False
+    ) -> bool:
+        """Under v2, a webhook send as Reloader v2 counts it (whether it did): the reconcile
+        of its change, a reload executed or not, an action of kind `webhook`, a failure a
+        `webhook_send` error (`again`: another attempt follows; v2 retries without end)."""
         if not self.sink.v2:
             return False
         m = self.metrics
         m.reload_done(kind="webhook", namespace=change.namespace, success=success, seconds=None)
-        if seconds is not None:
-            m.action_latency.labels(workload_kind="webhook").observe(seconds)
+        m.action_latency.labels(workload_kind="webhook").observe(seconds)
         if not success:
             m.errors.labels(type="webhook_send").inc()
+        result = "success" if success else "error"
+        self.changes.fanned_out(change, seconds, matched=1, result=result, again=again)
         return True

@@ -7,6 +7,7 @@ workloads."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from dataclasses import dataclass, field
 
@@ -27,6 +28,16 @@ from kube_reloader.runtime.stores import Listing, Stores
 
 #: seconds of decisions a fan-out makes before it lets other tasks run
 FAN_OUT_SLICE = 0.005
+#: the kinds Reloader v1 lists on each change (its `workloads_scanned_total` series)
+V1_LISTED = frozenset(
+    {
+        WorkloadKind.DEPLOYMENT,
+        WorkloadKind.CRONJOB,
+        WorkloadKind.JOB,
+        WorkloadKind.DAEMONSET,
+        WorkloadKind.STATEFULSET,
+    }
+)
 #: changes remembered for an optional kind still listing (the oldest are dropped past it)
 MAX_REPLAY = 10_000
 
@@ -65,39 +76,51 @@ class FanOut:
 
     @property
     def _v1_listed(self) -> tuple[str, ...]:
-        """The kinds Reloader v1 lists for each change (Rollouts with `--is-Argo-Rollouts`)."""
+        """The kinds Reloader v1 lists for each change, of those watched (Rollouts with
+        `--is-Argo-Rollouts`; never a `--workload-kind` of ours)."""
         o = self.options
-        return (*o.workload_kinds, *((WorkloadKind.ROLLOUT,) if o.argo_rollouts else ()))
+        kinds = [k for k in o.workload_kinds if k in V1_LISTED]
+        return (*kinds, *((WorkloadKind.ROLLOUT,) if o.argo_rollouts else ()))
 
     async def fan_out(self, change: Change, observed: float) -> None:
         """Decide for every candidate workload and queue the reloads (the change is then
-        processed); in webhook mode, queue its notification (the leader's only)."""
-        started, matched, failed = self.clock.monotonic(), 0, True
+        processed); in webhook mode, queue its notification (the leader's only). Under v2
+        this is a reconcile of the change (its send's, in webhook mode)."""
+        started, matched, result = self.clock.monotonic(), 0, "error"
         try:
             if self.webhook is not None:
-                matched = self._notify(change)
+                matched, queued = self._notify(change)
+                result = "" if queued else "success"  # a queued one: counted at its send
             else:
                 self._remember_for_optional(change, observed)
                 self.reloads.listed(self._v1_listed)
                 matched = await self._decide_all(change, observed)
                 self.changes.processed(change, "success")
-            failed = False
+                result = "success"
+        except asyncio.CancelledError:
+            result = ""  # stopped, not failed
+            raise
         finally:
-            seconds = self.clock.monotonic() - started
-            self.changes.fanned_out(change, seconds, matched=matched, failed=failed)
+            if result:
+                seconds = self.clock.monotonic() - started
+                crashed = result == "error"
+                self.changes.fanned_out(
+                    change, seconds, matched=matched, result=result, crashed=crashed
+                )
 
-    def _notify(self, change: Change) -> int:
+    def _notify(self, change: Change) -> tuple[int, bool]:
         """Webhook mode: queue `change`'s notification; how many workloads it names (1 for
-        v1's body, which names none)."""
+        v1's body, which names none), and whether it was queued."""
         assert self.webhook is not None
         body = alerting.WEBHOOK_BODY
         if self.options.plan.compat is strategies.Compat.V2:
             body = self._v2_body(change)  # v2: only when some workload matches, naming them
-        if body and self.fence.may_write():
+        queued = bool(body) and self.fence.may_write()
+        if queued:
             dropped = self.webhook.enqueue((change, body))
             if dropped is not None:
                 self.webhook_reports.webhook_dropped(dropped[0])
-        return 1 if body else 0
+        return (1 if body else 0), queued
 
     async def _decide_all(
         self, change: Change, observed: float, only: frozenset[Listing] | None = None
@@ -213,10 +236,13 @@ class FanOut:
         assert self.webhook is not None
         while True:
             change, body = await self.webhook.next()
-            started = self.clock.monotonic()
+            started = last = self.clock.monotonic()
 
             def retrying(error: str, change: Change = change) -> None:
-                self.webhook_reports.webhook_retrying(change, error)
+                nonlocal last
+                now = self.clock.monotonic()
+                self.webhook_reports.webhook_retrying(change, error, now - last)
+                last = now
 
             try:
                 delivered = await self.webhook.notify(retrying, body)

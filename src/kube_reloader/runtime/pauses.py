@@ -35,6 +35,8 @@ class Pauses:
     #: Reloader v2's pause (`--compat=v2`): in the reload's write, stamped on every reload
     v2: bool = False
     _resumes: dict[ObjectKey, Timer] = field(default_factory=dict, init=False)
+    #: v2's pauses put in a write not yet accepted (`with_write`, `written`)
+    _unwritten: dict[ObjectKey, str] = field(default_factory=dict, init=False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._resumes
@@ -67,9 +69,15 @@ class Pauses:
         decision = self._plan(workload, now, extend=True)
         if decision.action is not pausing.PauseAction.PAUSE or decision.resume_at is None:
             return None
-        self.rollouts.paused(workload.key, str(decision.resume_at))
         self._schedule(workload.key, decision.resume_at)  # resume() reads what was written
+        self._unwritten[workload.key] = str(decision.resume_at)  # told once written
         return pausing.pause_patch(self.keys.paused_at, now)
+
+    def written(self, key: ObjectKey) -> None:
+        """The reload carrying `key`'s pause (`with_write`) was accepted: the pause is told."""
+        until = self._unwritten.pop(key, None)
+        if until is not None:
+            self.rollouts.paused(key, until)
 
     def _plan(
         self, workload: planning.Workload, now: dt.datetime, *, extend: bool
@@ -108,6 +116,7 @@ class Pauses:
             handle.cancel()
 
     def close(self) -> None:
+        self._unwritten.clear()
         for handle in self._resumes.values():
             handle.cancel()  # kept in the map: a Deployment seen while draining arms none
 

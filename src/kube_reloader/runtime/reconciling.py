@@ -312,6 +312,7 @@ class Reconciler:
         """Account for a write the API server accepted; True when its rollout is followed."""
         key = workload.key
         self.throttle.reloaded(key)
+        self.pauses.written(key)
         if answer is not None:
             generation = (answer.get("metadata") or {}).get("generation")
             self.reverts.written(workload, todo, generation if isinstance(generation, int) else 0)

@@ -32,18 +32,20 @@ class ReloadReports:
     def decided(self, workload: planning.Workload, change: planning.Change, p: Plan) -> bool:
         """One candidate decided; whether Reloader v2 would count it matched (it reloads, or
         v2 would find at its write that it already carries the hash: `no_change`)."""
-        kind, v2 = str(workload.kind), self.sink.v2
-        self.metrics.workloads_scanned.labels(kind=kind).inc()
-        self.metrics.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
+        kind, v2, m = str(workload.kind), self.sink.v2, self.metrics
+        m.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
         v2_decision = p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE)
-        if p.outcome is Outcome.RELOAD or (v2 and v2_decision):
-            self.metrics.workloads_matched.labels(kind=kind).inc()
+        if not v2 or self.sink.v2_leading():  # v2's standbys run no controller
+            m.workloads_scanned.labels(kind=kind).inc()
+            if p.outcome is Outcome.RELOAD or (v2 and v2_decision):
+                m.workloads_matched.labels(kind=kind).inc()
+            if v2 and p.outcome is Outcome.UP_TO_DATE:  # v2 finds it at its write: no change
+                m.action.labels(workload_kind=kind, result="no_change").inc()
+                m.action_latency.labels(workload_kind=kind).observe(0.0)
+            elif not v2 and p.outcome not in (Outcome.RELOAD, Outcome.SKIPPED):
+                m.skipped.labels(reason="strategy_not_updated").inc()  # no container, up to date
         if p.outcome is Outcome.RELOAD:
             return True
-        if v2 and v2_decision:
-            self.metrics.action.labels(workload_kind=kind, result="no_change").inc()
-        elif p.outcome is not Outcome.SKIPPED and not v2:  # v1: no container, or up to date
-            self.metrics.skipped.labels(reason="strategy_not_updated").inc()
         self.stats.skipped[p.outcome.value] = self.stats.skipped.get(p.outcome.value, 0) + 1
         log.debug(
             "not reloading",
@@ -70,6 +72,8 @@ class ReloadReports:
 
     def scanned(self, kind: str, *, matched: bool) -> None:
         """A candidate looked at for a webhook's body (v2 mode: nothing else is decided)."""
+        if not self.sink.v2_leading():
+            return
         self.metrics.workloads_scanned.labels(kind=kind).inc()
         if matched:
             self.metrics.workloads_matched.labels(kind=kind).inc()
@@ -118,10 +122,11 @@ class ReloadReports:
     ) -> None:
         key = workload.key
         self.stats.failures += 1
-        self.metrics.errors.labels(
-            type="update_workload" if self.sink.v2 else "handler_error"
-        ).inc()
+        if not self.sink.v2:
+            self.metrics.errors.labels(type="handler_error").inc()
         for p in plans:  # one per change of the work item
+            if self.sink.v2:  # v2: one per decision (a change's, for this workload)
+                self.metrics.errors.labels(type="update_workload").inc()
             self.changes.processed(p.change, "dropped")  # v1 drops it after its last attempt
             self.metrics.reload_done(
                 kind=key.kind, namespace=key.namespace, success=False, seconds=None

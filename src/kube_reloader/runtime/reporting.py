@@ -124,6 +124,11 @@ class Sink:
         #: each held or deferred workload's last reason: logged again only when it changes
         self.holds = Holds()
 
+    def v2_leading(self) -> bool:
+        """Counted as Reloader v2 counts (`--compat=v2`) by this replica now: v2's
+        controllers run on the leader only."""
+        return self.v2 and self.fence.leading.is_set()
+
     def event(
         self,
         workload: planning.Workload,

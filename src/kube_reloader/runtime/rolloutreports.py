@@ -41,8 +41,12 @@ class RolloutReports:
         log.warning("resume failed, retrying", extra={"workload": str(key), "error": error})
 
     def _pauses_reconciled(self, result: str, seconds: float) -> None:
-        if self.sink.v2 and self.metrics.ctrl is not None:
-            self.metrics.ctrl.reconciled(PAUSES, result, seconds)
+        """A reconcile of v2's `deployment` controller: the Deployment's event queued it."""
+        ctrl = self.metrics.ctrl
+        if self.sink.v2_leading() and ctrl is not None:
+            ctrl.queued(PAUSES, 1)
+            ctrl.taken(PAUSES, 0.0, 0)
+            ctrl.reconciled(PAUSES, result, seconds, again=result == "error")
 
     def rollout_finished(
         self,

@@ -203,7 +203,7 @@ def test_the_domains_count_into_the_one_recorder_and_the_one_stats_of_their_sink
     plan = planning.plan(change=change("cm"), workload=w, config=planning.Config(), now=0)
     r.reloads.reloaded(w, plan, None)
     r.rollouts.rotation_done(w, [plan], 2, 1.0)
-    r.webhooks.webhook_retrying(change("cm"), "timeout")
+    r.webhooks.webhook_retrying(change("cm"), "timeout", 0.5)
     assert (r.sink.stats.reloads, r.sink.stats.retries) == (2, 2)
     assert room.sample("reloader_errors_total", type="handler_error") == 2
     room.spawned.close()  # the Events queued are not written here

@@ -28,10 +28,11 @@ from .test_reconciling import item, rig
 from .test_v1_counts import FakeWebhook, carrying, config_event, fanout, label_values
 
 
-def queue(room: Room, family: str, controller: str = "configmap", **extra: str) -> float:
-    """A sample of a work-queue family (whose `name` label `Room.sample` cannot take)."""
+def queue(room: Room, family: str, controller: str = "configmap", **extra: str) -> float | None:
+    """A sample of a work-queue family (whose `name` label `Room.sample` cannot take); None
+    when the series does not exist."""
     labels = {"controller": controller, "name": controller, **extra}
-    return room.metrics.registry.get_sample_value(family, labels) or 0.0
+    return room.metrics.registry.get_sample_value(family, labels)
 
 
 def families(recorder: metrics.Recorder) -> set[str]:
@@ -61,7 +62,7 @@ async def test_watch_events_are_not_counted_only_the_reconciles_they_cause() -> 
         assert label_values(room.metrics, family, "reason") == set(), family
     assert queue(room, "workqueue_adds_total") == 1
     assert queue(room, "workqueue_queue_duration_seconds_count") == 1
-    assert queue(room, "workqueue_depth", priority="0") == 0
+    assert queue(room, "workqueue_depth", priority="0") == 0  # made by the add, emptied
 
 
 async def test_a_change_waiting_in_its_lane_is_one_add_however_often_it_changes() -> None:
@@ -195,22 +196,70 @@ async def test_a_webhook_send_is_an_action_and_a_reload_and_a_failed_attempt_an_
     sender = asyncio.ensure_future(f.send_webhooks())
     await hook.idle.wait()
     sender.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sender
     assert room.sample("reloader_action_total", workload_kind="webhook", result="error") == 1
+    # the matching change's reconcile is its send: an attempt that failed (queued again),
+    # then the one that succeeded; the change no workload matched, a reconcile at once
+    assert room.sample("reloader_reconcile_total", result="error") == 1
+    assert room.sample("reloader_reconcile_total", result="success") == 2
+    assert queue(room, "workqueue_retries_total") == 1
+    assert room.sample("controller_runtime_reconcile_panics_total", controller="configmap") == 0
     assert label_values(room.metrics, "reloader_errors", "type") == {"webhook_send"}
     assert room.sample("reloader_reload_executed_total", success="true") == 1
     assert room.sample("reloader_reload_executed_total", success="false") == 1
 
 
+PAUSED = {"reloader.stakater.com/auto": "true", KEYS.pause_period: "30s"}
+
+
 async def test_a_pause_requeues_the_deployment_controller_and_its_resume_reconciles_it() -> None:
     r = rig(v2=True)
-    w = workload(configmap="a", annotations={"reloader.stakater.com/auto": "true",
-                                             KEYS.pause_period: "30s"})  # fmt: skip
+    w = workload(configmap="a", annotations=PAUSED)
     r.stores.index.put(w)
     await r.reconciler.handle(item(w.key, "a"))
     assert r.room.sample("controller_runtime_reconcile_total", controller="deployment",
                          result="requeue_after") == 1  # fmt: skip
     assert queue(r.room, "workqueue_retries_total", "deployment") == 1
+    r.writer.objects[w.key] = {"metadata": {"annotations": {KEYS.paused_at: "2026-01-01T00:00:00Z"}},
+                               "spec": {"paused": True}}  # fmt: skip
+    r.room.clock.advance(30.0)
+    assert f"resume/{w.key}" in await r.room.spawned.run()
+    assert r.room.sample("controller_runtime_reconcile_total", controller="deployment",
+                         result="success") == 1  # fmt: skip
+    assert queue(r.room, "workqueue_adds_total", "deployment") == 2, "each follows an add"
+
+
+async def test_a_pause_in_a_write_that_failed_is_not_counted_until_one_is_accepted() -> None:
+    r = rig(writer=FakeWriter(fail=[errors.ServerError(503, "busy")]), v2=True)
+    w = workload(configmap="a", annotations=PAUSED)
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))
+    assert r.room.sample("controller_runtime_reconcile_total", controller="deployment",
+                         result="requeue_after") == 0  # fmt: skip
+    assert r.room.sample("kube_reloader_pauses_total", action="pause") == 0
+    await r.reconciler.handle(item(w.key, "a"))
+    assert r.room.sample("kube_reloader_pauses_total", action="pause") == 1
     r.room.spawned.close()
+
+
+async def test_a_standby_counts_nothing_v2_counts_and_has_no_controller_until_it_leads() -> None:
+    recorder = metrics.Recorder(by_namespace=False, v2=VersionTwo(V2_CONTROLLERS, "lease"))
+    room, stores = Room(v2=True, metrics=recorder), Stores(KEYS)
+    room.fence.stop_leading()
+    stores.index.put(carrying("old"))
+    await fanout(room, stores, compat=Compat.V2).fan_out(change("cm"), observed=0.0)
+    for family in ("reloader_events_received", "reloader_reconcile", "reloader_workloads_scanned",
+                   "controller_runtime_reconcile"):  # fmt: skip
+        assert family not in families(recorder), family
+    made = [s for m in recorder.registry.collect() if m.name.startswith(("controller_runtime_",
+            "workqueue_")) for s in m.samples]  # fmt: skip
+    assert made == [], "a standby starts no controller: no series"
+    recorder.set_leader(True)
+    room.fence.start_leading()
+    await fanout(room, stores, compat=Compat.V2).fan_out(change("cm", "v2"), observed=0.0)
+    assert room.sample("controller_runtime_reconcile_total", controller="configmap",
+                       result="success") == 1  # fmt: skip
 
 
 def test_v1_mode_has_no_controller_runtime_family_and_v2_has_no_request_latency() -> None:
