@@ -246,6 +246,8 @@ class WorkloadIndex:
             ObjectKey, tuple[list[tuple[str, ResourceType, str]], list[tuple[str, ResourceType]]]
         ] = {}
         self._keyed: dict[ObjectKey, list[tuple[str, ResourceType, str]]] = {}
+        #: namespace -> kind -> how many workloads (what Reloader v2 lists for each change)
+        self._kinds: dict[str, dict[str, int]] = {}
 
     def __len__(self) -> int:
         return len(self.workloads)
@@ -253,6 +255,9 @@ class WorkloadIndex:
     def put(self, workload: Workload) -> None:
         key = workload.key
         old = self.workloads.get(key)
+        if old is None:
+            kinds = self._kinds.setdefault(workload.namespace, {})
+            kinds[workload.kind] = kinds.get(workload.kind, 0) + 1
         if (
             old is not None
             and old.template == workload.template
@@ -261,7 +266,7 @@ class WorkloadIndex:
         ):  # what the indexes are built from is unchanged (a status update): no re-indexing
             self.workloads[key] = workload
             return
-        self.remove(key)
+        self._unindex(key)
         self.workloads[key] = workload
         refs = [(workload.namespace, rtype, name) for rtype, name in workload.template.references()]
         for r in refs:
@@ -279,6 +284,20 @@ class WorkloadIndex:
             self._borrowers[(workload.namespace, workload.workload_ref)].add(key)
 
     def remove(self, key: ObjectKey) -> None:
+        if key in self.workloads:
+            kinds = self._kinds[key.namespace]
+            kinds[key.kind] -= 1
+            if not kinds[key.kind]:
+                del kinds[key.kind]
+                if not kinds:
+                    del self._kinds[key.namespace]
+        self._unindex(key)
+
+    def kinds_in(self, namespace: str) -> Mapping[str, int]:
+        """How many workloads of each kind `namespace` has."""
+        return self._kinds.get(namespace, {})
+
+    def _unindex(self, key: ObjectKey) -> None:
         old = self.workloads.pop(key, None)
         if old is not None and old.workload_ref:
             borrowers = self._borrowers.get((old.namespace, old.workload_ref))

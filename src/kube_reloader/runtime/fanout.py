@@ -38,6 +38,8 @@ V1_LISTED = frozenset(
         WorkloadKind.STATEFULSET,
     }
 )
+#: the kinds Reloader v2 lists on each change, when watched (never a `--workload-kind`)
+V2_LISTED = V1_LISTED | {WorkloadKind.ROLLOUT, WorkloadKind.DEPLOYMENTCONFIG}
 #: changes remembered for an optional kind still listing (the oldest are dropped past it)
 MAX_REPLAY = 10_000
 
@@ -88,6 +90,9 @@ class FanOut:
         this is a reconcile of the change (its send's, in webhook mode)."""
         started, matched, result = self.clock.monotonic(), 0, "error"
         try:
+            if self.options.plan.compat is strategies.Compat.V2:
+                listed = self.stores.index.kinds_in(change.namespace)
+                self.reloads.listed_v2({k: n for k, n in listed.items() if k in V2_LISTED})
             if self.webhook is not None:
                 matched, queued = self._notify(change)
                 result = "" if queued else "success"  # a queued one: counted at its send
@@ -215,8 +220,8 @@ class FanOut:
             workload = self.stores.resolve(candidate)
             p = planning.plan(change=change, workload=workload, config=self.options.plan, now=now)
             matched = p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE)
-            self.reloads.scanned(str(workload.kind), matched=matched)
             if matched:
+                self.reloads.matched(str(workload.kind))
                 found.append((workload.kind, workload.name, workload.namespace))
         if not found:
             return b""

@@ -6,7 +6,7 @@ another controller (`ReloadReverted`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ResourceType
@@ -36,7 +36,8 @@ class ReloadReports:
         m.decisions.labels(outcome=p.outcome.value, reason=p.decision.reason.value).inc()
         v2_decision = p.outcome in (Outcome.RELOAD, Outcome.UP_TO_DATE)
         if not v2 or self.sink.v2_leading():  # v2's standbys run no controller
-            m.workloads_scanned.labels(kind=kind).inc()
+            if not v2:  # v2 counts every workload of the namespace (`listed_v2`)
+                m.workloads_scanned.labels(kind=kind).inc()
             if p.outcome is Outcome.RELOAD or (v2 and v2_decision):
                 m.workloads_matched.labels(kind=kind).inc()
             if v2 and p.outcome is Outcome.UP_TO_DATE:  # v2 finds it at its write: no change
@@ -70,12 +71,16 @@ class ReloadReports:
             self.metrics.workloads_scanned.labels(kind=kind)
             self.metrics.workloads_matched.labels(kind=kind)
 
-    def scanned(self, kind: str, *, matched: bool) -> None:
-        """A candidate looked at for a webhook's body (v2 mode: nothing else is decided)."""
-        if not self.sink.v2_leading():
-            return
-        self.metrics.workloads_scanned.labels(kind=kind).inc()
-        if matched:
+    def listed_v2(self, kinds: Mapping[str, int]) -> None:
+        """Reloader v2 lists every workload of the change's namespace and counts them by
+        kind (`kinds`: how many of each the namespace has; v2 mode, on the leader)."""
+        if self.sink.v2_leading():
+            for kind, n in kinds.items():
+                self.metrics.workloads_scanned.labels(kind=kind).inc(n)
+
+    def matched(self, kind: str) -> None:
+        """A workload a webhook's body names (v2 mode: nothing else is decided)."""
+        if self.sink.v2_leading():
             self.metrics.workloads_matched.labels(kind=kind).inc()
 
     def deferred(

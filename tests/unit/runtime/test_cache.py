@@ -43,3 +43,20 @@ def test_updating_or_removing_a_workload_updates_the_index() -> None:
     index.remove(index.candidates("ns", CM, "b")[0].key)
     assert names(index, "ns", "b") == []
     assert len(index) == 0
+
+
+def test_each_namespace_counts_its_workloads_by_kind_through_updates_and_removals() -> None:
+    index = WorkloadIndex(Keys())
+    a, b = wl("a", refs=("x",)), wl("b")
+    index.put(a)  # type: ignore[arg-type]
+    index.put(b)  # type: ignore[arg-type]
+    index.put(wl("a", refs=("y",)))  # type: ignore[arg-type]  # an update, re-indexed
+    index.put(wl("a", refs=("y",)))  # type: ignore[arg-type]  # unchanged: not re-indexed
+    index.put(wl("c", ns="other"))  # type: ignore[arg-type]
+    assert dict(index.kinds_in("ns")) == {"Deployment": 2}
+    assert dict(index.kinds_in("other")) == {"Deployment": 1}
+    index.remove(b.key)  # type: ignore[attr-defined]
+    index.remove(b.key)  # type: ignore[attr-defined]  # twice: counted once
+    assert dict(index.kinds_in("ns")) == {"Deployment": 1}
+    index.remove(a.key)  # type: ignore[attr-defined]
+    assert dict(index.kinds_in("ns")) == {}

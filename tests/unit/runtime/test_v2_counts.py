@@ -126,6 +126,20 @@ async def test_a_fan_out_is_one_reconcile_counted_as_v2_counts_its_decisions(
     assert scanned == {"Deployment"}, "v2 counts the kinds it found, never an empty list"
 
 
+async def test_v2_counts_every_workload_of_the_namespace_as_scanned_and_the_candidates_matched(
+) -> None:  # fmt: skip
+    room, stores = Room(v2=True), Stores(KEYS)
+    stores.index.put(carrying("old"))
+    stores.index.put(workload("daemon", kind="DaemonSet", configmap="unrelated"))
+    stores.index.put(workload("custom", kind="Widget", configmap="unrelated"))  # ours only
+    stores.index.put(workload("d2", configmap="unrelated"))
+    await fanout(room, stores, compat=Compat.V2).fan_out(change("cm"), observed=0.0)
+    scanned = {k: room.sample("reloader_workloads_scanned_total", kind=k)
+               for k in ("Deployment", "DaemonSet", "Widget")}  # fmt: skip
+    assert scanned == {"Deployment": 2, "DaemonSet": 1, "Widget": 0}
+    assert label_values(room.metrics, "reloader_workloads_matched", "kind") == {"Deployment"}
+
+
 async def test_a_delete_is_a_reconcile_and_a_delete_of_its_singular_resource_type() -> None:
     room, stores = Room(v2=True), Stores(KEYS)
     gone = dataclasses.replace(change("cm"), rtype=ResourceType.SECRET, hash="",
