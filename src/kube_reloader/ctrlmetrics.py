@@ -110,7 +110,7 @@ class VersionTwo:
 
 
 class ControllerRuntime:
-    """The families, each controller's series made at start (as controller-runtime does)."""
+    """The families; each controller's series are made when it starts (`_start_all`)."""
 
     def __init__(
         self,
