@@ -291,6 +291,11 @@ class ControllerRuntime:
             return
         self._working.pop(c, None)
         self.active.labels(controller=c).set(0)
+        self._ended(c, result, seconds, panicked=panicked, again=again)
+
+    def _ended(
+        self, c: str, result: str, seconds: float, *, panicked: bool = False, again: bool = False
+    ) -> None:
         self.total.labels(controller=c, result=result).inc()
         self.time.labels(controller=c).observe(max(0.0, seconds))
         self.work_time.labels(controller=c, name=c).observe(max(0.0, seconds))
@@ -300,6 +305,16 @@ class ControllerRuntime:
             self.retries.labels(controller=c, name=c).inc()
         if panicked:
             self.panics.labels(controller=c).inc()
+
+    def passed(self, c: str, result: str, seconds: float, *, again: bool = False) -> None:
+        """An item added to `c`'s queue and reconciled at once, beside its one worker (the
+        queue's depth and the worker's gauges left as they are)."""
+        if not self.started or c not in self.controllers:
+            return
+        self.adds.labels(controller=c, name=c).inc()
+        self.depth.labels(controller=c, name=c, priority="0")  # made by an add, left as it is
+        self.queue_time.labels(controller=c, name=c).observe(0.0)
+        self._ended(c, result, seconds, again=again)
 
     def set_leader(self, leading: bool) -> None:
         if self.leader is not None:

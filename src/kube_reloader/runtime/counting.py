@@ -10,7 +10,8 @@ and webhook mode (`WebhookReports`: a change is a notification, never a reload).
 Under `--compat=v2` (`Sink.v2`), Reloader v2's: it counts reconciles, not watch events (one
 per change fanned out: `events_received_total{event_type="reconcile"|"delete",
 resource_type="configmap"|"secret"|"secretproviderclass"}`, `reconcile_total`,
-`skipped_total{reason="no_match"}` when no workload matches, and controller-runtime's families
+`skipped_total{reason="no_match"}` when no workload matches (`namespace_selector` for a change
+in a namespace the selector leaves out), and controller-runtime's families
 (`ctrlmetrics`: the intake's lanes are its work queues); it never counts `events_processed`;
 its errors are `update_workload` and `webhook_send`; its webhook sends are `action_total`
 of kind `webhook` and reloads executed.
@@ -18,6 +19,7 @@ of kind `webhook` and reloads executed.
 
 from __future__ import annotations
 
+from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.ctrlmetrics import CONTROLLER_OF
 from kube_reloader.runtime.reporting import Sink, log, log_change
@@ -99,6 +101,19 @@ class ChangeReports:
         if m.ctrl is not None:
             c = CONTROLLER_OF[change.rtype.value]
             m.ctrl.reconciled(c, result, seconds, panicked=crashed, again=again)
+
+    def selector_skipped(self, rtype: ResourceType | None) -> None:
+        """Under v2 (on the leader), a change in a namespace `--namespace-selector` leaves
+        out: v2 reconciles it and skips it there (`namespace_selector`)."""
+        if rtype is None or not self.sink.v2_leading():
+            return
+        m, c = self.metrics, CONTROLLER_OF[rtype.value]
+        m.events_received.labels(event_type="reconcile", resource_type=rtype.value.lower()).inc()
+        m.skipped.labels(reason="namespace_selector").inc()
+        m.reconcile.labels(result="success").inc()
+        m.reconcile_duration.labels(result="success").observe(0.0)
+        if m.ctrl is not None:
+            m.ctrl.passed(c, "success", 0.0)
 
     def synced(self) -> None:
         self.metrics.ready.set(1)

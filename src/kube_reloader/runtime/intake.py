@@ -248,6 +248,8 @@ class Intake:
         self.changes.event_received(EVENT_NAMES.get(ev.type, ""), resource_type)
         change = self.triage(ev, initial=initial)
         if not isinstance(change, Change):
+            if change == NOT_SELECTED and self._v2_reconciles_unselected(ev, initial=initial):
+                self.changes.selector_skipped(ev.object.rtype if ev.object else None)
             self.changes.not_changed(change, resource_type)
             return
         observed = self.clock.monotonic()
@@ -265,9 +267,23 @@ class Intake:
         change = self.triage(ev, initial=initial)
         return change if isinstance(change, Change) else None
 
-    def triage(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> Change | str:
+    def _v2_reconciles_unselected(self, ev: ReflectorEvent[ConfigEntry], *, initial: bool) -> bool:
+        """Under `--compat=v2`, whether v2 would reconcile this event of a namespace that
+        `--namespace-selector` leaves out (its predicates do not read the selector; its
+        reconcile skips it, counted) — a change but for its namespace."""
+        o, obj = self.options, ev.object
+        if o.plan.compat is not Compat.V2 or not o.namespace_selector or o.namespaces:
+            return False
+        if obj is None or obj.metadata.namespace in o.namespaces_to_ignore:
+            return False
+        return isinstance(self.triage(ev, initial=initial, namespaces=False), Change)
+
+    def triage(
+        self, ev: ReflectorEvent[ConfigEntry], *, initial: bool, namespaces: bool = True
+    ) -> Change | str:
         """The change an event makes; else why not, as v1 counts it (`NOT_SELECTED`,
-        `NO_DATA_CHANGE`, or "" for an event v1 does not handle: not counted)."""
+        `NO_DATA_CHANGE`, or "" for an event v1 does not handle: not counted). Without
+        `namespaces`, as if its namespace were watched."""
         obj = ev.object
         if obj is None:
             return ""
@@ -278,7 +294,7 @@ class Intake:
             if not (opts.reload_on_create if ev.type is EventType.ADDED else opts.reload_on_delete):
                 return ""
         ns = obj.metadata.namespace
-        if not self.namespace_wanted(ns):
+        if namespaces and not self.namespace_wanted(ns):
             return NOT_SELECTED
         if ev.type is EventType.ADDED:
             if initial and not opts.sync_after_restart and not ev.synthesized:

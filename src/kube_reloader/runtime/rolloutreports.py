@@ -44,9 +44,7 @@ class RolloutReports:
         """A reconcile of v2's `deployment` controller: the Deployment's event queued it."""
         ctrl = self.metrics.ctrl
         if self.sink.v2_leading() and ctrl is not None:
-            ctrl.queued(PAUSES, 1)
-            ctrl.taken(PAUSES, 0.0, 0)
-            ctrl.reconciled(PAUSES, result, seconds, again=result == "error")
+            ctrl.passed(PAUSES, result, seconds, again=result == "error")
 
     def rollout_finished(
         self,

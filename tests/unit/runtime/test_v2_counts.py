@@ -17,13 +17,15 @@ from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.strategies import Compat
 from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.kube import errors
-from kube_reloader.kube.watching import EventType
+from kube_reloader.kube.watching import EventType, ReflectorEvent
+from kube_reloader.runtime.cache import ConfigEntry
 from kube_reloader.runtime.intake import Intake
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 from kube_reloader.runtime.supervisor import Supervisor
 
 from .fakes import KEYS, V2_CONTROLLERS, FakeWriter, Room, change, intake_ports, workload
+from .test_intake import NamespaceList
 from .test_reconciling import item, rig
 from .test_v1_counts import FakeWebhook, carrying, config_event, fanout, label_values
 
@@ -63,6 +65,42 @@ async def test_watch_events_are_not_counted_only_the_reconciles_they_cause() -> 
     assert queue(room, "workqueue_adds_total") == 1
     assert queue(room, "workqueue_queue_duration_seconds_count") == 1
     assert queue(room, "workqueue_depth", priority="0") == 0  # made by the add, emptied
+
+
+# (what, event, the namespace it is in, reconciled and skipped by v2)
+UNSELECTED = [
+    ("a change in a namespace the selector leaves out",
+     config_event(EventType.MODIFIED, "h2", "h1", namespace="team-b"), True),
+    ("an update without a data change there (v2's predicate drops it)",
+     config_event(EventType.MODIFIED, "h1", "h1", namespace="team-b"), False),
+    ("a change in an ignored namespace (v2's predicate drops it)",
+     config_event(EventType.MODIFIED, "h2", "h1", namespace="kube-system"), False),
+    ("a change in a selected namespace (reconciled, not skipped)",
+     config_event(EventType.MODIFIED, "h2", "h1", namespace="team-a"), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "ev", "skipped"), UNSELECTED, ids=[c[0] for c in UNSELECTED])
+async def test_a_change_the_namespace_selector_leaves_out_is_a_reconcile_v2_skips(
+    what: str, ev: ReflectorEvent[ConfigEntry], skipped: bool
+) -> None:
+    room = Room(v2=True)
+    options = dataclasses.replace(
+        Options(), namespace_selector="team=a", namespaces_to_ignore=frozenset({"kube-system"}),
+        plan=planning.Config(compat=Compat.V2),
+    )  # fmt: skip
+    stores = Stores(KEYS)
+    stores.namespaces = NamespaceList(forbidden=False)  # type: ignore[assignment]
+    intake = Intake(options, room.clock, stores, room.reports.changes, room.reports.problems,
+                    Supervisor(), asyncio.Event(), **intake_ports())  # fmt: skip
+    intake._selected_namespaces.add("team-a")
+    intake.ready.set()
+    await intake.on_config(ev, "configmaps", initial=False)
+    await intake.drained()
+    assert room.sample("reloader_skipped_total", reason="namespace_selector") == skipped, what
+    assert room.sample("reloader_events_received_total", event_type="reconcile",
+                       resource_type="configmap") == skipped, what  # fmt: skip
+    assert queue(room, "workqueue_adds_total") == skipped + (ev.key[0] == "team-a"), what
 
 
 async def test_a_change_waiting_in_its_lane_is_one_add_however_often_it_changes() -> None:
@@ -242,6 +280,7 @@ async def test_a_pause_requeues_the_deployment_controller_and_its_resume_reconci
     assert r.room.sample("controller_runtime_reconcile_total", controller="deployment",
                          result="success") == 1  # fmt: skip
     assert queue(r.room, "workqueue_adds_total", "deployment") == 2, "each follows an add"
+    assert queue(r.room, "workqueue_depth", "deployment", priority="0") == 0
 
 
 async def test_a_pause_in_a_write_that_failed_is_not_counted_until_one_is_accepted() -> None:
