@@ -109,6 +109,16 @@ class VersionTwo:
         return cls((*dict.fromkeys(controllers), PAUSES), lease)
 
 
+def per_controller(r: CollectorRegistry, name: str, what: str) -> Counter:
+    """controller-runtime's `controller_runtime_<name>_total{controller}` counter of `what`."""
+    return Counter(
+        f"controller_runtime_{name}",
+        f"Total number of {what} per controller",
+        ["controller"],
+        registry=r,
+    )
+
+
 class ControllerRuntime:
     """The families; each controller's series are made when it starts (`_start_all`)."""
 
@@ -150,30 +160,12 @@ class ControllerRuntime:
             ["controller", "result"],
             registry=r,
         )
-        self.errors = Counter(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            c,
-            registry=r,
+        self.errors = per_controller(r, "reconcile_errors", "reconciliation errors")
+        self.terminal = per_controller(
+            r, "terminal_reconcile_errors", "terminal reconciliation errors"
         )
-        self.terminal = Counter(
-            "controller_runtime_terminal_reconcile_errors",
-            "Total number of terminal reconciliation errors per controller",
-            c,
-            registry=r,
-        )
-        self.panics = Counter(
-            "controller_runtime_reconcile_panics",
-            "Total number of reconciliation panics per controller",
-            c,
-            registry=r,
-        )
-        self.timeouts = Counter(
-            "controller_runtime_reconcile_timeouts",
-            "Total number of reconciliation timeouts per controller",
-            c,
-            registry=r,
-        )
+        self.panics = per_controller(r, "reconcile_panics", "reconciliation panics")
+        self.timeouts = per_controller(r, "reconcile_timeouts", "reconciliation timeouts")
         self.time = Histogram(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",

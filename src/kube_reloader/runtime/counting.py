@@ -90,14 +90,13 @@ class ChangeReports:
         send; `result` `success` or `error` (`crashed`: a panic; `again`: tried again)."""
         if not self.sink.v2_leading():
             return
-        m, rtype = self.metrics, change.rtype.value.lower()
-        m.events_received.labels(event_type="reconcile", resource_type=rtype).inc()
+        m = self.metrics
+        self._v2_reconcile(change.rtype, result, seconds)
         if change.event is Event.DELETED:
-            m.events_received.labels(event_type="delete", resource_type=rtype).inc()
+            resource_type = change.rtype.value.lower()
+            m.events_received.labels(event_type="delete", resource_type=resource_type).inc()
         if result == "success" and not matched:
             m.skipped.labels(reason="no_match").inc()
-        m.reconcile.labels(result=result).inc()
-        m.reconcile_duration.labels(result=result).observe(seconds)
         if m.ctrl is not None:
             c = CONTROLLER_OF[change.rtype.value]
             m.ctrl.reconciled(c, result, seconds, panicked=crashed, again=again)
@@ -107,13 +106,18 @@ class ChangeReports:
         out: v2 reconciles it and skips it there (`namespace_selector`)."""
         if rtype is None or not self.sink.v2_leading():
             return
-        m, c = self.metrics, CONTROLLER_OF[rtype.value]
-        m.events_received.labels(event_type="reconcile", resource_type=rtype.value.lower()).inc()
+        m = self.metrics
+        self._v2_reconcile(rtype, "success", 0.0)
         m.skipped.labels(reason="namespace_selector").inc()
-        m.reconcile.labels(result="success").inc()
-        m.reconcile_duration.labels(result="success").observe(0.0)
         if m.ctrl is not None:
-            m.ctrl.passed(c, "success", 0.0)
+            m.ctrl.passed(CONTROLLER_OF[rtype.value], "success", 0.0)
+
+    def _v2_reconcile(self, rtype: ResourceType, result: str, seconds: float) -> None:
+        """What every reconcile of Reloader v2's counts: the event received, its result."""
+        m, resource_type = self.metrics, rtype.value.lower()
+        m.events_received.labels(event_type="reconcile", resource_type=resource_type).inc()
+        m.reconcile.labels(result=result).inc()
+        m.reconcile_duration.labels(result=result).observe(seconds)
 
     def synced(self) -> None:
         self.metrics.ready.set(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 
 from kube_reloader.core import admitting, alerting, planning, strategies
@@ -76,7 +77,7 @@ class FanOut:
         default_factory=dict, init=False
     )
 
-    @property
+    @functools.cached_property
     def _v1_listed(self) -> tuple[str, ...]:
         """The kinds Reloader v1 lists for each change, of those watched (Rollouts with
         `--is-Argo-Rollouts`; never a `--workload-kind` of ours)."""
