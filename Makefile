@@ -7,13 +7,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries node-prerequisites cert-manager test test-node test-unit test-repeat check lint fmt typecheck imports demo demo-tls demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
+.PHONY: help venv lock cluster-binaries node-prerequisites cert-manager test test-node test-upstream test-unit test-repeat check lint fmt typecheck imports demo demo-tls demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
 	@echo "make check     - ruff (lint + format), mypy --strict, import-linter, then the tests"
 	@echo "make test-unit - unit tests only (no control plane)"
 	@echo "make test-node - the real-node tests: kubelet + containerd here, our image from the chart (root)"
+	@echo "make test-upstream [UPSTREAM_ARGS=...] - Stakater's own e2e suites: us (our chart) vs the real v1/v2 (root; outside CI; .upstream-e2e/)"
 	@echo "make test-repeat [RUNS=5] - the cluster and real-node tiers RUNS times in a row: flakiness, counted (.test-repeat/)"
 	@echo "make fmt       - format the code with ruff"
 	@echo "make demo      - dev cluster + kube-reloader + a sample app whose ConfigMap change rolls it"
@@ -60,6 +61,12 @@ cert-manager: venv
 # cert-manager first: a cold build takes minutes, which no test's timeout should pay for
 test-node: cluster-binaries node-prerequisites cert-manager
 	@KUBE_RELOADER_NODE_TESTS=1 scripts/timed node-tests $(BIN)/pytest tests/node $(PYTEST_ARGS)
+
+# Stakater Reloader's own e2e suites (../shared/peers/*/test/e2e, Ginkgo) against kube-reloader
+# installed by our chart and against the real peers, on a real-node dev cluster (tests/upstream;
+# root; outside CI). UPSTREAM_ARGS: e.g. --targets v2-peer,v2-ours --suites core
+test-upstream: cluster-binaries node-prerequisites
+	@scripts/timed test-upstream $(PY) -m tests.upstream $(UPSTREAM_ARGS)
 
 # Flakiness measured: the cluster tiers and the real-node tier RUNS times in a row (results and
 # a table in .test-repeat/); exit 1 when any test failed in any run.

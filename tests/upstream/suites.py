@@ -1,0 +1,177 @@
+"""Upstream's end-to-end suites run as they are: a copy of a peer's source tree, with its chart
+swapped for ours (and our values' defaults set to the ones the swap needs) when kube-reloader
+is the controller under test, then `go test` on the suite packages with Ginkgo's JUnit report,
+read back into pass counts per spec."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kube_reloader.devcluster.versions import OPENSHIFT_API_FALLBACK
+
+#: where upstream's suites install the chart from (`utils.DefaultHelmChartPath`)
+CHART_PATH = Path("deployments/kubernetes/chart/reloader")
+#: the suite packages, in the order upstream's README lists them
+SUITES = ("core", "annotations", "flags", "advanced", "csi", "argo")
+#: what this environment cannot give: CSI needs Vault and the CSI driver, OpenShift a cluster
+DEFAULT_LABEL_FILTER = "!csi && !openshift"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One run: which peer's suites (`v1`, `v2`) against which controller (`peer`, `ours`)."""
+
+    version: str
+    controller: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.version}-{self.controller}"
+
+
+@dataclass
+class Outcome:
+    """One suite's result: each spec's state by its full name, and how long it ran."""
+
+    suite: str
+    specs: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    exit_code: int = 0
+
+    def count(self, state: str) -> int:
+        return sum(1 for s in self.specs.values() if s == state)
+
+
+def our_values(version: str) -> dict[str, Any]:
+    """Our chart's defaults for a swap in place of Stakater's, as docs/migration.md tells a
+    user to make it: the compatibility mode of the suite's Reloader and, for v2, the name its
+    source tree gives its chart (`reloader-v2`), from which the suites derive the Deployment's,
+    the ClusterRole's and the pods' names."""
+    if version == "v2":
+        return {"nameOverride": "reloader-v2", "reloader": {"compat": "v2"}}
+    return {"reloader": {"compat": "v1"}}
+
+
+def prepare_tree(source: Path, dest: Path, target: Target, our_chart: Path) -> Path:
+    """A writable copy of the peer's tree for `target`: its chart replaced by ours (with
+    `our_values`) for a run of ours; for a run of the peer, its own chart without the
+    enterprise sub-chart (an OCI dependency, off by default, that cannot be fetched here)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git"), symlinks=True)
+    chart = dest / CHART_PATH
+    if target.controller == "ours":
+        shutil.rmtree(chart)
+        shutil.copytree(our_chart, chart)
+        values_file = chart / "values.yaml"
+        values = yaml.safe_load(values_file.read_text())
+        _merge(values, our_values(target.version))
+        values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+    else:
+        meta_file = chart / "Chart.yaml"
+        meta = yaml.safe_load(meta_file.read_text())
+        if meta.pop("dependencies", None) is not None:
+            meta_file.write_text(yaml.safe_dump(meta, sort_keys=False))
+            shutil.rmtree(chart / "charts", ignore_errors=True)
+    return dest
+
+
+def pin_served_modules(tree: Path, env: dict[str, str]) -> None:
+    """The peer's go.mod pins a `github.com/openshift/api` pseudo-version the module proxy
+    refuses; as for the peers' own builds (`devcluster/peers.py`), a served one replaces it."""
+    pinned = re.search(r"github\.com/openshift/api (v\S+)", (tree / "go.mod").read_text())
+    if pinned is None:
+        return
+    probe = subprocess.run(
+        ["go", "mod", "download", "-json", f"github.com/openshift/api@{pinned.group(1)}"],
+        cwd=tree, env=env, capture_output=True, check=False,
+    )  # fmt: skip
+    if probe.returncode == 0:
+        return
+    served = f"github.com/openshift/api@{OPENSHIFT_API_FALLBACK}"
+    subprocess.run(
+        ["go", "mod", "edit", f"-replace=github.com/openshift/api={served}"],
+        cwd=tree, env=env, check=True,
+    )  # fmt: skip
+
+
+def run_suite(
+    tree: Path,
+    suite: str,
+    *,
+    env: dict[str, str],
+    label_filter: str,
+    report_dir: Path,
+    timeout_minutes: int,
+    log: Path,
+    focus: str = "",
+) -> Outcome:
+    """`go test ./test/e2e/<suite>/...` in `tree`, its JUnit report read back."""
+    junit = report_dir / f"{suite}.xml"
+    junit.unlink(missing_ok=True)
+    argv = [
+        "go", "test", f"./test/e2e/{suite}/...", "-count=1", f"-timeout={timeout_minutes}m",
+        "-v", "-args", f"-ginkgo.label-filter={label_filter}", "-ginkgo.no-color",
+        f"-ginkgo.junit-report={junit}", "-ginkgo.v",
+        *([f"-ginkgo.focus={focus}"] if focus else []),
+    ]  # fmt: skip
+    started = time.monotonic()
+    with log.open("w") as out:
+        done = subprocess.run(argv, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
+    outcome = Outcome(suite, seconds=time.monotonic() - started, exit_code=done.returncode)
+    if junit.exists():
+        outcome.specs = read_junit(junit)
+    return outcome
+
+
+def read_junit(path: Path) -> dict[str, str]:
+    """Each spec's state (`passed`, `failed`, `skipped`, `pending`, ...) by its name, from
+    Ginkgo's JUnit report; the suite's setup nodes (`[BeforeSuite]` ...) count as specs when
+    they fail (a failed setup fails the suite)."""
+    root = ET.parse(path).getroot()  # noqa: S314 - our own Ginkgo run wrote it
+    specs: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        name = case.get("name", "")
+        state = case.get("status") or _state_of(case)
+        if not name.startswith("[It]") and state == "passed":
+            continue
+        specs[name] = state
+    return specs
+
+
+def _state_of(case: ET.Element) -> str:
+    for tag, state in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+        if case.find(tag) is not None:
+            return state
+    return "passed"
+
+
+def go_env(kubeconfig: Path, image: str, tools: list[Path]) -> dict[str, str]:
+    """The suites' environment: the cluster, the image under test, kubectl and helm first on
+    PATH, Go's module settings as our builds use them."""
+    env = dict(os.environ)
+    env["KUBECONFIG"] = str(kubeconfig)
+    env["RELOADER_IMAGE"] = image
+    env["PATH"] = os.pathsep.join([*(str(t) for t in tools), env.get("PATH", "")])
+    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+    for name in ("GONOSUMDB", "GOPRIVATE", "GOINSECURE"):
+        env.pop(name, None)
+    return env
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
