@@ -16,10 +16,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from kube_reloader.devcluster.argo import ArgoBuilder, RolloutsController, install_crds
 from kube_reloader.devcluster.building import Builder
@@ -39,36 +42,56 @@ OUR_CHART = ROOT / "deploy" / "helm" / "kube-reloader"
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out).resolve()
+    shutil.rmtree(out / "reports", ignore_errors=True)  # an earlier run's are not this one's
+    for old in ("results.json", "summary.md"):
+        (out / old).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     targets = [_target(t) for t in args.targets.split(",")]
-    chosen = [s for s in args.suites.split(",") if s]
-    cluster = DevCluster(
-        Path(args.state_dir or tempfile.mkdtemp(prefix="kr-upstream-")), report=_say
-    )
+    chosen = [_suite(s) for s in args.suites.split(",") if s]
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="kr-upstream-")).resolve()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cluster = DevCluster(state_dir, report=_say)
     cluster.up(nodes=0, build=True, real_node=True, timeout=600)
     try:
-        kubectl = tools.KubectlBuilder(report=_say).ensure()
-        binaries = Builder(extra=tuple(PEERS), report=_say).ensure()
-        _schedulable(kubectl / "kubectl", cluster.kubeconfig)
-        node = RealNode(cluster.state_dir, NodeBuilder(report=_say).ensure().binaries)
-        images = _images(node, binaries.bin, out / "images")
-        results: dict[str, dict[str, dict[str, object]]] = {}
-        with contextlib.ExitStack() as stack:
-            if not args.no_argo:
-                stack.enter_context(_argo(cluster.kubeconfig, out))
-            for target in targets:
-                results[target.name] = _run_target(
-                    target, args, cluster.kubeconfig, images[target.name],
-                    [kubectl, binaries.bin], out, chosen,
-                )  # fmt: skip
-                (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True))
-        (out / "summary.md").write_text(report.summary(results))
-        print(report.summary(results))
+        results = _run_all(args, cluster, targets, chosen, out)
     finally:
         if not args.keep_cluster:
             cluster.down()
-    return 0
+    (out / "summary.md").write_text(report.summary(results))
+    print(report.summary(results))
+    missing = report.incomplete(results)
+    if missing:
+        _say(f"[upstream] no report from {', '.join(missing)}: see their logs under {out}")
+    lost = [r for v in ("v1", "v2") if f"{v}-peer" in results and f"{v}-ours" in results
+            for r in report.lost(results[f"{v}-peer"], results[f"{v}-ours"])]  # fmt: skip
+    return 1 if missing or lost else 0
+
+
+def _run_all(
+    args: argparse.Namespace,
+    cluster: DevCluster,
+    targets: list[suites.Target],
+    chosen: list[str],
+    out: Path,
+) -> report.Results:
+    kubectl = tools.KubectlBuilder(report=_say).ensure() / "kubectl"
+    binaries = Builder(extra=tuple(PEERS), report=_say).ensure()
+    _schedulable(kubectl, cluster.kubeconfig)
+    node = RealNode(cluster.state_dir, NodeBuilder(report=_say).ensure().binaries)
+    images = _images(node, binaries.bin, out / "images")
+    results: report.Results = {}
+    with contextlib.ExitStack() as stack:
+        if not args.no_argo:
+            stack.enter_context(_argo(cluster.kubeconfig, out))
+        for target in targets:
+            _no_controller_left(kubectl, cluster.kubeconfig)
+            results[target.name] = _run_target(
+                target, args, cluster.kubeconfig, images[target.name],
+                [kubectl.parent, binaries.bin], out, chosen,
+            )  # fmt: skip
+            (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+    return results
 
 
 def _run_target(
@@ -79,14 +102,14 @@ def _run_target(
     tools_dirs: list[Path],
     out: Path,
     chosen: list[str],
-) -> dict[str, dict[str, object]]:
+) -> dict[str, dict[str, Any]]:
     peer = f"reloader-{target.version}"
     tree = suites.prepare_tree(source_tree(peer), out / "trees" / target.name, target, OUR_CHART)
     env = suites.go_env(kubeconfig, image, tools_dirs)
     suites.pin_served_modules(tree, env)
     reports = out / "reports" / target.name
     reports.mkdir(parents=True, exist_ok=True)
-    done: dict[str, dict[str, object]] = {}
+    done: dict[str, dict[str, Any]] = {}
     for suite in chosen:
         _say(f"[upstream] {target.name}: {suite} ...")
         outcome = suites.run_suite(
@@ -95,14 +118,10 @@ def _run_target(
         )  # fmt: skip
         _say(
             f"[upstream] {target.name}: {suite}: {outcome.count('passed')} passed, "
-            f"{outcome.count('failed')} failed, {outcome.count('skipped')} skipped "
+            f"{outcome.count(*suites.FAILED_STATES)} failed, {outcome.count('skipped')} skipped "
             f"in {outcome.seconds:.0f} s (exit {outcome.exit_code})"
         )
-        done[suite] = {
-            "specs": outcome.specs,
-            "seconds": round(outcome.seconds, 1),
-            "exit_code": outcome.exit_code,
-        }
+        done[suite] = outcome.result()
     return done
 
 
@@ -139,12 +158,29 @@ def _argo(kubeconfig: Path, out: Path) -> RolloutsController:
 
 def _schedulable(kubectl: Path, kubeconfig: Path) -> None:
     """The suites' pods carry no toleration: the real node, the only node, takes its taint
-    off (it keeps its label)."""
-    subprocess.run(
-        [str(kubectl), "--kubeconfig", str(kubeconfig), "taint", "nodes", NODE_NAME,
-         f"{TAINT}-"],
-        check=False, capture_output=True,
-    )  # fmt: skip
+    off (it keeps its label); already off on a reused cluster."""
+    argv = [str(kubectl), "--kubeconfig", str(kubeconfig), "taint", "nodes", NODE_NAME, f"{TAINT}-"]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True)
+    if done.returncode != 0 and "not found" not in done.stderr:
+        raise SystemExit(f"[upstream] cannot untaint {NODE_NAME}: {done.stderr.strip()}")
+
+
+def _no_controller_left(kubectl: Path, kubeconfig: Path) -> None:
+    """Refuse to start a run while a Reloader of an earlier one (an interrupted run on a
+    reused cluster) still runs: it would do the reloads the run under test is judged on."""
+    template = '{range .items[*]}{.metadata.namespace}/{.metadata.name} {.spec.template.spec.containers[*].image}{"\\n"}{end}'
+    argv = [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "deployments", "-A",
+            "-o", f"jsonpath={template}"]  # fmt: skip
+    listed = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    left = [line.split()[0] for line in listed.splitlines() if "kube-reloader.local/" in line]
+    if left:
+        raise SystemExit(f"[upstream] a controller of an earlier run still runs: {', '.join(left)}")
+
+
+def _suite(name: str) -> str:
+    if name not in suites.SUITES:
+        raise SystemExit(f"--suites: {name!r} is not one of {', '.join(suites.SUITES)}")
+    return name
 
 
 def _target(text: str) -> suites.Target:

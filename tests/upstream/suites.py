@@ -5,15 +5,17 @@ read back into pass counts per spec."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -47,9 +49,20 @@ class Outcome:
     specs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     exit_code: int = 0
+    #: the report's verdict; None: no report was written (a build failure, a crash)
+    succeeded: bool | None = None
 
-    def count(self, state: str) -> int:
-        return sum(1 for s in self.specs.values() if s == state)
+    def count(self, *states: str) -> int:
+        return sum(1 for s in self.specs.values() if s in states)
+
+    def result(self) -> dict[str, Any]:
+        """As `results.json` and `report.summary` hold it."""
+        return {
+            "specs": self.specs,
+            "seconds": round(self.seconds, 1),
+            "exit_code": self.exit_code,
+            "succeeded": self.succeeded,
+        }
 
 
 def our_values(version: str) -> dict[str, Any]:
@@ -116,29 +129,60 @@ def run_suite(
     log: Path,
     focus: str = "",
 ) -> Outcome:
-    """`go test ./test/e2e/<suite>/...` in `tree`, its JUnit report read back."""
+    """`go test ./test/e2e/<suite>/...` in `tree`, its JUnit report read back. Ginkgo's own
+    timeout is the one that ends a long suite (it still writes its report); `go test`'s is a
+    few minutes longer, a backstop."""
     junit = report_dir / f"{suite}.xml"
     junit.unlink(missing_ok=True)
     argv = [
-        "go", "test", f"./test/e2e/{suite}/...", "-count=1", f"-timeout={timeout_minutes}m",
+        "go", "test", f"./test/e2e/{suite}/...", "-count=1", f"-timeout={timeout_minutes + 5}m",
         "-v", "-args", f"-ginkgo.label-filter={label_filter}", "-ginkgo.no-color",
-        f"-ginkgo.junit-report={junit}", "-ginkgo.v",
+        f"-ginkgo.timeout={timeout_minutes}m", f"-ginkgo.junit-report={junit}", "-ginkgo.v",
         *([f"-ginkgo.focus={focus}"] if focus else []),
     ]  # fmt: skip
     started = time.monotonic()
     with log.open("w") as out:
-        done = subprocess.run(argv, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
-    outcome = Outcome(suite, seconds=time.monotonic() - started, exit_code=done.returncode)
-    if junit.exists():
-        outcome.specs = read_junit(junit)
+        code = _run_group(argv, tree, env, out)
+    outcome = Outcome(suite, seconds=time.monotonic() - started, exit_code=code)
+    read = read_junit(junit) if junit.exists() else None
+    if read is not None:
+        outcome.specs, outcome.succeeded = read
     return outcome
 
 
-def read_junit(path: Path) -> dict[str, str]:
-    """Each spec's state (`passed`, `failed`, `skipped`, `pending`, ...) by its name, from
-    Ginkgo's JUnit report; the suite's setup nodes (`[BeforeSuite]` ...) count as specs when
-    they fail (a failed setup fails the suite)."""
-    root = ET.parse(path).getroot()  # noqa: S314 - our own Ginkgo run wrote it
+def _run_group(argv: list[str], cwd: Path, env: dict[str, str], out: IO[str]) -> int:
+    """Run `argv` in a process group of its own; on any exit of ours (an error, Ctrl-C, a
+    SIGTERM turned into SystemExit) the whole group is interrupted, so the test binary runs its
+    clean-up, and killed if it has not ended within a minute."""
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        return proc.wait()
+    except BaseException:
+        for sig, grace in ((signal.SIGINT, 60.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
+                break
+        raise
+
+
+#: Ginkgo's states of a spec that did not pass and was not left out
+FAILED_STATES = frozenset({"failed", "timedout", "panicked", "interrupted", "aborted"})
+
+
+def read_junit(path: Path) -> tuple[dict[str, str], bool] | None:
+    """Each spec's state by its name (Ginkgo's: `passed`, `skipped`, `pending`, or one of
+    `FAILED_STATES`) and whether the suite succeeded (its `SuiteSucceeded` property), from
+    Ginkgo's JUnit report; None for a report that cannot be read. The suite's setup nodes
+    (`[SynchronizedBeforeSuite]` ...) are listed only when they did not pass: a failed setup
+    runs no spec, and the suite's verdict says so."""
+    try:
+        root = ET.parse(path).getroot()  # noqa: S314 - our own Ginkgo run wrote it
+    except ET.ParseError:
+        return None
     specs: dict[str, str] = {}
     for case in root.iter("testcase"):
         name = case.get("name", "")
@@ -146,7 +190,8 @@ def read_junit(path: Path) -> dict[str, str]:
         if not name.startswith("[It]") and state == "passed":
             continue
         specs[name] = state
-    return specs
+    verdicts = [p.get("value") for p in root.iter("property") if p.get("name") == "SuiteSucceeded"]
+    return specs, bool(verdicts) and all(v == "true" for v in verdicts)
 
 
 def _state_of(case: ET.Element) -> str:

@@ -58,6 +58,7 @@ def busybox_archive(work: Path) -> Path:
         shutil.rmtree(root)
     (root / "bin").mkdir(parents=True)
     (root / "tmp").mkdir()
+    (root / "tmp").chmod(0o1777)
     debs = work / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     deb = _download(BUSYBOX_PACKAGE, debs)
