@@ -198,11 +198,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--focus", default="", help="only the specs this regex matches (Ginkgo's)")
     p.add_argument("--timeout-minutes", type=int, default=90)
     p.add_argument(
-        "--state-dir", default=None, help="a real-node cluster's state (default: a new one)"
+        "--state-dir",
+        default=None,
+        help="a real-node cluster's state directory, started if needed (default: a new "
+        "one); stopped at the end unless --keep-cluster",
     )
     p.add_argument("--out", default=str(ROOT / ".upstream-e2e"))
     p.add_argument("--keep-cluster", action="store_true")
-    p.add_argument("--no-argo", action="store_true", help="no Argo Rollouts (its specs skip)")
+    p.add_argument(
+        "--no-argo",
+        action="store_true",
+        help="no Argo Rollouts controller (on a fresh cluster, no CRDs either: its specs skip)",
+    )
     return p
 
 
