@@ -52,7 +52,7 @@ class KubectlBuilder(GoBuilder):
 def busybox_archive(work: Path) -> Path:
     """`busybox:1.36` as an OCI archive: Debian's static busybox with a link per applet in
     `/bin` (the suites run `sh -c ...`). Debian bookworm packages busybox 1.35; the suites use
-    only `sh`, `echo`, `sleep` and `cat`, which are the same in both."""
+    only `sh -c` with `echo` and `sleep`, which are the same in both."""
     root = work / "busybox-root"
     if root.exists():
         shutil.rmtree(root)
