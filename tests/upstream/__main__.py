@@ -76,7 +76,8 @@ def _run_all(
     out: Path,
 ) -> report.Results:
     kubectl = tools.KubectlBuilder(report=_say).ensure() / "kubectl"
-    binaries = Builder(extra=tuple(PEERS), report=_say).ensure()
+    builder = Builder(extra=tuple(PEERS), report=_say)
+    binaries = builder.ensure()
     _schedulable(kubectl, cluster.kubeconfig)
     node = RealNode(cluster.state_dir, NodeBuilder(report=_say).ensure().binaries)
     images = _images(node, binaries.bin, out / "images")
@@ -88,7 +89,7 @@ def _run_all(
             _no_controller_left(kubectl, cluster.kubeconfig)
             results[target.name] = _run_target(
                 target, args, cluster.kubeconfig, images[target.name],
-                [kubectl.parent, binaries.bin], out, chosen,
+                [kubectl.parent, binaries.bin], out, chosen, builder,
             )  # fmt: skip
             (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True))
     return results
@@ -102,11 +103,12 @@ def _run_target(
     tools_dirs: list[Path],
     out: Path,
     chosen: list[str],
+    builder: Builder,
 ) -> dict[str, dict[str, Any]]:
     peer = f"reloader-{target.version}"
     tree = suites.prepare_tree(source_tree(peer), out / "trees" / target.name, target, OUR_CHART)
     env = suites.go_env(kubeconfig, image, tools_dirs)
-    suites.pin_served_modules(tree, env)
+    suites.pin_served_modules(tree, builder)
     reports = out / "reports" / target.name
     reports.mkdir(parents=True, exist_ok=True)
     done: dict[str, dict[str, Any]] = {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,8 @@ from typing import IO, Any
 
 import yaml
 
-from kube_reloader.devcluster.versions import OPENSHIFT_API_FALLBACK
+from kube_reloader.devcluster import gobuild
+from kube_reloader.devcluster.peers import PeerBuilds
 
 #: where upstream's suites install the chart from (`utils.DefaultHelmChartPath`)
 CHART_PATH = Path("deployments/kubernetes/chart/reloader")
@@ -99,23 +99,11 @@ def prepare_tree(source: Path, dest: Path, target: Target, our_chart: Path) -> P
     return dest
 
 
-def pin_served_modules(tree: Path, env: dict[str, str]) -> None:
+def pin_served_modules(tree: Path, builder: PeerBuilds) -> None:
     """The peer's go.mod pins a `github.com/openshift/api` pseudo-version the module proxy
-    refuses; as for the peers' own builds (`devcluster/peers.py`), a served one replaces it."""
-    pinned = re.search(r"github\.com/openshift/api (v\S+)", (tree / "go.mod").read_text())
-    if pinned is None:
-        return
-    probe = subprocess.run(
-        ["go", "mod", "download", "-json", f"github.com/openshift/api@{pinned.group(1)}"],
-        cwd=tree, env=env, capture_output=True, check=False,
-    )  # fmt: skip
-    if probe.returncode == 0:
-        return
-    served = f"github.com/openshift/api@{OPENSHIFT_API_FALLBACK}"
-    subprocess.run(
-        ["go", "mod", "edit", f"-replace=github.com/openshift/api={served}"],
-        cwd=tree, env=env, check=True,
-    )  # fmt: skip
+    refuses; a served one replaces it, as in the peers' own builds (the same step)."""
+    run = builder._runner("upstream-e2e", tree)
+    builder._pin_served_openshift_api("upstream-e2e", tree, run)
 
 
 def run_suite(
@@ -203,15 +191,9 @@ def _state_of(case: ET.Element) -> str:
 
 def go_env(kubeconfig: Path, image: str, tools: list[Path]) -> dict[str, str]:
     """The suites' environment: the cluster, the image under test, kubectl and helm first on
-    PATH, Go's module settings as our builds use them."""
-    env = dict(os.environ)
-    env["KUBECONFIG"] = str(kubeconfig)
-    env["RELOADER_IMAGE"] = image
-    env["PATH"] = os.pathsep.join([*(str(t) for t in tools), env.get("PATH", "")])
-    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
-    for name in ("GONOSUMDB", "GOPRIVATE", "GOINSECURE"):
-        env.pop(name, None)
-    return env
+    PATH, Go's settings as our builds use them (`gobuild.go_env`)."""
+    path = os.pathsep.join([*(str(t) for t in tools), os.environ.get("PATH", "")])
+    return gobuild.go_env({"KUBECONFIG": str(kubeconfig), "RELOADER_IMAGE": image, "PATH": path})
 
 
 def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:

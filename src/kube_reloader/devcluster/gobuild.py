@@ -34,6 +34,20 @@ class BuildError(RuntimeError):
     """A component failed to build; the message names it and its full log."""
 
 
+def go_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every Go command here runs in: this process's, with static builds, the
+    local toolchain, modules resolved as needed, and `extra` on top."""
+    env = dict(os.environ)
+    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+    # checksum verification stays on: never inherit a switch that turns it off
+    for name in ("GONOSUMDB", "GOPRIVATE", "GOINSECURE"):
+        env.pop(name, None)
+    if env.get("GOSUMDB") == "off":
+        del env["GOSUMDB"]
+    env.update(extra or {})
+    return env
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -135,15 +149,7 @@ class GoBuilder:
         return work, info
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
-        # checksum verification stays on: never inherit a switch that turns it off
-        for name in ("GONOSUMDB", "GOPRIVATE", "GOINSECURE"):
-            env.pop(name, None)
-        if env.get("GOSUMDB") == "off":
-            del env["GOSUMDB"]
-        env.update(extra or {})
-        return env
+        return go_env(extra)
 
     def _runner(self, component: str, work: Path, env: dict[str, str] | None = None) -> Run:
         log_path = self.logs / f"build-{component}.log"
