@@ -19,8 +19,8 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,9 +39,10 @@ from kube_reloader.devcluster.certmanager import (
 )
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
+from kube_reloader.kube.resources import Resource
 from tests import builders
 from tests.harness import app, generation, running
-from tests.waiting import eventually, past_pod_starts
+from tests.waiting import alongside, eventually, past_pod_starts
 
 #: the first test also builds the controller when it is not cached yet (minutes, see certmanager.py)
 # serial: installs cert-manager's CRDs and runs it
@@ -146,6 +147,15 @@ async def issued(client: Client, namespace: str, name: str = "tls") -> Issued | 
     )  # fmt: skip
 
 
+async def first_issuance(client: Client, namespace: str, name: str = "tls") -> Issued:
+    """Wait for the Certificate's first issuance. cert-manager signs with a temporary key
+    Secret and retries, with a growing backoff, while its cache has not seen that Secret yet:
+    the first issuance has taken over 30 s here (a liveness bound, not a timing claim)."""
+    return await eventually(
+        lambda: issued(client, namespace, name), what="the first issuance", timeout=120
+    )
+
+
 async def renewed_after(client: Client, namespace: str, last: Issued, name: str = "tls") -> Issued:
     """Wait for cert-manager's next issuance after `last` (its own renewal, no one asks)."""
 
@@ -181,9 +191,7 @@ async def test_cert_manager_renews_a_short_lived_certificate_with_a_new_key_and_
     cert_manager: CertManagerController, client: Client, namespace: str
 ) -> None:
     await issue(client, namespace)
-    first = await eventually(
-        lambda: issued(client, namespace), what="the first issuance", timeout=60
-    )
+    first = await first_issuance(client, namespace)
     second = await renewed_after(client, namespace, first)
     third = await renewed_after(client, namespace, second)
     assert [first.revision + 1, first.revision + 2] == [second.revision, third.revision]
@@ -225,6 +233,59 @@ async def carries(client: Client, namespace: str, name: str, digest: str) -> boo
     return any(digest in str(v) for v in values)
 
 
+async def follow(
+    client: Client, resource: Resource, namespace: str, name: str,
+    seen: Callable[[dict[str, Any]], None],
+) -> None:  # fmt: skip
+    """Call `seen` with object `name` as it is now and with every version a watch shows."""
+    obj = await client.get(resource, name, namespace=namespace)
+    seen(obj)
+    version = obj["metadata"]["resourceVersion"]
+    while True:  # a watch ends after its timeout: go on from the last version seen
+        async for ev in client.watch(resource, namespace=namespace, allow_bookmarks=False,
+                                     field_selector=f"metadata.name={name}",
+                                     resource_version=version):  # fmt: skip
+            version = ev.object["metadata"]["resourceVersion"]
+            if ev.type == "MODIFIED":
+                seen(ev.object)
+
+
+@dataclass
+class Timeline:
+    """Each data version of Secret `tls` (when the test first saw it, its hash) and each
+    generation of Deployment `web` (its pod template as text)."""
+
+    secret: list[tuple[float, str]] = field(default_factory=list)
+    web: dict[int, str] = field(default_factory=dict)
+
+    def saw_secret(self, obj: dict[str, Any]) -> None:
+        data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        digest = hashing.secret_hash(data)
+        if not self.secret or self.secret[-1][1] != digest:
+            self.secret.append((time.monotonic(), digest))
+
+    def saw_web(self, obj: dict[str, Any]) -> None:
+        self.web.setdefault(obj["metadata"]["generation"], json.dumps(obj["spec"]["template"]))
+
+    def carried(self) -> list[str]:
+        """For each roll of web (generation 2 on), the Secret version its template carries."""
+        return [
+            next((h for _, h in self.secret if h in text), "none")
+            for gen, text in sorted(self.web.items()) if gen > 1
+        ]  # fmt: skip
+
+    def lasting(self, seconds: float) -> list[str]:
+        """The Secret versions after the first that stayed current at least `seconds`."""
+        ends = [t for t, _ in self.secret[1:]] + [time.monotonic()]
+        spans = zip(self.secret[1:], ends[1:], strict=True)
+        return [h for (t, h), end in spans if end - t >= seconds]
+
+
+#: a renewal that stays current this long must have reached web (a reload takes well under a
+#: second; changes closer than the coalescing window are one reload by design)
+LASTING = 10.0
+
+
 async def test_annotation_less_workloads_reload_once_per_renewal_only_with_reload_tls_secrets(
     cert_manager: CertManagerController, client: Client, namespace: str
 ) -> None:
@@ -233,7 +294,7 @@ async def test_annotation_less_workloads_reload_once_per_renewal_only_with_reloa
         for ns in spaces:
             await issue(client, ns)
         for ns in spaces:
-            await eventually(lambda ns=ns: issued(client, ns), what="the first issuance")
+            await first_issuance(client, ns)
         start = {ns: await stop_renewing(client, ns) for ns in spaces}
         await client.create(resources.DEPLOYMENTS, mounting("web", namespace))
         await client.create(
@@ -242,7 +303,13 @@ async def test_annotation_less_workloads_reload_once_per_renewal_only_with_reloa
         )
         await client.create(resources.DEPLOYMENTS, mounting("nats", plain))
         tls = MatchConfig(reload_tls_secrets=True)
-        async with running(client, namespace, match=tls), running(client, plain):
+        seen = Timeline()
+        async with (
+            alongside(follow(client, resources.SECRETS, namespace, "tls", seen.saw_secret)),
+            alongside(follow(client, resources.DEPLOYMENTS, namespace, "web", seen.saw_web)),
+            running(client, namespace, match=tls),
+            running(client, plain),
+        ):
             for ns in spaces:
                 await renew_again(client, ns)
             for ns in spaces:
@@ -255,12 +322,23 @@ async def test_annotation_less_workloads_reload_once_per_renewal_only_with_reloa
                 lambda: carries(client, namespace, "web", digest),
                 what="web to carry the last certificate's hash",
             )
+
+            async def followed() -> bool:
+                return seen.secret[-1][1] == digest and digest in seen.web[max(seen.web)]
+
+            await eventually(followed, what="the watches to have seen the last renewal on web")
             renewals = end[namespace].revision - start[namespace].revision
-            print(
-                f"{renewals} renewals; web at generation {await generation(client, namespace, 'web')}"
-            )
+            carried = seen.carried()
+            print(f"{renewals} renewals; secret versions (s, hash) "
+                  f"{[(round(t - seen.secret[0][0], 2), h[:8]) for t, h in seen.secret]}; "
+                  f"web's rolls carried {[h[:8] for h in carried]}")  # fmt: skip
             assert renewals >= 2
-            assert await generation(client, namespace, "web") == 1 + renewals
+            order = [h for _, h in seen.secret]
+            assert all(h in order[1:] for h in carried), "each roll carries a renewal"
+            assert carried == sorted(set(carried), key=order.index), "no renewal rolled twice"
+            assert carried[-1] == digest
+            assert set(seen.lasting(LASTING)) <= set(carried), "no renewal was left out"
+            assert len(seen.lasting(LASTING)) >= 2
             assert await generation(client, namespace, "opted-out") == 1
             assert end[plain].revision - start[plain].revision >= 2
             assert await generation(client, plain, "nats") == 1
@@ -292,7 +370,7 @@ async def test_audit_reports_a_nats_like_workload_stale_within_30_s_of_a_renewal
     cert_manager: CertManagerController, client: Client, namespace: str, kubeconfig_path: Path
 ) -> None:
     await issue(client, namespace)
-    await eventually(lambda: issued(client, namespace), what="the first issuance", timeout=60)
+    await first_issuance(client, namespace)
     start = await stop_renewing(client, namespace)
     await client.create(resources.DEPLOYMENTS, mounting("nats", namespace))
     await eventually(lambda: pod_running(client, namespace, "nats"), what="nats's pod", timeout=60)

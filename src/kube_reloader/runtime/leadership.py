@@ -204,6 +204,9 @@ class LeaderElector:
         self.observed: Observation | None = None
         #: local time at which the last successful acquire or renew started
         self.renewed_at = 0.0
+        #: a write of the lease was sent and its answer never read (cancelled or timed out):
+        #: the server may have made us the holder without our knowing it
+        self.unanswered_write = False
 
     @property
     def duration(self) -> int:
@@ -218,10 +221,13 @@ class LeaderElector:
                 self.observed = None  # deleted under us: a standby may create it right away
                 return Outcome.DEPOSED
             record = claim(None, self.identity, self.duration, self.wall_clock())
+            self.unanswered_write = True
             try:
                 written = await self.store.create(record)
             except (errors.AlreadyExists, errors.Conflict):
+                self.unanswered_write = False
                 return Outcome.BUSY
+            self.unanswered_write = False
             self.observed = Observation(written, self.clock())
             return Outcome.HELD
         self.observed = observe(self.observed, current, self.clock())
@@ -231,10 +237,13 @@ class LeaderElector:
         if verdict is Verdict.WAIT:
             return Outcome.BUSY
         record = claim(current, self.identity, self.duration, self.wall_clock())
+        self.unanswered_write = True
         try:
             written = await self.store.update(record)
         except errors.Conflict:
+            self.unanswered_write = False
             return Outcome.BUSY
+        self.unanswered_write = False
         self.observed = Observation(written, self.clock())
         return Outcome.HELD
 
@@ -301,15 +310,22 @@ class LeaderElector:
 
     async def release(self) -> None:
         """Stop writing, then give the lease up (if still ours) so a standby takes over at once;
-        without `release_on_cancel` only stop writing (the lease expires)."""
-        if not self.leading.is_set():
-            return
-        self.leading.clear()
-        self.on_stopped_leading()
+        without `release_on_cancel` only stop writing (the lease expires).
+
+        A replica stopped while its acquiring write was unanswered (cancelled, or timed out)
+        may hold the lease without knowing it: it reads the lease and frees it if it does."""
+        was_leading = self.leading.is_set()
+        if was_leading:
+            self.leading.clear()
+            self.on_stopped_leading()
         if not self.release_on_cancel:
-            log.info(
-                "stopped leading; the lease is left to expire", extra={"identity": self.identity}
-            )
+            if was_leading:
+                log.info(
+                    "stopped leading; the lease is left to expire",
+                    extra={"identity": self.identity},
+                )
+            return
+        if not (was_leading or (self.unanswered_write and not self.lost.is_set())):
             return
         now = self.wall_clock()
         try:

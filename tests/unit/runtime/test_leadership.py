@@ -415,6 +415,52 @@ async def test_a_release_writes_client_gos_released_record() -> None:
     assert abs((freed.renew_time - now).total_seconds()) <= 2 * lead.store.latency
 
 
+class UnansweredCreate(FakeStore):
+    """The server applies the create; its answer never arrives."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock, None)
+        self.applied = asyncio.Event()
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        stored = await super().create(record)
+        self.applied.set()
+        await asyncio.Event().wait()
+        return stored
+
+
+async def test_a_replica_stopped_before_its_applied_create_was_answered_frees_the_lease() -> None:
+    clock = FakeClock()
+    store = UnansweredCreate(clock)
+    steps: list[str] = []
+    e = elector(store, clock, on_started_leading=lambda: steps.append("started"),
+                on_stopped_leading=lambda: steps.append("stopped"))  # fmt: skip
+    task = asyncio.create_task(e.run())
+    await asyncio.wait_for(store.applied.wait(), 5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert store.record is not None
+    assert store.record.holder == "me", "the server made it the holder; it never learnt so"
+    await e.release()
+    assert (store.record.holder, store.record.duration_seconds) == ("", 1)
+    assert steps == [], "it never led, so it never started or stopped leading"
+    assert await elector(store, clock, "next").try_acquire_or_renew() is Outcome.HELD
+
+
+async def test_a_standby_that_never_wrote_neither_reads_nor_writes_at_release() -> None:
+    clock = FakeClock()
+    store = FakeStore(clock, rec("other"))
+    e = elector(store, clock)
+    for _ in range(3):
+        assert await e.try_acquire_or_renew() is Outcome.BUSY
+    calls = len(store.calls)
+    await e.release()
+    assert len(store.calls) == calls
+    assert store.record is not None
+    assert store.record.holder == "other"
+
+
 async def test_without_release_on_cancel_a_leader_stops_writing_and_leaves_the_lease() -> None:
     lead = Lead()
     lead.elector.release_on_cancel = False
