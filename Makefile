@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock cluster-binaries node-prerequisites cert-manager test test-node test-upstream test-unit test-repeat check lint fmt typecheck imports demo demo-tls demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
+.PHONY: help venv lock cluster-binaries node-prerequisites cert-manager csi-driver test test-node test-upstream test-unit test-repeat check lint fmt typecheck imports demo demo-tls demo-down bench bench-quick bench-reload manifests clean image workflows docs docs-reference
 
 help:
 	@echo "make test      - virtualenv + control-plane binaries + the whole test suite"
@@ -58,8 +58,12 @@ node-prerequisites:
 cert-manager: venv
 	@scripts/timed build-cert-manager $(PY) -c "from kube_reloader.devcluster.certmanager import CertManagerBuilder; CertManagerBuilder(controller=True).ensure()"
 
-# cert-manager first: a cold build takes minutes, which no test's timeout should pay for
-test-node: cluster-binaries node-prerequisites cert-manager
+csi-driver: venv
+	@scripts/timed build-csi-driver $(PY) -c "from kube_reloader.devcluster.csi import CSIBuilder; CSIBuilder().ensure()"
+
+# cert-manager and the CSI driver first: a cold build takes minutes, which no test's timeout
+# should pay for
+test-node: cluster-binaries node-prerequisites cert-manager csi-driver
 	@KUBE_RELOADER_NODE_TESTS=1 scripts/timed node-tests $(BIN)/pytest tests/node $(PYTEST_ARGS)
 
 # Stakater Reloader's own e2e suites (../shared/peers/*/test/e2e, Ginkgo) against kube-reloader

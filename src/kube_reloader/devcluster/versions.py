@@ -25,6 +25,9 @@ RELOADER_SUMS = (
 ARGO_ROLLOUTS = "1.10.1"
 #: cert-manager's controller and CRDs, built only for the cert-manager tests (certmanager.py)
 CERT_MANAGER = "1.21.2"
+#: the Secrets Store CSI driver, for the CSI cases on the real node (csi.py): the version both
+#: Reloaders build against
+SECRETS_STORE_CSI = "1.5.5"
 #: Reloader's go.mod pins github.com/openshift/api at a pseudo-version the proxy refuses; the
 #: nearest served one (two weeks older, API-compatible for the client Reloader builds) is used
 OPENSHIFT_API_FALLBACK = "v0.0.0-20260318185450-1f2fa3f09f4e"
