@@ -364,8 +364,9 @@ async def namespaces(api: Client, count: int) -> AsyncIterator[list[str]]:
 def reload_events(items: list[dict[str, Any]], namespace: str) -> dict[str, list[tuple[Any, ...]]]:
     """Each Deployment's reload Events (as `events.k8s.io/v1` lists every Event): type,
     reason, note (the namespace's name replaced), action, reporting controller, whether it
-    was recorded through `events.k8s.io` (it has an eventTime) or core/v1, and how many
-    occurrences it counts (a repeat is counted on the first: core/v1's count, a series')."""
+    was recorded through `events.k8s.io` (it has an eventTime) or core/v1, how many
+    occurrences it counts (a repeat is counted on the first: core/v1's count, a series') and
+    whether it names the object's resourceVersion."""
     out: dict[str, list[tuple[Any, ...]]] = {}
     for e in items:
         regarding = e.get("regarding") or {}
@@ -374,7 +375,8 @@ def reload_events(items: list[dict[str, Any]], namespace: str) -> dict[str, list
         note = str(e.get("note") or "").replace(namespace, "<namespace>")
         count = (e.get("series") or {}).get("count") or e.get("deprecatedCount") or 1
         seen = (e.get("type"), e["reason"], note, e.get("action") or "",
-                e.get("reportingController") or "", bool(e.get("eventTime")), count)  # fmt: skip
+                e.get("reportingController") or "", bool(e.get("eventTime")), count,
+                bool(regarding.get("resourceVersion")))  # fmt: skip
         out.setdefault(regarding["name"], []).append(seen)
     return {name: sorted(found) for name, found in out.items()}
 
@@ -388,7 +390,7 @@ async def events_of(api: Client, namespace: str, reloads: int) -> dict[str, list
         nonlocal found
         listed = await api.list(resources.EVENTS_V1, namespace=namespace)
         found = reload_events(list(listed.items), namespace)
-        return sum(int(seen[-1]) for events in found.values() for seen in events) >= reloads
+        return sum(int(seen[6]) for events in found.values() for seen in events) >= reloads
 
     await eventually(written, timeout=30, what=f"{reloads} reload Events in {namespace}")
     return found

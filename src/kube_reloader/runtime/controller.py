@@ -71,7 +71,7 @@ class Controller:
         self.leading = fence.leading
         #: every background task runs under it: a crash is logged, counted and restarted
         sup = self.supervisor = Supervisor(on_crash=self.metrics.task_crashed)
-        events, spawn = KubeEvents(client, kinds, clock), sup.oneshot
+        events, spawn = KubeEvents(client, kinds, clock, sup.oneshot, fence), sup.oneshot
         v2 = options.plan.compat is Compat.V2  # alerts: started by run()
         sink = Sink(self.metrics, events, fence, spawn, clock, _alerts(options), v2=v2)
         r = self.reports = Reports.over(sink)

@@ -33,7 +33,7 @@ import logging
 import secrets
 import uuid
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
+from kube_reloader.runtime.v2events import MAX_NAME, Spawn, V2Recorder
 
 log = logging.getLogger("kube_reloader.runtime.controller")
 
@@ -52,8 +53,6 @@ CAP = 1000
 WRITERS = 4
 #: a namespace is told its Events are being dropped at most this often
 NOTICE_SECONDS = 600.0
-
-Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
 
 class EventSink(Protocol):
@@ -65,6 +64,7 @@ class EventSink(Protocol):
         message: str,
         component: str,
         action: str = "",
+        version: str = "",
     ) -> None: ...
 
 
@@ -77,6 +77,8 @@ class Pending:
     component: str
     #: set: an `events.k8s.io/v1` Event with this action (Reloader v2's), else a core/v1 one
     action: str = ""
+    #: the workload's resourceVersion the Event regards (v2's: after its write, if any)
+    version: str = ""
 
 
 class EventQueue:
@@ -175,7 +177,13 @@ class EventQueue:
                 try:
                     if self.fence.may_write():  # Events are writes too: the leader's only
                         await self.sink.send(
-                            p.workload, p.event_type, p.reason, p.message, p.component, p.action
+                            p.workload,
+                            p.event_type,
+                            p.reason,
+                            p.message,
+                            p.component,
+                            p.action,
+                            p.version,
                         )
                 except errors.KubeError as exc:
                     log.warning(
@@ -194,10 +202,6 @@ class EventQueue:
             del self._waiting[namespace]
 
 
-#: the longest valid Event name (a DNS subdomain); longer generated names become a UUID
-MAX_NAME = 253
-
-
 def stamp(wall: float) -> str:
     """An Event timestamp (whole seconds, UTC), as `metav1.Time` is written."""
     return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -209,19 +213,22 @@ def fresh_name(involved: str) -> str:
     return name if len(name) <= MAX_NAME else str(uuid.uuid4())
 
 
-def body(o: Occurrence, r: Record) -> dict[str, Any]:
-    """The Event object to create: its involvedObject is the workload."""
+def body(o: Occurrence, r: Record, version: str = "") -> dict[str, Any]:
+    """The Event object to create: its involvedObject is the workload (at `version`)."""
+    involved = {
+        "kind": o.kind,
+        "apiVersion": o.api_version,
+        "namespace": o.namespace,
+        "name": o.name,
+        "uid": o.uid,
+    }
+    if version:
+        involved["resourceVersion"] = version
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": r.name, "namespace": o.namespace},
-        "involvedObject": {
-            "kind": o.kind,
-            "apiVersion": o.api_version,
-            "namespace": o.namespace,
-            "name": o.name,
-            "uid": o.uid,
-        },
+        "involvedObject": involved,
         "type": o.event_type,
         "reason": o.reason,
         "message": r.message,
@@ -230,42 +237,6 @@ def body(o: Occurrence, r: Record) -> dict[str, Any]:
         "lastTimestamp": stamp(r.last),
         "count": r.count,
         "reportingComponent": o.component,
-    }
-
-
-def micro_time(wall: float) -> str:
-    """A `metav1.MicroTime` (an `events.k8s.io/v1` Event's eventTime): microseconds, UTC."""
-    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def series_name(involved: str, wall_ns: int) -> str:
-    """client-go's `events` recorder's name: the object's name and its time in hex
-    nanoseconds (a UUID when that is no valid name)."""
-    name = f"{involved}.{wall_ns:x}"
-    return name if len(name) <= MAX_NAME else str(uuid.uuid4())
-
-
-def v2_body(o: Occurrence, action: str, instance: str, wall: float) -> dict[str, Any]:
-    """The `events.k8s.io/v1` Event Reloader v2 records (client-go's `events` recorder:
-    reportingController, reportingInstance `<controller>-<hostname>`, regarding, note)."""
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": series_name(o.name, int(wall * 1e9)), "namespace": o.namespace},
-        "eventTime": micro_time(wall),
-        "reportingController": o.component,
-        "reportingInstance": instance,
-        "action": action,
-        "reason": o.reason,
-        "regarding": {
-            "kind": o.kind,
-            "apiVersion": o.api_version,
-            "namespace": o.namespace,
-            "name": o.name,
-            "uid": o.uid,
-        },
-        "note": o.message,
-        "type": o.event_type,
     }
 
 
@@ -280,11 +251,15 @@ class EventRecorder:
         *,
         correlator: Correlator | None = None,
         instance: str = "",
+        spawn: Spawn | None = None,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.clock = clock
         #: the reportingInstance of `events.k8s.io/v1` Events
         self.instance = instance
+        #: Reloader v2's Events (`events.k8s.io/v1`, series as client-go's recorder keeps them)
+        self.v2 = V2Recorder(client, clock, instance, spawn, may_write)
         #: the involved object's apiVersion, by its kind
         self.api_version = api_version
         self.correlator = correlator or Correlator()
@@ -300,6 +275,7 @@ class EventRecorder:
         message: str,
         component: str,
         action: str = "",
+        version: str = "",
     ) -> None:
         kind = str(workload.kind)
         o = Occurrence(
@@ -313,9 +289,8 @@ class EventRecorder:
             reason,
             message,
         )
-        if action:  # v2's recorder: each a new Event (a reload changes the object's version)
-            body = v2_body(o, action, self.instance, self.clock.wall())
-            await self.client.create(resources.EVENTS_V1, body, namespace=o.namespace)
+        if action:  # v2's recorder (a reload changes the object's version: a new Event)
+            await self.v2.send(o, action, version)
             return
         r = self.correlator.correlate(
             o, wall=self.clock.wall(), now=self.clock.monotonic(), fresh_name=fresh_name(o.name)
@@ -328,9 +303,9 @@ class EventRecorder:
             )
             return
         async with self._turn(r.name):
-            await self._write(o, r)
+            await self._write(o, r, version)
 
-    async def _write(self, o: Occurrence, r: Record) -> None:
+    async def _write(self, o: Occurrence, r: Record, version: str) -> None:
         if r.update and not self.patch_forbidden:
             patch = {"count": r.count, "lastTimestamp": stamp(r.last), "message": r.message}
             try:
@@ -353,7 +328,7 @@ class EventRecorder:
                 )
         if r.update and self.patch_forbidden:
             r = Record(fresh_name(o.name), r.message, 1, r.last, r.last)
-        await self.client.create(resources.EVENTS, body(o, r), namespace=o.namespace)
+        await self.client.create(resources.EVENTS, body(o, r, version), namespace=o.namespace)
 
     @contextlib.asynccontextmanager
     async def _turn(self, name: str) -> AsyncIterator[None]:

@@ -284,7 +284,7 @@ class Reconciler:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
             return Done(cleared=False), False, False
         except errors.KubeError as exc:
-            self.reloads.reload_failed(workload, todo, exc)
+            self.reloads.reload_failed(workload, todo, exc, self.stores.version(key))
             return Done(), False, False
         return Done(), True, self._written(item, workload, todo, answer, write_started)
 
@@ -324,9 +324,10 @@ class Reconciler:
                 rolling = workload.key in self.tracker
         accepted = self.clock.monotonic()
         self.reloads.written(key.kind, accepted - write_started)
+        version = str(((answer or {}).get("metadata") or {}).get("resourceVersion") or "")
         for p in todo:
             seen = item.observed.get((p.change.rtype, p.change.name))
-            self.reloads.reloaded(workload, p, None if seen is None else accepted - seen)
+            self.reloads.reloaded(workload, p, None if seen is None else accepted - seen, version)
         return rolling
 
     def _rotate(

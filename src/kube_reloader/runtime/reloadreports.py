@@ -102,7 +102,10 @@ class ReloadReports:
         self.stats.patches += 1
         self.metrics.action_latency.labels(workload_kind=kind).observe(seconds)
 
-    def reloaded(self, workload: planning.Workload, p: Plan, seconds: float | None) -> None:
+    def reloaded(
+        self, workload: planning.Workload, p: Plan, seconds: float | None, version: str = ""
+    ) -> None:
+        """A reload was written (`version`: the workload's resourceVersion it made)."""
         key, c = workload.key, p.change
         self.stats.reloads += 1
         self.sink.holds.release(key)
@@ -112,19 +115,25 @@ class ReloadReports:
         log_change("reloaded workload", c, workload=str(key), reason=p.message)
         if self.sink.v2:
             message = f"Reloaded due to {c.rtype.kind} {c.name} change"
-            self.sink.event(workload, "Normal", "Reloaded", message, "reloader", V2_ACTION)
+            self.sink.event(workload, "Normal", "Reloaded", message, "reloader", V2_ACTION, version)
         else:
             message = (
                 f"Changes detected in '{c.name}' of type '{c.rtype.value}' in namespace "
                 f"'{c.namespace}', Updated '{key.name}' of type '{key.kind}' in namespace "
                 f"'{key.namespace}'"
             )
-            self.sink.event(workload, "Normal", "Reloaded", message, f"reloader-{c.rtype.plural}")
+            source = f"reloader-{c.rtype.plural}"
+            self.sink.event(workload, "Normal", "Reloaded", message, source, version=version)
         self.sink.alert_reloaded(c, key)
 
     def reload_failed(
-        self, workload: planning.Workload, plans: list[Plan], exc: errors.KubeError
+        self,
+        workload: planning.Workload,
+        plans: list[Plan],
+        exc: errors.KubeError,
+        version: str = "",
     ) -> None:
+        """A reload's write failed for good (`version`: the workload's resourceVersion read)."""
         key = workload.key
         self.stats.failures += 1
         if not self.sink.v2:
@@ -140,21 +149,24 @@ class ReloadReports:
                 "reload failed",
                 extra={"workload": str(key), "resource": str(p.change), "error": str(exc)},
             )
-            self._failed_event(workload, p.change, exc)
+            self._failed_event(workload, p.change, exc, version)
 
     def _failed_event(
-        self, workload: planning.Workload, c: planning.Change, exc: errors.KubeError
+        self, workload: planning.Workload, c: planning.Change, exc: errors.KubeError, version: str
     ) -> None:
         key, error = workload.key, errors.client_go_error(exc)
         if self.sink.v2:
             message = f"Failed to reload due to {c.rtype.kind} {c.name} change: {error}"
-            self.sink.event(workload, "Warning", "ReloadFailed", message, "reloader", V2_ACTION)
+            self.sink.event(
+                workload, "Warning", "ReloadFailed", message, "reloader", V2_ACTION, version
+            )
             return
         message = (
             f"Update for '{key.name}' of type '{key.kind}' in namespace '{key.namespace}' "
             f"failed with error {error}"
         )
-        self.sink.event(workload, "Warning", "ReloadFail", message, f"reloader-{c.rtype.plural}")
+        source = f"reloader-{c.rtype.plural}"
+        self.sink.event(workload, "Warning", "ReloadFail", message, source, version=version)
 
     def reverted(self, workload: planning.Workload, p: Plan) -> None:
         """A reload's template write was undone: the pods keep the old content."""

@@ -64,12 +64,17 @@ class KubeEvents(EventRecorder):
     """Events about workloads (and ConfigMaps, Secrets), correlated as client-go does; v2's
     Events with its reportingInstance, `reloader-<hostname>`."""
 
-    def __init__(self, client: Client, kinds: Kinds, clock: Clock) -> None:
+    def __init__(
+        self, client: Client, kinds: Kinds, clock: Clock, spawn: Spawn, fence: Fence
+    ) -> None:
         def api_version(kind: str) -> str:
             spec = kinds.get(kind)  # else a ConfigMap or Secret
             return "v1" if spec is None else spec.resource.api_version
 
-        super().__init__(client, clock, api_version, instance=f"reloader-{socket.gethostname()}")
+        instance = f"reloader-{socket.gethostname()}"
+        super().__init__(
+            client, clock, api_version, instance=instance, spawn=spawn, may_write=fence.may_write
+        )
 
 
 class Holds:
@@ -137,10 +142,13 @@ class Sink:
         message: str,
         component: str,
         action: str = "",
+        version: str = "",
     ) -> bool:
-        """Queue an Event (`eventing.EventQueue`; with `action`, an `events.k8s.io/v1` one);
-        False when its namespace is over its share of the queue and it was dropped."""
-        return self.events.offer(Pending(workload, event_type, reason, message, component, action))
+        """Queue an Event (`eventing.EventQueue`; with `action`, an `events.k8s.io/v1` one
+        regarding the workload at `version`); False when its namespace is over its share of
+        the queue and it was dropped."""
+        p = Pending(workload, event_type, reason, message, component, action, version)
+        return self.events.offer(p)
 
     def notify(self, text: str) -> None:
         """An alert, sent by the leader only."""

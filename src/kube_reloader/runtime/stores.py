@@ -98,6 +98,15 @@ class Stores:
                     dropped += 1
         return dropped
 
+    def version(self, key: ObjectKey) -> str:
+        """Workload `key`'s resourceVersion as last listed or watched ("" when not cached)."""
+        for refl in (*self.workloads, *self.optional):
+            if refl.resource.kind == key.kind:
+                entry = refl.store.get((key.namespace, key.name))
+                if entry is not None:
+                    return entry.metadata.resourceVersion
+        return ""
+
     def workload(self, key: ObjectKey) -> planning.Workload | None:
         return self.index.workloads.get(key)
 

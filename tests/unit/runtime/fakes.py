@@ -117,13 +117,16 @@ class FakeEvents:
     sent: list[tuple[ObjectKey, str, str]] = field(default_factory=list)
     #: each sent Event's component and action ("" for a core/v1 Event)
     sources: list[tuple[str, str]] = field(default_factory=list)
+    #: each sent Event's regarded resourceVersion ("" when not given)
+    versions: list[str] = field(default_factory=list)
 
     async def send(
         self, workload: planning.Workload, event_type: str, reason: str, message: str,
-        component: str, action: str = "",
+        component: str, action: str = "", version: str = "",
     ) -> None:  # fmt: skip
         self.sent.append((workload.key, reason, message))
         self.sources.append((component, action))
+        self.versions.append(version)
 
     def reasons(self) -> list[str]:
         return [reason for _key, reason, _message in self.sent]

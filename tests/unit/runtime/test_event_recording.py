@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from kube_reloader.core import planning
+from kube_reloader.core import eventseries, planning
 from kube_reloader.core.correlating import Correlator
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import PatchType
-from kube_reloader.runtime import eventing
+from kube_reloader.runtime import eventing, v2events
+from tests.unit.runtime.fakes import EPOCH, FakeClock, Spawned
 
 WALL = 1_780_000_000.0
 WEB = planning.workload_from_manifest({
@@ -197,10 +198,13 @@ async def test_the_recorder_uses_its_own_correlator_when_given_one() -> None:
 
 
 class FakeEventsV1API:
-    """Records creates of `events.k8s.io/v1` Events."""
+    """Records creates and PATCHes of `events.k8s.io/v1` Events; `gone` names Events a PATCH
+    finds deleted."""
 
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
+        self.patched: list[tuple[str, dict[str, Any]]] = []
+        self.gone: set[str] = set()
 
     async def create(
         self, resource: resources.Resource, body: Mapping[str, Any], *, namespace: str
@@ -209,16 +213,32 @@ class FakeEventsV1API:
         self.created.append(dict(body))
         return dict(body)
 
+    async def patch(
+        self, resource: resources.Resource, name: str, patch: dict[str, Any], *,
+        namespace: str, patch_type: PatchType,
+    ) -> dict[str, Any]:  # fmt: skip
+        assert (resource, namespace, patch_type) == (resources.EVENTS_V1, "ns", PatchType.STRATEGIC)
+        if name in self.gone:
+            raise errors.NotFound(404, "gone", reason="NotFound")
+        self.patched.append((name, patch))
+        return patch
+
+
+def v2_recorder(api: FakeEventsV1API, clock: Any, spawn: Any = None) -> eventing.EventRecorder:
+    return eventing.EventRecorder(
+        api, clock, lambda kind: "apps/v1", instance="reloader-host", spawn=spawn,  # type: ignore[arg-type]
+    )  # fmt: skip
+
 
 async def test_with_an_action_each_event_is_created_through_events_k8s_io_as_v2_records_it() -> (
     None
 ):
     api, clock = FakeEventsV1API(), Clock()
-    rec = eventing.EventRecorder(api, clock, lambda kind: "apps/v1", instance="reloader-host")  # type: ignore[arg-type]
+    rec = v2_recorder(api, clock)
     note = "Reloaded due to ConfigMap c change"
-    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading")
+    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading", "41")
     clock.now = 0.25
-    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading")
+    await rec.send(WEB, "Normal", "Reloaded", note, "reloader", "Reloading", "42")
     first, second = api.created
     assert first == {
         "apiVersion": "events.k8s.io/v1",
@@ -230,9 +250,73 @@ async def test_with_an_action_each_event_is_created_through_events_k8s_io_as_v2_
         "action": "Reloading",
         "reason": "Reloaded",
         "regarding": {"kind": "Deployment", "apiVersion": "apps/v1", "namespace": "ns",
-                      "name": "web", "uid": "uid-1"},
+                      "name": "web", "uid": "uid-1", "resourceVersion": "41"},
         "note": note,
         "type": "Normal",
     }  # fmt: skip
     assert second["metadata"]["name"] == f"web.{int((WALL + 0.25) * 1e9):x}"
     assert second["eventTime"] == "2026-05-28T20:26:40.250000Z"
+    assert second["regarding"]["resourceVersion"] == "42", "a reload's new version: a new Event"
+    assert api.patched == []
+
+
+FAILED_NOTE = "Failed to reload due to ConfigMap c change: boom"
+
+
+async def send_failed(
+    rec: eventing.EventRecorder, version: str = "7", note: str = FAILED_NOTE
+) -> None:
+    await rec.send(WEB, "Warning", "ReloadFailed", note, "reloader", "Reloading", version)
+
+
+async def test_an_isomorphic_v2_event_becomes_a_series_of_the_first_as_client_gos_recorder_writes_it() -> (
+    None
+):
+    api, clock, spawned = FakeEventsV1API(), FakeClock(), Spawned()
+    rec = v2_recorder(api, clock, spawned)
+    await send_failed(rec)
+    clock.advance(10)
+    await send_failed(rec, note="Failed to reload due to ConfigMap d change: boom")  # note: no key
+    clock.advance(10)
+    await send_failed(rec)
+    name = api.created[0]["metadata"]["name"]
+    assert len(api.created) == 1
+    assert api.patched == [(name, {"series": {"count": 2, "lastObservedTime": micro(10)}})]
+    await send_failed(rec, version="8")  # the object changed: another Event
+    assert len(api.created) == 2
+    clock.advance(eventseries.FINISH_SECONDS)  # the first sweep: the series is still recent
+    assert await spawned.run() == ["event-series"]
+    assert len(api.patched) == 1
+    clock.advance(eventseries.FINISH_SECONDS)  # the next: quiet for 6 minutes, its count written
+    assert await spawned.run() == ["event-series"]
+    assert api.patched[-1] == (name, {"series": {"count": 3, "lastObservedTime": micro(20)}})
+    await send_failed(rec)  # the series ended: a new Event
+    assert len(api.created) == 3
+
+
+async def test_a_series_whose_event_is_gone_is_created_again_with_its_count() -> None:
+    api, clock = FakeEventsV1API(), FakeClock()
+    rec = v2_recorder(api, clock)
+    await send_failed(rec)
+    api.gone.add(api.created[0]["metadata"]["name"])
+    await send_failed(rec)
+    first, again = api.created
+    assert again == {**first, "series": {"count": 2, "lastObservedTime": micro(0)}}
+
+
+async def test_the_series_sweep_runs_only_while_events_are_remembered() -> None:
+    api, clock, spawned = FakeEventsV1API(), FakeClock(), Spawned()
+    rec = v2_recorder(api, clock, spawned)
+    assert clock.pending() == []
+    await send_failed(rec)
+    assert clock.pending() == [eventseries.FINISH_SECONDS]
+    clock.advance(eventseries.FINISH_SECONDS)
+    await spawned.run()  # the single Event is still young: remembered, swept again later
+    clock.advance(eventseries.FINISH_SECONDS)
+    await spawned.run()  # now forgotten: nothing left to sweep
+    assert clock.pending() == []
+    assert api.patched == []
+
+
+def micro(seconds: float) -> str:
+    return v2events.micro_time(EPOCH + seconds)

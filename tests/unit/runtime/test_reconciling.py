@@ -251,3 +251,18 @@ def test_a_writes_answer_with_managed_fields_refreshes_the_cache_at_once() -> No
     fresh = r.stores.index.workloads[w.key]
     assert fresh.template.containers[0].env_value("STAKATER_A_CONFIGMAP") == "h2"
     assert fresh.template_changed_at is not None
+
+
+async def test_a_reloads_event_regards_the_version_its_write_made_and_a_failed_ones_the_cached() -> (
+    None
+):
+    answer = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "ns",
+                                                 "resourceVersion": "43", "generation": 2}}  # fmt: skip
+    r = rig(writer=FakeWriter(answer=answer, fail=[errors.Forbidden(403, "no")]), v2=True)
+    w = workload(configmap="a")
+    r.stores.index.put(w)
+    await r.reconciler.handle(item(w.key, "a"))  # refused
+    await r.reconciler.handle(item(w.key, "a"))  # written
+    await r.room.spawned.run()
+    assert r.room.events.reasons() == ["ReloadFailed", "Reloaded"]
+    assert r.room.events.versions == ["", "43"], "no reflector caches it here: no version"

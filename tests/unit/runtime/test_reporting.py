@@ -36,7 +36,8 @@ class HangingEvents:
         self.answer = asyncio.Event()
 
     async def send(self, workload: planning.Workload, event_type: str, reason: str,
-                   message: str, component: str, action: str = "") -> None:  # fmt: skip
+                   message: str, component: str, action: str = "",
+                   version: str = "") -> None:  # fmt: skip
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         try:

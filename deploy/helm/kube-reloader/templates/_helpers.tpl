@@ -187,10 +187,11 @@ selector); Events are only created. */}}
   resources: [events]
   verbs: [create, patch]
 {{- if include "reloader.v2" . }}
-# Reloader v2's reload Events (Reloaded, ReloadFailed), as v2 records them
+# Reloader v2's reload Events (Reloaded, ReloadFailed), as v2 records them: created, and
+# patched with the count of a series of repeated ones
 - apiGroups: [events.k8s.io]
   resources: [events]
-  verbs: [create]
+  verbs: [create, patch]
 {{- end }}
 {{- end -}}
 
