@@ -282,7 +282,8 @@ class Timeline:
 
 
 #: a renewal that stays current this long must have reached web (a reload takes well under a
-#: second; changes closer than the coalescing window are one reload by design)
+#: second; changes closer than the coalescing window, or than the minimum interval between two
+#: reloads of one workload (5 s), are one reload by design)
 LASTING = 10.0
 
 

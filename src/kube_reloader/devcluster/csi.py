@@ -8,8 +8,9 @@ Built on first use only, from the Go module proxy like the control plane, into
 * `crds/`: the SecretProviderClass and SecretProviderClassPodStatus CRDs and the CSIDriver
   object of the module (a download, no compile);
 * `bin/secrets-store-csi-driver`: upstream's driver, built from a copy of its module as the main
-  module. The proxy refuses `monis.app/mlog`, which only its `main` imports (six calls onto
-  klog): `csi_mlog.go`, next to this file, stands in through a `replace`;
+  module. The proxy refuses `monis.app/mlog`, which its `main`, its gRPC server and its
+  rotation reconciler call (`Setup`, the two formats, the level check, `Error`, `Fatal`):
+  `csi_mlog.go`, next to this file, stands in on klog through a `replace`;
 * `bin/kr-csi-node` (`csi_node_main.go`, built in the same module): what a cluster deploys
   beside the driver and the proxy does not serve here: the kubelet's plugin registration
   (node-driver-registrar's job) and a provider, `kube-reloader-files`, that serves files of
@@ -17,7 +18,9 @@ Built on first use only, from the Go module proxy like the control plane, into
 
 `CSIDriverOnNode` runs both as processes of this machine (the kubelet shares its mount
 namespace: the driver's tmpfs mounts under the kubelet's pod directories are the ones the
-containers get) and is up once the node's CSINode lists the driver.
+containers get) and is up once this run's registration was confirmed by the kubelet and the
+node's CSINode lists the driver; before it stops, the pods still mounting its volumes are
+waited for (the kubelet needs the driver to unmount them).
 """
 
 from __future__ import annotations
@@ -238,13 +241,15 @@ class CSIDriverOnNode:
     def start(self, *, timeout: float = 60.0) -> None:
         for d in (self.files, self.providers, self.endpoint.parent, self.registration.parent):
             d.mkdir(parents=True, exist_ok=True)
+        node_log = self.dir / "node.log"
+        offset = node_log.stat().st_size if node_log.exists() else 0
         self._spawn(self.driver_command(), "driver.log")
         self._spawn(self.node_command(), "node.log")
         deadline = time.monotonic() + timeout
 
         async def wait() -> None:
             async with Client(config.load_kubeconfig([self.kubeconfig])) as client:
-                while not await registered(client):
+                while not (confirmed(node_log, offset) and await registered(client)):
                     dead = [log for log, p in self.procs.items() if p.poll() is not None]
                     if dead or time.monotonic() > deadline:
                         raise RuntimeError(
@@ -260,6 +265,19 @@ class CSIDriverOnNode:
             raise
         self.report(f"[csi] {DRIVER} registered on {NODE_NAME}")
 
+    def drain(self, *, timeout: float = 120.0) -> None:
+        """Until no pod mounts a volume of the driver (their namespaces deleted, say)."""
+        deadline = time.monotonic() + timeout
+
+        async def wait() -> None:
+            async with Client(config.load_kubeconfig([self.kubeconfig])) as client:
+                while time.monotonic() < deadline:
+                    if not await mounting_pods(client):
+                        return
+                    await asyncio.sleep(0.5)
+
+        _in_thread(wait)
+
     def stop(self) -> None:
         procs, self.procs = list(self.procs.values()), {}
         for proc in procs:
@@ -271,6 +289,24 @@ class CSIDriverOnNode:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+
+def confirmed(log: Path, offset: int) -> bool:
+    """Whether kr-csi-node logged, past `offset`, that the kubelet registered the driver."""
+    if not log.exists():
+        return False
+    with log.open("rb") as f:
+        f.seek(offset)
+        return b"kubelet registered" in f.read()
+
+
+async def mounting_pods(client: Client) -> int:
+    """How many pods of the cluster have a volume of the driver."""
+    pods = (await client.list(resources.PODS)).items
+    return sum(
+        any((v.get("csi") or {}).get("driver") == DRIVER for v in p["spec"].get("volumes") or [])
+        for p in pods
+    )
 
 
 def _in_thread(work: Callable[[], Any]) -> None:
@@ -296,5 +332,6 @@ def running(
     driver.start()
     try:
         yield driver
+        driver.drain()
     finally:
         driver.stop()

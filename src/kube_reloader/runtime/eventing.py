@@ -26,14 +26,12 @@ record one is logged, never fatal. Time comes from the injected clock.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import logging
 import secrets
 import uuid
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,7 +41,7 @@ from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.v2events import MAX_NAME, Spawn, V2Recorder
+from kube_reloader.runtime.v2events import MAX_NAME, Spawn, Turns, V2Recorder
 
 log = logging.getLogger("kube_reloader.runtime.controller")
 
@@ -265,7 +263,7 @@ class EventRecorder:
         self.correlator = correlator or Correlator()
         #: set after the API refused a PATCH of an Event (RBAC grants `create` only)
         self.patch_forbidden = False
-        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._turns = Turns()
 
     async def send(
         self,
@@ -302,7 +300,7 @@ class EventRecorder:
                 extra={"object": where, "reason": reason},
             )
             return
-        async with self._turn(r.name):
+        async with self._turns.turn(r.name):
             await self._write(o, r, version)
 
     async def _write(self, o: Occurrence, r: Record, version: str) -> None:
@@ -329,18 +327,3 @@ class EventRecorder:
         if r.update and self.patch_forbidden:
             r = Record(fresh_name(o.name), r.message, 1, r.last, r.last)
         await self.client.create(resources.EVENTS, body(o, r, version), namespace=o.namespace)
-
-    @contextlib.asynccontextmanager
-    async def _turn(self, name: str) -> AsyncIterator[None]:
-        """One write at a time per Event object; the lock lives while someone waits."""
-        lock, users = self._turns.get(name) or (asyncio.Lock(), 0)
-        self._turns[name] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._turns[name]
-            if users <= 1:
-                del self._turns[name]
-            else:
-                self._turns[name] = (lock, users - 1)

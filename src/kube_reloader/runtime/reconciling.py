@@ -42,8 +42,7 @@ from kube_reloader.runtime.tracking import RolloutTracker
 from kube_reloader.runtime.writing import Writer
 
 #: retry backoff: 0.2 s doubling per consecutive failure, at most a minute
-BACKOFF_BASE = 0.2
-MAX_BACKOFF = 60.0
+BACKOFF_BASE, MAX_BACKOFF = 0.2, 60.0
 #: per-pod statuses, no content time: a rotation could not tell old from new
 CSI_NOT_FOLLOWED = (
     "kube-reloader.io/strategy: evict does not follow Secrets Store CSI rotations; "
@@ -262,7 +261,7 @@ class Reconciler:
         key = workload.key
         spec = self.kinds[workload.kind]
         when = utc(self.clock)
-        write_started = self.clock.monotonic()
+        write_started, read = self.clock.monotonic(), self.stores.version(key)  # before it
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
         try:
@@ -284,9 +283,9 @@ class Reconciler:
             log.info("workload gone, dropping its reloads", extra={"workload": str(key)})
             return Done(cleared=False), False, False
         except errors.KubeError as exc:
-            self.reloads.reload_failed(workload, todo, exc, self.stores.version(key))
+            self.reloads.reload_failed(workload, todo, exc, read)
             return Done(), False, False
-        return Done(), True, self._written(item, workload, todo, answer, write_started)
+        return Done(), True, self._written(item, workload, todo, answer, (write_started, read))
 
     async def _conflicted(self, workload: planning.Workload, exc: errors.Conflict) -> Result:
         """The object changed under us: re-read it, refresh the cache, re-plan at once (its
@@ -307,27 +306,29 @@ class Reconciler:
         workload: planning.Workload,
         todo: list[planning.Plan],
         answer: dict[str, Any] | None,
-        write_started: float,
+        started: tuple[float, str],
     ) -> bool:
-        """Account for a write the API server accepted; True when its rollout is followed."""
+        """Account for an accepted write (`started`: when, version read); True: rollout followed."""
         key = workload.key
         self.throttle.reloaded(key)
         self.pauses.written(key)
         if answer is not None:
             generation = (answer.get("metadata") or {}).get("generation")
             self.reverts.written(workload, todo, generation if isinstance(generation, int) else 0)
-        rolling = False
+        (write_started, read), rolling, made = started, False, ""
         if answer is not None and answer.get("kind") == workload.kind:
+            meta = answer.get("metadata") or {}  # the version it wrote (a Job made anew: none)
+            made = meta.get("resourceVersion", "") if meta.get("uid", "") == workload.uid else ""
             self.refresh(workload.kind, answer)
             if self.kinds[workload.kind].status is not None:
                 self.tracker.started(workload, answer)
                 rolling = workload.key in self.tracker
         accepted = self.clock.monotonic()
         self.reloads.written(key.kind, accepted - write_started)
-        version = str(((answer or {}).get("metadata") or {}).get("resourceVersion") or "")
         for p in todo:
             seen = item.observed.get((p.change.rtype, p.change.name))
-            self.reloads.reloaded(workload, p, None if seen is None else accepted - seen, version)
+            waited = None if seen is None else accepted - seen
+            self.reloads.reloaded(workload, p, waited, read, made)
         return rolling
 
     def _rotate(

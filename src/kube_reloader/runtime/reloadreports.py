@@ -103,10 +103,18 @@ class ReloadReports:
         self.metrics.action_latency.labels(workload_kind=kind).observe(seconds)
 
     def reloaded(
-        self, workload: planning.Workload, p: Plan, seconds: float | None, version: str = ""
+        self,
+        workload: planning.Workload,
+        p: Plan,
+        seconds: float | None,
+        read: str = "",
+        made: str = "",
     ) -> None:
-        """A reload was written (`version`: the workload's resourceVersion it made)."""
+        """A reload was written: its Event regards the workload at the resourceVersion `read`
+        before the write (v1's, and v2's for an object it did not update itself: a Job made
+        anew, a CronJob's Job) or the one the write `made` (v2's update answers it)."""
         key, c = workload.key, p.change
+        version = (made or read) if self.sink.v2 else read
         self.stats.reloads += 1
         self.sink.holds.release(key)
         self.metrics.reload_done(

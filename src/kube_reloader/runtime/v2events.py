@@ -7,10 +7,12 @@ while none is). Writes are best effort, as the Event queue's (`eventing`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from kube_reloader.core.correlating import Occurrence
@@ -69,6 +71,30 @@ def v2_body(
     }
 
 
+class Turns:
+    """One write at a time per Event object (by name); a lock lives while someone waits."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, name: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(name) or (asyncio.Lock(), 0)
+        self._locks[name] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[name]
+            if users <= 1:
+                del self._locks[name]
+            else:
+                self._locks[name] = (lock, users - 1)
+
+
 class V2Recorder:
     """Reloader v2's Events through `client`; `spawn` starts the series sweeps (none without
     it), `may_write` says whether this replica writes (the leader)."""
@@ -84,6 +110,7 @@ class V2Recorder:
         self.client, self.clock, self.instance = client, clock, instance
         self.spawn, self.may_write = spawn, may_write
         self.series = SeriesCache()
+        self.turns = Turns()
         self._sweeping: Timer | None = None
 
     async def send(self, o: Occurrence, action: str, version: str) -> None:
@@ -91,42 +118,50 @@ class V2Recorder:
         isomorphic to a recent one is a series of that one (`core.eventseries`)."""
         wall = self.clock.wall()
         body = v2_body(o, action, self.instance, wall, version)
-        key = (
-            o.event_type,
-            action,
-            o.reason,
-            o.component,
-            self.instance,
-            o.kind,
-            o.api_version,
-            o.namespace,
-            o.name,
-            o.uid,
-            version,
+        regarding = (o.kind, o.api_version, o.namespace, o.name, o.uid, version)
+        key = (o.event_type, action, o.reason, o.component, self.instance, regarding)
+        step, entry, forgotten = self.series.record(
+            key, body["metadata"]["name"], o.namespace, wall
         )
-        step, entry = self.series.record(key, body["metadata"]["name"], o.namespace, wall)
         self._arm()
-        if step is Step.CREATE:
-            entry.body = body
-            await self.client.create(resources.EVENTS_V1, body, namespace=o.namespace)
-        elif step is Step.SERIES:
-            await self.write_series(entry)
+        if forgotten is not None:  # made room: its count is written now, or never
+            with contextlib.suppress(errors.KubeError):
+                await self.write_series(forgotten)
+        async with self.turns.turn(entry.name):  # its create before its series' PATCHes
+            if step is Step.CREATE:
+                entry.body = body
+                await self.client.create(resources.EVENTS_V1, body, namespace=o.namespace)
+            elif step is Step.SERIES:
+                await self.write_series(entry, locked=True)
 
-    async def write_series(self, entry: Entry) -> None:
-        """A series' count by a PATCH of its Event (created again with it when gone)."""
+    async def write_series(self, entry: Entry, *, locked: bool = False) -> None:
+        """A series' count by a PATCH of its Event (created again with it when gone; a PATCH
+        again when another write created it meanwhile)."""
+        if not locked:
+            async with self.turns.turn(entry.name):
+                await self.write_series(entry, locked=True)
+            return
         series = {"count": entry.count, "lastObservedTime": micro_time(entry.last_observed)}
-        try:
-            await self.client.patch(
-                resources.EVENTS_V1,
-                entry.name,
-                {"series": series},
-                namespace=entry.namespace,
-                patch_type=PatchType.STRATEGIC,
-            )
-        except errors.NotFound:
-            if entry.body is not None:
+        patch = {"series": series}
+        for _ in range(2):
+            try:
+                await self.client.patch(
+                    resources.EVENTS_V1,
+                    entry.name,
+                    patch,
+                    namespace=entry.namespace,
+                    patch_type=PatchType.STRATEGIC,
+                )
+                return
+            except errors.NotFound:
+                if entry.body is None:
+                    return
+            try:
                 again = {**entry.body, "series": series}
                 await self.client.create(resources.EVENTS_V1, again, namespace=entry.namespace)
+                return
+            except errors.AlreadyExists:
+                continue  # created meanwhile: patch it
 
     def _arm(self) -> None:
         """A sweep of the series FINISH_SECONDS on, while any Event is remembered."""
@@ -139,7 +174,8 @@ class V2Recorder:
             self.spawn("event-series", self._sweep())
 
     async def _sweep(self) -> None:
-        """Write the counts the sweep names (the leader only), then arm the next one."""
+        """Write the counts the sweep names (the leader only; a finished series forgotten
+        once written, kept for the next sweep when its write failed), then arm the next."""
         for entry in self.series.sweep(self.clock.wall()):
             if not self.may_write():
                 continue
@@ -147,4 +183,6 @@ class V2Recorder:
                 await self.write_series(entry)
             except errors.KubeError as exc:
                 log.warning("could not record event", extra={"reason": "series", "error": str(exc)})
+                continue
+            self.series.forget(entry)
         self._arm()

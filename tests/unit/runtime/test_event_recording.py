@@ -166,7 +166,7 @@ async def test_writes_of_one_event_are_made_in_order_and_others_never_wait_for_t
     await asyncio.wait_for(asyncio.gather(first, repeat), 5)
     assert [(verb, name.split(".")[0]) for verb, name, _ in api.calls] == [
         ("create", "api"), ("create", "web"), ("patch", "web")]  # fmt: skip
-    assert rec._turns == {}, "no lock outlives its writes"
+    assert len(rec._turns) == 0, "no lock outlives its writes"
 
 
 async def test_one_noisy_object_is_rate_limited_and_another_objects_events_still_go_out() -> None:
@@ -205,11 +205,26 @@ class FakeEventsV1API:
         self.created: list[dict[str, Any]] = []
         self.patched: list[tuple[str, dict[str, Any]]] = []
         self.gone: set[str] = set()
+        #: names whose next create finds the Event made meanwhile (it is then patchable)
+        self.raced: set[str] = set()
+        #: PATCHes to refuse (a server error), in turn
+        self.failing = 0
+        #: set to hold creates until it is set
+        self.creating: asyncio.Event | None = None
+        self.calls: list[str] = []
 
     async def create(
         self, resource: resources.Resource, body: Mapping[str, Any], *, namespace: str
     ) -> dict[str, Any]:
         assert (resource, namespace) == (resources.EVENTS_V1, "ns")
+        name = body["metadata"]["name"]
+        if self.creating is not None:
+            await self.creating.wait()
+        self.calls.append(f"create {name}")  # when it is done
+        if name in self.raced:
+            self.raced.discard(name)
+            self.gone.discard(name)
+            raise errors.AlreadyExists(409, "exists", reason="AlreadyExists")
         self.created.append(dict(body))
         return dict(body)
 
@@ -218,6 +233,10 @@ class FakeEventsV1API:
         namespace: str, patch_type: PatchType,
     ) -> dict[str, Any]:  # fmt: skip
         assert (resource, namespace, patch_type) == (resources.EVENTS_V1, "ns", PatchType.STRATEGIC)
+        self.calls.append(f"patch {name}")
+        if self.failing:
+            self.failing -= 1
+            raise errors.ServerError(500, "down", reason="InternalError")
         if name in self.gone:
             raise errors.NotFound(404, "gone", reason="NotFound")
         self.patched.append((name, patch))
@@ -320,3 +339,46 @@ async def test_the_series_sweep_runs_only_while_events_are_remembered() -> None:
 
 def micro(seconds: float) -> str:
     return v2events.micro_time(EPOCH + seconds)
+
+
+async def test_a_series_patch_waits_for_its_events_create() -> None:
+    api, clock = FakeEventsV1API(), FakeClock()
+    rec = v2_recorder(api, clock)
+    api.creating = asyncio.Event()
+    first = asyncio.create_task(send_failed(rec))
+    second = asyncio.create_task(send_failed(rec))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    api.creating.set()
+    await asyncio.gather(first, second)
+    name = api.created[0]["metadata"]["name"]
+    assert api.calls == [f"create {name}", f"patch {name}"]
+
+
+async def test_an_event_created_meanwhile_by_another_write_is_patched_with_the_series() -> None:
+    api, clock = FakeEventsV1API(), FakeClock()
+    rec = v2_recorder(api, clock)
+    await send_failed(rec)
+    name = api.created[0]["metadata"]["name"]
+    api.gone.add(name)
+    api.raced.add(name)
+    await send_failed(rec)
+    assert api.calls == [f"create {name}", f"patch {name}", f"create {name}", f"patch {name}"]
+    assert api.patched == [(name, {"series": {"count": 2, "lastObservedTime": micro(0)}})]
+
+
+async def test_a_series_whose_last_write_failed_is_written_at_the_next_sweep() -> None:
+    api, clock, spawned = FakeEventsV1API(), FakeClock(), Spawned()
+    rec = v2_recorder(api, clock, spawned)
+    await send_failed(rec)
+    await send_failed(rec)
+    await send_failed(rec)
+    for _ in range(2):  # the series goes quiet: its last count is due at the second sweep
+        clock.advance(eventseries.FINISH_SECONDS)
+        api.failing = 1
+        await spawned.run()
+    clock.advance(eventseries.FINISH_SECONDS)
+    await spawned.run()
+    name = api.created[0]["metadata"]["name"]
+    assert api.patched[-1] == (name, {"series": {"count": 3, "lastObservedTime": micro(0)}})
+    assert len(rec.v2.series) == 0, "forgotten once written"

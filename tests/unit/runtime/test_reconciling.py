@@ -8,7 +8,9 @@ import dataclasses
 import pytest
 
 from kube_reloader.core.objects import ObjectKey
-from kube_reloader.kube import errors
+from kube_reloader.kube import errors, resources
+from kube_reloader.kube.projections import ObjectMeta
+from kube_reloader.runtime.cache import WorkloadEntry
 from kube_reloader.runtime.coalescing import Coalescer, WorkItem
 from kube_reloader.runtime.kinds import BUILTIN
 from kube_reloader.runtime.options import Options
@@ -22,7 +24,7 @@ from kube_reloader.runtime.supervisor import Supervisor
 from kube_reloader.runtime.throttling import Throttle
 from kube_reloader.runtime.tracking import RolloutTracker
 
-from .fakes import KEYS, FakeWriter, Room, change, workload
+from .fakes import KEYS, FakeWriter, Room, change, optional_reflector, workload
 
 
 @dataclasses.dataclass
@@ -253,16 +255,31 @@ def test_a_writes_answer_with_managed_fields_refreshes_the_cache_at_once() -> No
     assert fresh.template_changed_at is not None
 
 
-async def test_a_reloads_event_regards_the_version_its_write_made_and_a_failed_ones_the_cached() -> (
-    None
-):
+@pytest.mark.parametrize(
+    ("v2", "answer_uid", "versions"),
+    [
+        (True, "", ["41", "43"]),  # v2 updates the object it holds: the answer's version
+        (False, "", ["41", "41"]),  # v1 keeps the object it read
+        (True, "new-uid", ["41", "41"]),  # a Job made anew: v2 names the one it deleted
+    ],
+    ids=["v2", "v1", "v2-job-made-anew"],
+)
+async def test_a_reloads_event_regards_the_workload_at_the_version_each_peer_names(
+    v2: bool, answer_uid: str, versions: list[str]
+) -> None:
     answer = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "ns",
-                                                 "resourceVersion": "43", "generation": 2}}  # fmt: skip
-    r = rig(writer=FakeWriter(answer=answer, fail=[errors.Forbidden(403, "no")]), v2=True)
+              "uid": answer_uid, "resourceVersion": "43", "generation": 2}}  # fmt: skip
+    r = rig(writer=FakeWriter(answer=answer, fail=[errors.Forbidden(403, "no")]), v2=v2)
     w = workload(configmap="a")
     r.stores.index.put(w)
+    cached = WorkloadEntry(ObjectMeta(name="web", namespace="ns", resourceVersion="41"), w)
+    reflector = optional_reflector(resources.DEPLOYMENTS)
+    reflector.store[("ns", "web")] = cached
+    r.stores.workloads.append(reflector)
     await r.reconciler.handle(item(w.key, "a"))  # refused
     await r.reconciler.handle(item(w.key, "a"))  # written
     await r.room.spawned.run()
-    assert r.room.events.reasons() == ["ReloadFailed", "Reloaded"]
-    assert r.room.events.versions == ["", "43"], "no reflector caches it here: no version"
+    assert r.room.events.reasons() == (
+        ["ReloadFailed", "Reloaded"] if v2 else ["ReloadFail", "Reloaded"]
+    )
+    assert r.room.events.versions == versions
