@@ -65,15 +65,23 @@ class KubeEvents(EventRecorder):
     Events with its reportingInstance, `reloader-<hostname>`."""
 
     def __init__(
-        self, client: Client, kinds: Kinds, clock: Clock, spawn: Spawn, fence: Fence
+        self,
+        client: Client,
+        kinds: Kinds,
+        clock: Clock,
+        spawn: Spawn | None = None,
+        fence: Fence | None = None,
     ) -> None:
+        """`spawn` starts the v2 series' sweeps (none without it), which `fence` allows."""
+
         def api_version(kind: str) -> str:
             spec = kinds.get(kind)  # else a ConfigMap or Secret
             return "v1" if spec is None else spec.resource.api_version
 
         instance = f"reloader-{socket.gethostname()}"
+        may_write = fence.may_write if fence is not None else (lambda: True)
         super().__init__(
-            client, clock, api_version, instance=instance, spawn=spawn, may_write=fence.may_write
+            client, clock, api_version, instance=instance, spawn=spawn, may_write=may_write
         )
 
 
