@@ -341,16 +341,26 @@ def micro(seconds: float) -> str:
     return v2events.micro_time(EPOCH + seconds)
 
 
+class SecondReading(FakeClock):
+    """A clock that opens `gate` when it is read the second time: the second send has begun
+    (each send reads the time first), while the first one's create waits behind the gate."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        super().__init__()
+        self.gate, self.reads = gate, 0
+
+    def wall(self) -> float:
+        self.reads += 1
+        if self.reads == 2:
+            self.gate.set()
+        return super().wall()
+
+
 async def test_a_series_patch_waits_for_its_events_create() -> None:
-    api, clock = FakeEventsV1API(), FakeClock()
-    rec = v2_recorder(api, clock)
+    api = FakeEventsV1API()
     api.creating = asyncio.Event()
-    first = asyncio.create_task(send_failed(rec))
-    second = asyncio.create_task(send_failed(rec))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    api.creating.set()
-    await asyncio.gather(first, second)
+    rec = v2_recorder(api, SecondReading(api.creating))
+    await asyncio.gather(send_failed(rec), send_failed(rec))
     name = api.created[0]["metadata"]["name"]
     assert api.calls == [f"create {name}", f"patch {name}"]
 
