@@ -41,7 +41,7 @@ from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from kube_reloader.runtime.clock import Clock
 from kube_reloader.runtime.fencing import Fence
-from kube_reloader.runtime.v2events import MAX_NAME, Spawn, Turns, V2Recorder
+from kube_reloader.runtime.v2events import MAX_NAME, Spawn, Turns, V2Recorder, reference
 
 log = logging.getLogger("kube_reloader.runtime.controller")
 
@@ -213,20 +213,11 @@ def fresh_name(involved: str) -> str:
 
 def body(o: Occurrence, r: Record, version: str = "") -> dict[str, Any]:
     """The Event object to create: its involvedObject is the workload (at `version`)."""
-    involved = {
-        "kind": o.kind,
-        "apiVersion": o.api_version,
-        "namespace": o.namespace,
-        "name": o.name,
-        "uid": o.uid,
-    }
-    if version:
-        involved["resourceVersion"] = version
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": r.name, "namespace": o.namespace},
-        "involvedObject": involved,
+        "involvedObject": reference(o, version),
         "type": o.event_type,
         "reason": o.reason,
         "message": r.message,

@@ -41,13 +41,9 @@ def series_name(involved: str, wall_ns: int) -> str:
     return name if len(name) <= MAX_NAME else str(uuid.uuid4())
 
 
-def v2_body(
-    o: Occurrence, action: str, instance: str, wall: float, version: str = ""
-) -> dict[str, Any]:
-    """The `events.k8s.io/v1` Event Reloader v2 records (client-go's `events` recorder:
-    reportingController, reportingInstance `<controller>-<hostname>`, regarding at `version`,
-    note)."""
-    regarding = {
+def reference(o: Occurrence, version: str = "") -> dict[str, str]:
+    """The workload an Event is about, as an object reference (at `version` when known)."""
+    ref = {
         "kind": o.kind,
         "apiVersion": o.api_version,
         "namespace": o.namespace,
@@ -55,7 +51,16 @@ def v2_body(
         "uid": o.uid,
     }
     if version:
-        regarding["resourceVersion"] = version
+        ref["resourceVersion"] = version
+    return ref
+
+
+def v2_body(
+    o: Occurrence, action: str, instance: str, wall: float, version: str = ""
+) -> dict[str, Any]:
+    """The `events.k8s.io/v1` Event Reloader v2 records (client-go's `events` recorder:
+    reportingController, reportingInstance `<controller>-<hostname>`, regarding at `version`,
+    note)."""
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -65,7 +70,7 @@ def v2_body(
         "reportingInstance": instance,
         "action": action,
         "reason": o.reason,
-        "regarding": regarding,
+        "regarding": reference(o, version),
         "note": o.message,
         "type": o.event_type,
     }
