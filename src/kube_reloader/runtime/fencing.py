@@ -16,6 +16,9 @@ class Fence:
     def __init__(self) -> None:
         self.leading = asyncio.Event()
         self.leading.set()
+        #: set while this replica may not write: what waits for leadership to end waits on it
+        #: (no polling, so an idle controller does not wake for it)
+        self.following = asyncio.Event()
         #: reconciles in flight, cancelled the moment this replica stops leading
         self.writing: set[asyncio.Task[Any]] = set()
         #: of those, the ones past their point of no return (a Job deleted, not re-created
@@ -27,11 +30,13 @@ class Fence:
         return self.leading.is_set()
 
     def start_leading(self) -> None:
+        self.following.clear()
         self.leading.set()
 
     def stop_leading(self) -> None:
         """Stop writing at once: no new write starts, those in flight are cancelled."""
         self.leading.clear()
+        self.following.set()
         for write in list(self.writing):
             if write not in self.committed:  # a half-done Job re-creation must finish
                 write.cancel()

@@ -56,8 +56,7 @@ class Resync:
             await self.ready.wait()
             await self.fence.leading.wait()
             await self.reconcile_missed()
-            while self.fence.leading.is_set():  # noqa: ASYNC110 - a state change, not a handoff
-                await asyncio.sleep(0.5)
+            await self.fence.following.wait()
 
     async def reconcile_missed(self) -> int:
         """Queue a reload for every workload whose configs changed while nobody watched;

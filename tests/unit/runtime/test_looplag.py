@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from kube_reloader.runtime.looplag import WINDOW, LoopLag
+import pytest
+
+from kube_reloader.runtime.looplag import INTERVAL, WINDOW, LoopLag
 
 from .fakes import FakeClock
 
@@ -28,9 +30,29 @@ async def test_the_sampler_reports_how_late_its_timer_ran() -> None:
     lag = LoopLag(clock, lambda s, w: reported.append((s, w)))
     task = asyncio.ensure_future(lag.run())
     await asyncio.sleep(0)
-    clock.advance(0.35)  # the loop was held: the 0.1 s timer runs 0.25 s late
-    for _ in range(5):
-        await asyncio.sleep(0)
-    task.cancel()
-    assert reported
+    (timer,) = clock.timers
+    clock.timers.remove(timer)
+    clock.now = 0.35  # the loop was held: the 0.1 s timer runs 0.25 s late
+    timer.callback()
+    assert len(reported) == 1
     assert abs(reported[0][0] - 0.25) < 1e-9
+    clock.advance(INTERVAL)  # the next sample is due a whole interval after this one ran
+    assert len(reported) == 2
+    assert reported[1][0] == 0.0
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert clock.pending() == [], "a stopped sampler leaves no timer behind"
+
+
+async def test_a_sample_that_raises_ends_the_run_with_its_error() -> None:
+    clock = FakeClock()
+
+    def report(seconds: float, worst: float) -> None:
+        raise RuntimeError("metrics gone")
+
+    task = asyncio.ensure_future(LoopLag(clock, report).run())
+    await asyncio.sleep(0)
+    clock.advance(INTERVAL)
+    with pytest.raises(RuntimeError, match="metrics gone"):
+        await task
+    assert clock.pending() == []

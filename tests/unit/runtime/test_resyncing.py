@@ -174,3 +174,34 @@ def test_a_named_list_concerns_only_the_configs_it_matches() -> None:
         "w", annotations={"configmap.reloader.stakater.com/reload": "app-.*"}, configmap="db"
     )
     assert stores.wanted(w) == {(ResourceType.CONFIGMAP, n) for n in ("app-a", "app-b", "db")}
+
+
+async def test_the_catch_up_runs_once_per_won_election_and_waits_without_polling_between() -> None:
+    room, _stores, _co, resync = rig(changed_at=None)
+    walks: list[int] = []
+
+    async def walk() -> int:
+        walks.append(1)
+        return 0
+
+    resync.reconcile_missed = walk  # type: ignore[method-assign]
+    resync.ready.set()
+    task = asyncio.create_task(resync.loop())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(walks) == 1, "the start is caught up once"
+    room.fence.stop_leading()
+    room.fence.start_leading()  # lost and won again before the loop ran: still a new term
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(walks) == 2
+    room.fence.stop_leading()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(walks) == 2, "a standby does not walk"
+    room.fence.start_leading()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(walks) == 3
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
