@@ -9,8 +9,8 @@ so an idle controller pays a few microseconds per sample rather than a task step
 
 from __future__ import annotations
 
-from collections import deque
 import asyncio
+from collections import deque
 from collections.abc import Callable
 
 from kube_reloader.runtime.clock import Clock, Timer
