@@ -1,5 +1,6 @@
-"""`--event-loop=uvloop`: the whole controller (the API client's wire and TLS, watches, the
-metrics listener) on libuv's loop, against the real API server."""
+"""`--event-loop`: the whole controller (the API client's wire and TLS, watches, the metrics
+listener) on libuv's loop, the default where uvloop is installed, and on the standard
+library's when asked for, against the real API server."""
 
 from __future__ import annotations
 
@@ -39,12 +40,21 @@ def _scrape(address: str) -> str:
         return str(answer.read().decode())
 
 
-async def test_on_uvloop_the_controller_syncs_reloads_serves_metrics_and_stops_cleanly(
-    client: Client, namespace: str, kubeconfig_path: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("flags", "loop"), [([], "uvloop"), (["--event-loop=asyncio"], "asyncio")],
+    ids=["the default, uvloop", "asyncio by name"],
+)  # fmt: skip
+async def test_on_either_loop_the_controller_syncs_reloads_serves_metrics_and_stops_cleanly(
+    client: Client,
+    namespace: str,
+    kubeconfig_path: Path,
+    tmp_path: Path,
+    flags: list[str],
+    loop: str,
 ) -> None:
     await auto_deployment_on_configmap(client, namespace, data={"a": "1"}, replicas=0)
     log = tmp_path / "controller.log"
-    argv = [sys.executable, "-m", "kube_reloader", "--event-loop=uvloop", f"--namespaces={namespace}",
+    argv = [sys.executable, "-m", "kube_reloader", *flags, f"--namespaces={namespace}",
             "--metrics-addr=127.0.0.1:0", "--log-format=json", "--reload-min-interval=0"]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
     proc = _start(argv, env, log)
@@ -55,7 +65,7 @@ async def test_on_uvloop_the_controller_syncs_reloads_serves_metrics_and_stops_c
 
         await eventually(synced, what="caches synced", timeout=30)
         start = next(line for line in _lines(log) if line["msg"] == "starting kube-reloader")
-        assert start["event_loop"] == "uvloop"
+        assert start["event_loop"] == loop
         await update_cm(client, namespace, "c", {"a": "2"})
         want = hashing.configmap_hash({"a": "2"})
 

@@ -11,9 +11,23 @@ from kube_reloader.cli import eventloops
 from kube_reloader.cli.flags import FlagError, parse
 
 
-def test_the_standard_loop_is_the_default() -> None:
-    assert parse([]).event_loop == "asyncio"
+def test_auto_is_the_default_and_runs_on_uvloop_where_it_is_installed() -> None:
+    import uvloop
+
+    assert parse([]).event_loop == "auto"
+    assert eventloops.loop_factory("auto") is uvloop.new_event_loop
     assert eventloops.loop_factory("asyncio") is None
+
+
+def test_auto_falls_back_to_the_standard_loop_without_uvloop_or_with_the_tls_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    argv = ["--admission-addr=:9443"]
+    assert parse(argv, env={"POD_NAMESPACE": "kube-system"}).event_loop == "auto"
+    assert eventloops.loop_factory("auto", tls_listener=True) is None
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
+    assert parse([]).event_loop == "auto", "no error: the standard loop instead"
+    assert eventloops.loop_factory("auto") is None
 
 
 def test_uvloop_is_chosen_by_name_and_a_coroutine_runs_on_it() -> None:
@@ -38,8 +52,8 @@ def test_uvloop_is_chosen_by_name_and_a_coroutine_runs_on_it() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--event-loop=trio"], "--event-loop: 'trio' is not one of asyncio, uvloop"),
-        (["--event-loop="], "--event-loop: '' is not one of asyncio, uvloop"),
+        (["--event-loop=trio"], "--event-loop: 'trio' is not one of auto, asyncio, uvloop"),
+        (["--event-loop="], "--event-loop: '' is not one of auto, asyncio, uvloop"),
     ],
     ids=["another library", "empty"],
 )
@@ -67,4 +81,4 @@ def test_uvloop_with_the_admission_webhooks_tls_listener_is_refused_in_one_line(
     assert str(err.value) == (
         "--event-loop=uvloop: not with --admission-addr (its TLS listener needs asyncio's loop)"
     )
-    assert parse(argv[1:], env={"POD_NAMESPACE": "kube-system"}).event_loop == "asyncio"
+    assert parse(argv[1:], env={"POD_NAMESPACE": "kube-system"}).event_loop == "auto"

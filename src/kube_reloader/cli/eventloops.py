@@ -1,6 +1,7 @@
-"""The event loop the controller runs on (`--event-loop`): the standard library's asyncio
-loop, or uvloop's (libuv) where the `uvloop` extra is installed. The choice changes nothing the
-controller does; bench/README.md has the two measured side by side."""
+"""The event loop the controller runs on (`--event-loop`): uvloop's (libuv) where it is
+installed (it is a dependency wherever it builds: Linux and macOS on CPython), the standard
+library's asyncio loop otherwise or when asked for. The choice changes nothing the controller
+does; bench/README.md has the two measured side by side."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Callable
 
 from kube_reloader.cli.flagset import FlagError
 
-LOOPS = ("asyncio", "uvloop")
+LOOPS = ("auto", "asyncio", "uvloop")
+
+_NO_TLS_LISTENER = "not with --admission-addr (its TLS listener needs asyncio's loop)"
 
 
 def loop_factory(
@@ -18,21 +21,22 @@ def loop_factory(
     """What `asyncio.Runner` makes its loop with (None: the standard loop), or a one-line
     `FlagError` for a name that is not a loop here.
 
-    `tls_listener`: the admission webhook's listener is asked for. It takes a connection over
+    `auto` is uvloop where it imports and the standard loop otherwise, and the standard loop
+    whenever `tls_listener` is set: the admission webhook's listener takes a connection over
     to TLS only once admitted, pausing reads in `connection_made`; uvloop starts reading right
     after that call whatever it asked, so the handshake's first bytes would reach the guard,
-    not TLS. That combination is refused rather than served wrong."""
-    if name == "asyncio":
-        return None
-    if name != "uvloop":
+    not TLS. Asked for by name, that combination is refused rather than served wrong."""
+    if name not in LOOPS:
         raise FlagError(f"--event-loop: {name!r} is not one of {', '.join(LOOPS)}")
+    if name == "asyncio" or (name == "auto" and tls_listener):
+        return None
     if tls_listener:
-        raise FlagError(
-            "--event-loop=uvloop: not with --admission-addr (its TLS listener needs asyncio's loop)"
-        )
+        raise FlagError(f"--event-loop=uvloop: {_NO_TLS_LISTENER}")
     try:
         import uvloop
     except ImportError:
+        if name == "auto":
+            return None
         raise FlagError(
             "--event-loop=uvloop: uvloop is not installed (pip install 'kube-reloader[uvloop]')"
         ) from None

@@ -117,8 +117,8 @@ HELP = {
     "consumes (kube-reloader.io/reload-scope overrides)",
     "default-strategy": "pod-level reloads without kube-reloader.io/strategy: patch (write "
     "the template) or evict (replace the pods)",
-    "event-loop": "asyncio (the standard library's) or uvloop (needs the kube-reloader[uvloop] "
-    "extra)",
+    "event-loop": "auto: uvloop where it is installed (as in the image) unless --admission-addr "
+    "is set, else asyncio; asyncio: the standard library's; uvloop: libuv's",
     "workload-kind": "also reload this custom resource, whose pod template is at PATH "
     "(repeatable; default: none)",
 }

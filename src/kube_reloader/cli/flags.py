@@ -65,7 +65,7 @@ class RunSettings:
     health_addr: str | None = None
     #: the mutating admission webhook (`--admission-addr`); None: not served
     admission: AdmissionSettings | None = None
-    event_loop: str = "asyncio"
+    event_loop: str = "auto"
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunSettings:

@@ -232,7 +232,7 @@ def _own_flags(group: _Group) -> None:
         ("hash-key-secret", "kube-reloader-hash-key", "NAME"),
         ("reload-scope", "object", "object|keys"),
         ("default-strategy", "patch", "patch|evict"),
-        ("event-loop", "asyncio", "asyncio|uvloop"),
+        ("event-loop", "auto", "auto|asyncio|uvloop"),
     )
     for flag, default, metavar in choices:
         group.add_argument(f"--{flag}", default=default, metavar=metavar, help=HELP[flag])

@@ -38,7 +38,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     limits.raise_open_files_limit()  # watches and probes must not run out of descriptors
-    with asyncio.Runner(loop_factory=eventloops.loop_factory(settings.event_loop)) as runner:
+    factory = eventloops.loop_factory(
+        settings.event_loop, tls_listener=settings.admission is not None
+    )
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(_run(conn, settings))
 
 
