@@ -30,7 +30,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from kube_reloader.promseries import Counter, Gauge, Histogram
 
 #: controller-runtime's reconcile-time buckets
 RECONCILE_TIME_BUCKETS = (

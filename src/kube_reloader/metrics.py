@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
 from kube_reloader.core import fairness
 from kube_reloader.ctrlmetrics import ControllerRuntime, VersionTwo
+from kube_reloader.promseries import Counter, Gauge, Histogram
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
