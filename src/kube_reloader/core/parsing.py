@@ -74,5 +74,11 @@ def json_object(text: str) -> dict[str, Any] | None:
 
 
 def quote(text: str, limit: int = 80) -> str:
-    """`repr` of a tenant-written value for a message, cut to about `limit` characters."""
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    """`repr` of a tenant-written value for a message, at most about `limit` characters: the
+    value is cut until its repr fits, as one character can take ten to escape (`\U0001019d`)."""
+    out = repr(text)
+    n = min(len(text), limit)
+    while len(out) > limit + 2 and n > 0:
+        n -= 1
+        out = repr(text[:n] + "...")
+    return out

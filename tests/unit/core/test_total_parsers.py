@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kube_reloader.core import pausing, strategies
 from kube_reloader.core.annotations import RELOADED_HASHES, list_members, parse_bool, split_list
-from kube_reloader.core.parsing import MAX_JSON_DEPTH, json_object, json_value
+from kube_reloader.core.parsing import MAX_JSON_DEPTH, json_object, json_value, quote
 from kube_reloader.core.references import PodTemplate
 from kube_reloader.core.selectors import SelectorError, legacy_to_selector, validate
 
@@ -143,3 +143,22 @@ def test_selectors_validate_to_a_string_or_a_selector_error(elements: list[str])
     except SelectorError as exc:
         error = str(exc)
     assert error == "" or error.endswith("is not a valid label selector requirement")
+
+
+@settings(max_examples=300, deadline=None)
+@given(HOSTILE, st.integers(min_value=8, max_value=120))
+def test_a_quoted_value_stays_within_its_limit_however_its_characters_escape(
+    text: str, limit: int
+) -> None:
+    out = quote(text, limit)
+    assert len(out) <= limit + 2
+    assert "\n" not in out
+    assert out == repr(text) or out.endswith(("...'", '..."'))
+
+
+def test_a_value_of_wide_escapes_is_cut_before_its_repr_outgrows_the_message() -> None:
+    text = "0" * 25 + "\x1f" * 8 + "\U0001019d" * 40  # 73 characters, a repr of over 450
+    assert len(quote(text)) <= 82
+    with pytest.raises(pausing.DurationError) as err:
+        pausing.parse_duration(text)
+    assert len(str(err.value)) < 200
