@@ -4,8 +4,9 @@ does not yield, a large decode); leases, probes and every other namespace's relo
 that long. Sampled every `INTERVAL` seconds; the worst of the last `WINDOW` seconds is kept
 beside each sample (`kube_reloader_event_loop_lag_seconds`, `..._max_seconds`).
 
-Each sample is one timer callback that arms the next: no task wakes and no future is made,
-so an idle controller pays a few microseconds per sample rather than a task step."""
+Each sample is one timer callback that arms the next: no task step, Event or future per
+sample. The samples are still most of what an idle controller spends (about 1.6 of its 2.0
+ms of CPU a second, measured with `/proc/<pid>/schedstat`): the wakeups themselves."""
 
 from __future__ import annotations
 
