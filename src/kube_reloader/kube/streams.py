@@ -40,6 +40,17 @@ class _RawEvent(msgspec.Struct):
     object: msgspec.Raw
 
 
+class _TypedEvent(msgspec.Struct, Generic[T]):
+    """An event decoded in one pass, its object as the caller's type."""
+
+    type: str
+    object: T
+
+
+#: the events that carry an object of the watched kind (decoded in one pass)
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
 class _Meta(msgspec.Struct):
     resourceVersion: str = ""
     name: str = ""
@@ -83,14 +94,25 @@ class Watcher:
             field_selector=field_selector,
         )
         tr = self.transport
-        events = _Events(resource, tr.decoder(type), tr.decoder(_RawEvent), tr.decoder(_Bookmark))
+        events = _Events(
+            resource,
+            tr.decoder(type),
+            tr.decoder(_RawEvent),
+            tr.decoder(_Bookmark),
+            tr.decoder(_TypedEvent[type]),
+        )
         path = resource.path(namespace)
         read_timeout = timeout_seconds + 30
         async with tr.open(
             "GET", path, params=params, read_timeout=read_timeout, stream=True
         ) as resp:
+            lines = _Lines()
             try:
-                async for line in _lines(resp.chunks()):
+                async for chunk in resp.chunks():
+                    for line in lines.feed(chunk):
+                        yield events.decode(line)
+                    lines.check()
+                for line in lines.rest():
                     yield events.decode(line)
             except wire.FAILURES as exc:
                 raise errors.ConnectionFailed(
@@ -131,11 +153,28 @@ class _Events:
     objects: Any
     envelopes: Any
     bookmarks: Any
+    #: the decoder of a whole event with its object as the caller's type (one pass)
+    typed: Any
 
     def decode(self, line: bytes) -> WatchEvent[Any]:
         """One line as an event. A watch ERROR event is raised as its `ApiError`; an object
         that does not fit its type is logged and stands as a BOOKMARK of its resourceVersion;
-        a line that is not an event raises `KubeError`."""
+        a line that is not an event raises `KubeError`.
+
+        An ADDED, MODIFIED or DELETED event whose object fits is decoded in one pass; any
+        other line (a bookmark, an error, an object that does not fit) the long way, by its
+        envelope first."""
+        try:
+            ev = self.typed.decode(line)
+        except msgspec.ValidationError:
+            ev = None
+        except msgspec.DecodeError as exc:
+            raise errors.KubeError(f"WATCH {self.resource}: cannot decode an event: {exc}") from exc
+        if ev is not None and ev.type in _OBJECT_EVENTS:
+            return WatchEvent(ev.type, ev.object)
+        return self._decode_envelope(line)
+
+    def _decode_envelope(self, line: bytes) -> WatchEvent[Any]:
         try:
             raw = self.envelopes.decode(line)
             if raw.type == "ERROR":
@@ -165,21 +204,38 @@ class _Events:
         return WatchEvent(raw.type, obj)
 
 
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Split a chunked body into newline-delimited records of any length (up to a bound)."""
-    buf = bytearray()
-    async for chunk in chunks:
+class _Lines:
+    """Splits a chunked body into newline-delimited records of any length (up to a bound),
+    without an async generator of its own: a chunk that is one whole record, the common
+    case, is passed on without being copied into the buffer."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The records `chunk` completes, in order."""
+        buf = self.buf
+        if not buf and chunk.find(b"\n") == len(chunk) - 1:  # one whole record
+            return [chunk[:-1]] if len(chunk) > 1 else []
         buf.extend(chunk)
+        out: list[bytes] = []
         start = 0
         while True:
             end = buf.find(b"\n", start)
             if end < 0:
                 break
             if end > start:
-                yield bytes(buf[start:end])
+                out.append(bytes(buf[start:end]))
             start = end + 1
         del buf[:start]
-        if len(buf) > MAX_LINE_BYTES:
+        return out
+
+    def check(self) -> None:
+        """Raise once the record being gathered is over the bound (after the records
+        before it were passed on)."""
+        if len(self.buf) > MAX_LINE_BYTES:
             raise errors.KubeError(f"watch event larger than {MAX_LINE_BYTES} bytes")
-    if buf.strip():
-        yield bytes(buf)
+
+    def rest(self) -> list[bytes]:
+        """What is left when the body ends: a last record without its newline."""
+        return [bytes(self.buf)] if self.buf.strip() else []
