@@ -122,6 +122,12 @@ def setup(
     if fmt not in ("text", "json", ""):
         raise ValueError(f"--log-format: {fmt!r} is not one of text, json")
     logging.addLevelName(5, "TRACE")
+    # No line names the calling function, thread or process, so none is looked up (the logging
+    # HOWTO's "Optimization"): a stack walk, a getpid and two lookups fewer per line.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     v2 = compat is Compat.V2
     handler = logging.StreamHandler(stream or (sys.stdout if v2 else sys.stderr))
     json_formatter = V2JsonFormatter() if v2 else JsonFormatter()

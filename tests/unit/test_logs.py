@@ -14,14 +14,41 @@ from kube_reloader import logs
 from kube_reloader.core.pausing import format_zoned_time
 from kube_reloader.core.strategies import Compat
 
+_LOOKUPS = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
+
 
 @pytest.fixture(autouse=True)
 def restore_root_logger() -> object:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    lookups = {name: getattr(logging, name) for name in _LOOKUPS}
     yield None
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, value in lookups.items():
+        setattr(logging, name, value)
+
+
+def test_a_line_looks_up_no_caller_thread_or_process_and_keeps_its_fields() -> None:
+    out = io.StringIO()
+    logs.setup("info", "json", stream=out)
+    seen: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        seen.append(record)
+        return True
+
+    logging.getLogger().handlers[0].addFilter(keep)
+    logging.getLogger("kube_reloader.test").info("reloaded workload", extra={"kind": "Job"})
+    (record,) = seen
+    assert record.funcName == "(unknown function)", "no stack walk for the caller"
+    assert (record.process, record.thread, record.processName) == (None, None, None)
+    line = json.loads(out.getvalue())
+    assert (line["msg"], line["kind"], line["logger"]) == (
+        "reloaded workload",
+        "Job",
+        "kube_reloader.test",
+    )
 
 
 def test_json_lines_carry_level_msg_time_and_every_extra_field() -> None:
