@@ -3,6 +3,7 @@ that records what it was asked to write, an Event sink that records Events."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import itertools
@@ -40,6 +41,15 @@ class FakeTimer:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Let the event loop run until `predicate` holds (no wall-clock time involved)."""
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
 
 
 class FakeClock:

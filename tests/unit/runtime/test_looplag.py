@@ -8,7 +8,7 @@ import pytest
 
 from kube_reloader.runtime.looplag import INTERVAL, WINDOW, LoopLag
 
-from .fakes import FakeClock
+from .fakes import FakeClock, until
 
 
 def test_the_worst_lag_is_kept_for_a_minute_then_forgotten() -> None:
@@ -29,7 +29,7 @@ async def test_the_sampler_reports_how_late_its_timer_ran() -> None:
     reported: list[tuple[float, float]] = []
     lag = LoopLag(clock, lambda s, w: reported.append((s, w)))
     task = asyncio.ensure_future(lag.run())
-    await asyncio.sleep(0)
+    await until(lambda: bool(clock.timers), "the first sample armed")
     (timer,) = clock.timers
     clock.timers.remove(timer)
     clock.now = 0.35  # the loop was held: the 0.1 s timer runs 0.25 s late
@@ -51,7 +51,7 @@ async def test_a_sample_that_raises_ends_the_run_with_its_error() -> None:
         raise RuntimeError("metrics gone")
 
     task = asyncio.ensure_future(LoopLag(clock, report).run())
-    await asyncio.sleep(0)
+    await until(lambda: bool(clock.timers), "the first sample armed")
     clock.advance(INTERVAL)
     with pytest.raises(RuntimeError, match="metrics gone"):
         await task

@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import socket
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -30,6 +30,8 @@ from kube_reloader.runtime.manager import (
 from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.supervisor import Supervisor
 
+from .fakes import until
+
 pytestmark = pytest.mark.timeout(30)
 
 CONN = config.ConnectionConfig(
@@ -39,15 +41,6 @@ CONN = config.ConnectionConfig(
 HA = HASettings(identity="pod-a", namespace="reloader", timing=Timing())
 KEY = bytes(range(32))
 HASH_KEY = HashKeySettings(namespace="reloader", secret="kube-reloader-hash-key")
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    """Let the event loop run until `predicate` holds (no wall-clock time involved)."""
-    for _ in range(1000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"never happened: {what}")
 
 
 class FakeClient:

@@ -16,7 +16,7 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.resyncing import Resync
 from kube_reloader.runtime.stores import Stores
 
-from .fakes import AUTO, KEYS, Room, workload
+from .fakes import AUTO, KEYS, Room, until, workload
 
 H2 = hashing.configmap_hash({"k": "2"})
 
@@ -178,30 +178,24 @@ def test_a_named_list_concerns_only_the_configs_it_matches() -> None:
 
 async def test_the_catch_up_runs_once_per_won_election_and_waits_without_polling_between() -> None:
     room, _stores, _co, resync = rig(changed_at=None)
-    walks: list[int] = []
+    walks: list[bool] = []  # whether this replica was leading when each walk started
 
     async def walk() -> int:
-        walks.append(1)
+        walks.append(room.fence.leading.is_set())
         return 0
 
     resync.reconcile_missed = walk  # type: ignore[method-assign]
     resync.ready.set()
     task = asyncio.create_task(resync.loop())
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert len(walks) == 1, "the start is caught up once"
+    await until(lambda: len(walks) == 1, "the start caught up")
     room.fence.stop_leading()
     room.fence.start_leading()  # lost and won again before the loop ran: still a new term
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert len(walks) == 2
+    await until(lambda: len(walks) == 2, "the new term caught up")
     room.fence.stop_leading()
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert len(walks) == 2, "a standby does not walk"
     room.fence.start_leading()
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert len(walks) == 3
+    await until(lambda: len(walks) == 3, "the third term caught up")
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    assert walks == [True, True, True], (
+        "one walk per term, each while leading: a standby does not walk"
+    )
