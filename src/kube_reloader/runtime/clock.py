@@ -48,6 +48,11 @@ class SystemClock:
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
 
+    def cpu(self) -> float:
+        """Seconds of CPU this thread (the event loop's) has used: time spent waiting does
+        not count."""
+        return time.thread_time()
+
 
 async def sleep(clock: Clock, seconds: float) -> None:
     """Wait `seconds` on `clock` (a fake clock's timers fire when the test moves it)."""
@@ -65,20 +70,30 @@ STEP_SECONDS = 0.01
 
 class Pacer:
     """Paces a long walk: `await pacer.step()` between items lets the other tasks run once
-    `seconds` of work have passed since the last yield (leases, probes and every other
-    namespace's reloads wait at most that long), and costs one clock read otherwise."""
+    the walk has worked `seconds` since it last yielded (leases, probes and every other
+    namespace's reloads wait at most that long), and costs one clock read otherwise.
+
+    Time the walk spent waiting is not work: a watch whose events come one at a time has
+    let the loop run between them, so it does not yield again after each (that yield is a
+    whole loop turn per event). Work is read from the thread's CPU time when a slice's wall
+    time is over; on a clock that is not the system's (a test's), all of its time is work."""
 
     def __init__(self, clock: Clock, seconds: float = STEP_SECONDS) -> None:
         self.clock = clock
         self.seconds = seconds
+        self._cpu = clock.cpu if isinstance(clock, SystemClock) else clock.monotonic
         self.started = clock.monotonic()
+        self.worked = self._cpu()  # the CPU clock at the slice's start
         self.yields = 0
 
     async def step(self) -> bool:
-        """Yield if this slice is over; True when it did."""
+        """Yield if this slice's work is over; True when it did. A slice whose wall time is
+        over but whose work is not (the walk waited) starts again without a yield."""
         if self.clock.monotonic() - self.started <= self.seconds:
             return False
-        await asyncio.sleep(0)
-        self.yields += 1
-        self.started = self.clock.monotonic()
-        return True
+        yielded = self._cpu() - self.worked > self.seconds
+        if yielded:
+            await asyncio.sleep(0)
+            self.yields += 1
+        self.started, self.worked = self.clock.monotonic(), self._cpu()
+        return yielded
