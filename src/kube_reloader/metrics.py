@@ -250,8 +250,8 @@ class Recorder:
         )
         self.loop_lag = Histogram(
             "kube_reloader_event_loop_lag_seconds",
-            "How late the event loop ran a timer due now (sampled every 0.1 s): the longest "
-            "any one step held the loop",
+            "How late the event loop ran a timer due now (sampled every 0.1 s while it works, "
+            "every second while idle): the longest any one step held the loop",
             buckets=LAG_BUCKETS,
             registry=r,
         )

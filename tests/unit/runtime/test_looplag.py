@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kube_reloader.runtime.looplag import INTERVAL, WINDOW, LoopLag
+from kube_reloader.runtime.looplag import IDLE_INTERVAL, IDLE_WORK, INTERVAL, WINDOW, LoopLag
 
 from .fakes import FakeClock, until
 
@@ -55,4 +55,102 @@ async def test_a_sample_that_raises_ends_the_run_with_its_error() -> None:
     clock.advance(INTERVAL)
     with pytest.raises(RuntimeError, match="metrics gone"):
         await task
+    assert clock.pending() == []
+
+
+class Cpu:
+    """The loop thread's CPU clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.used = 0.0
+
+    def __call__(self) -> float:
+        return self.used
+
+
+async def started(clock: FakeClock, cpu: Cpu) -> tuple[LoopLag, list[float], asyncio.Task[None]]:
+    reported: list[float] = []
+    lag = LoopLag(clock, lambda s, _w: reported.append(s), cpu)
+    task = asyncio.ensure_future(lag.run())
+    await until(lambda: bool(clock.timers), "the first sample armed")
+    return lag, reported, task
+
+
+async def stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_idle_loop_is_sampled_once_a_second() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    _, reported, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    assert len(reported) == 1
+    assert clock.pending() == [IDLE_INTERVAL], "no work since the start: idle"
+    clock.advance(IDLE_INTERVAL)
+    assert len(reported) == 2
+    assert clock.pending() == [IDLE_INTERVAL]
+    await stopped(task)
+
+
+async def test_a_loop_that_used_cpu_since_the_last_sample_is_sampled_every_interval() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    _, reported, task = await started(clock, cpu)
+    cpu.used += IDLE_WORK
+    clock.advance(INTERVAL)
+    assert clock.pending() == [INTERVAL]
+    clock.advance(INTERVAL)  # nothing ran in this one
+    assert clock.pending() == [IDLE_INTERVAL]
+    assert len(reported) == 2
+    await stopped(task)
+
+
+async def test_work_that_arrives_at_an_idle_sampler_brings_a_sample_due_at_once() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    assert clock.pending() == [IDLE_INTERVAL]
+    clock.advance(0.4)
+    lag.awake()
+    assert clock.pending() == [0.0], "the sample rides the wakeup that brought the work"
+    clock.now += 0.3  # that turn of the loop held it for 0.3 s
+    clock.advance(0)
+    assert reported[-1] == pytest.approx(0.3)
+    assert clock.pending() == [pytest.approx(INTERVAL)], "work arrived: next in an interval"
+    assert lag.riders == 1
+    await stopped(task)
+
+
+async def test_events_that_come_every_interval_take_every_sample_on_their_own_wakeups() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    woken_by_sampler = 0
+    for _ in range(20):
+        clock.now += INTERVAL * 0.9  # the sampler's own timer is not due yet
+        woken_by_sampler += any(t.due <= clock.now for t in clock.timers if not t.cancelled)
+        lag.awake()
+        clock.advance(0)
+    assert woken_by_sampler == 0
+    assert lag.riders == 20
+    assert len(reported) == 20
+    await stopped(task)
+
+
+async def test_work_soon_after_a_sample_waits_for_the_armed_one() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    cpu.used += IDLE_WORK
+    clock.advance(INTERVAL)
+    assert len(reported) == 1
+    clock.now += INTERVAL / 4
+    lag.awake()
+    assert clock.pending() == [pytest.approx(INTERVAL * 3 / 4)], "the armed sample is soon enough"
+    assert lag.riders == 0
+    await stopped(task)
+
+
+def test_work_that_arrives_before_the_sampler_runs_arms_nothing() -> None:
+    clock = FakeClock()
+    lag = LoopLag(clock, lambda _s, _w: None, Cpu())
+    lag.awake()
     assert clock.pending() == []
