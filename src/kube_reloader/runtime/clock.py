@@ -91,9 +91,11 @@ class Pacer:
         over but whose work is not (the walk waited) starts again without a yield."""
         if self.clock.monotonic() - self.started <= self.seconds:
             return False
-        yielded = self._cpu() - self.worked > self.seconds
+        cpu = self._cpu()
+        yielded = cpu - self.worked > self.seconds
         if yielded:
             await asyncio.sleep(0)
             self.yields += 1
-        self.started, self.worked = self.clock.monotonic(), self._cpu()
+            cpu = self._cpu()
+        self.started, self.worked = self.clock.monotonic(), cpu
         return yielded
