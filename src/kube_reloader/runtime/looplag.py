@@ -80,13 +80,13 @@ class LoopLag:
 
     def awake(self) -> None:
         """Work arrived: the loop is awake for it, so the next sample rides this wakeup
-        (a timer due at once) when the last is half an interval old or the sampler was
-        idle. One clock read otherwise."""
+        (a timer due at once) when the last is half an interval old or the sampler is
+        idle (its next sample more than an interval away). One clock read otherwise."""
         self._arrived = True
         if self._timer is None:
             return
-        now = self.clock.monotonic()
-        if now - self._sampled >= INTERVAL / 2 and self._due > now:
+        now, due = self.clock.monotonic(), self._due
+        if due > now and (now - self._sampled >= INTERVAL / 2 or due - now > INTERVAL):
             self._timer.cancel()
             self.riders += 1
             self._arm(0.0, now)

@@ -149,6 +149,17 @@ async def test_work_soon_after_a_sample_waits_for_the_armed_one() -> None:
     await stopped(task)
 
 
+async def test_work_right_after_an_idle_sample_still_brings_the_sampler_back_at_once() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, _, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    assert clock.pending() == [IDLE_INTERVAL]
+    clock.advance(0.01)
+    lag.awake()
+    assert clock.pending() == [0.0]
+    await stopped(task)
+
+
 def test_work_that_arrives_before_the_sampler_runs_arms_nothing() -> None:
     clock = FakeClock()
     lag = LoopLag(clock, lambda _s, _w: None, Cpu())
