@@ -38,6 +38,9 @@ class SystemClock:
 
     def __init__(self, wall: Callable[[], float] = time.time) -> None:
         self._wall = wall
+        #: called when a walk (`Pacer`) starts a slice of work: the loop-lag sampler's hook
+        #: (`looplag.LoopLag.awake`), so it samples a loop that works, not an idle one
+        self.working: Callable[[], None] = _nothing
 
     def wall(self) -> float:
         return self._wall()
@@ -66,36 +69,51 @@ async def sleep(clock: Clock, seconds: float) -> None:
 
 #: seconds a walk over a tenant's objects works before it lets other tasks run
 STEP_SECONDS = 0.01
+#: a slice in which the loop's thread ran less than this share of the time mostly waited
+WAITED = 0.1
+
+
+def _nothing() -> None:
+    pass
 
 
 class Pacer:
     """Paces a long walk: `await pacer.step()` between items lets the other tasks run once
-    the walk has worked `seconds` since it last yielded (leases, probes and every other
-    namespace's reloads wait at most that long), and costs one clock read otherwise.
+    `seconds` have passed since it last did (leases, probes and every other namespace's
+    reloads wait at most that long), and costs one clock read otherwise.
 
-    Time the walk spent waiting is not work: a watch whose events come one at a time has
-    let the loop run between them, so it does not yield again after each (that yield is a
-    whole loop turn per event). Work is read from the thread's CPU time when a slice's wall
-    time is over; on a clock that is not the system's (a test's), all of its time is work."""
+    A slice that mostly waited does not end in a yield: a watch whose events come one at a
+    time has let the loop run between them, so it need not yield again after each (that is
+    a whole loop turn per event). Once a slice's wall time is over, the thread's CPU time
+    tells: under `WAITED` of the wall time on the CPU, the slice waited and a new one starts
+    here; otherwise the walk yields, even when it was preempted for part of the slice. On a
+    clock that is not the system's (a test's), all of its time is work.
+
+    Each slice it starts or ends tells the system clock's `working` hook (the loop-lag
+    sampler) that the loop works."""
 
     def __init__(self, clock: Clock, seconds: float = STEP_SECONDS) -> None:
         self.clock = clock
         self.seconds = seconds
-        self._cpu = clock.cpu if isinstance(clock, SystemClock) else clock.monotonic
+        system = clock if isinstance(clock, SystemClock) else None
+        self._system = system
+        self._cpu = system.cpu if system is not None else clock.monotonic
         self.started = clock.monotonic()
         self.worked = self._cpu()  # the CPU clock at the slice's start
         self.yields = 0
 
     async def step(self) -> bool:
-        """Yield if this slice's work is over; True when it did. A slice whose wall time is
-        over but whose work is not (the walk waited) starts again without a yield."""
-        if self.clock.monotonic() - self.started <= self.seconds:
+        """Yield if this slice is over and was not mostly a wait; True when it did."""
+        now = self.clock.monotonic()
+        if now - self.started <= self.seconds:
             return False
+        if self._system is not None:
+            self._system.working()
         cpu = self._cpu()
-        yielded = cpu - self.worked > self.seconds
-        if yielded:
-            await asyncio.sleep(0)
-            self.yields += 1
-            cpu = self._cpu()
-        self.started, self.worked = self.clock.monotonic(), cpu
-        return yielded
+        if cpu - self.worked < (now - self.started) * WAITED:
+            self.started, self.worked = now, cpu
+            return False
+        await asyncio.sleep(0)
+        self.yields += 1
+        self.started, self.worked = self.clock.monotonic(), self._cpu()
+        return True

@@ -192,9 +192,7 @@ class Controller:
             sup.spawn("catch-up", self.resync.loop)
         started = self.clock.monotonic()
         sup.spawn("sync", lambda: self._synced(started))
-        lag = LoopLag(self.clock, self.reports.queue.loop_lag)
-        intake.awake = lag.awake  # each watch event's wakeup carries a sample (see LoopLag)
-        sup.spawn("loop-lag", lag.run)
+        sup.spawn("loop-lag", LoopLag(self.clock, self.reports.queue.loop_lag).run)
         await stop.wait()
         await self._stop()
 

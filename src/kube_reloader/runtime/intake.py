@@ -63,8 +63,6 @@ class Intake:
     optional_synced: Callable[[], Awaitable[None]]
     #: a namespace's annotations changed (freeze, reload-window)
     namespace_changed: Callable[[str], None]
-    #: work arrived: the loop-lag sampler rides this wakeup (`looplag.LoopLag.awake`)
-    awake: Callable[[], None] = lambda: None
     _selected_namespaces: set[str] = field(default_factory=set, init=False)
     _stashed: dict[tuple[str, ResourceType, str], tuple[Change, float]] = field(
         default_factory=dict, init=False
@@ -166,7 +164,6 @@ class Intake:
         optional = refl in self.stores.optional
         pacer = Pacer(self.clock)  # events already buffered are handled without a yield
         async for ev in refl.events():
-            self.awake()
             await pacer.step()
             try:
                 if ev.type is EventType.SYNCED and optional:
@@ -230,7 +227,6 @@ class Intake:
         resource_type = refl.resource.plural
         pacer = Pacer(self.clock)
         async for ev in refl.events():
-            self.awake()
             await pacer.step()
             if ev.type is EventType.SYNCED:
                 initial = False

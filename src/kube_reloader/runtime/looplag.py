@@ -7,18 +7,22 @@ that long. The worst of the last `WINDOW` seconds is kept beside each sample
 Each sample is one timer callback that arms the next: no task step, Event or future per
 sample. What a sample costs is mostly the wakeup itself (on the benchmark's machine a
 wakeup after 0.1 s asleep costs about 0.1 ms of CPU, whatever it runs), so the sampler
-takes as few wakeups of its own as it can without losing sight of a held loop:
+takes as few wakeups of its own as it can:
 
-- While the loop works (work arrived or CPU was used since the last sample), a sample is
-  due within `INTERVAL` at all times, as a fixed timer would have it: a step that holds
-  the loop for `s` seconds is seen as at least `s - INTERVAL` late.
-- Work that arrives (`awake`, each watch event) takes its sample on the wakeup that brought
-  it, when the last sample is half an interval old: a timer due at once measures the rest
-  of that turn of the loop, and the next is due `INTERVAL` later. Events that come at
-  least every `INTERVAL` keep the sampler from waking the process at all.
-- After a sample that finds the loop idle (no work arrived and under `IDLE_WORK` of CPU used
-  since the one before), the next is due in `IDLE_INTERVAL`; the first work that arrives
-  brings it back at once."""
+- After a sample that finds the loop working (a walk said so, or its thread used
+  `IDLE_WORK` of CPU since the sample before), the next is due in `INTERVAL`: a step that
+  holds the loop for `s` seconds is seen as at least `s - INTERVAL` late.
+- After a sample that finds it idle, the next is due in `IDLE_INTERVAL`. Every walk over a
+  tenant's objects (`clock.Pacer`: each watch stream's events, the catch-up, fan-outs,
+  audits) says when it starts a slice of work (`awake`, through the system clock's
+  `working` hook); the sample is then taken on that wakeup (a timer due at once measures
+  the rest of that turn of the loop) and the next is due `INTERVAL` later. Work that starts
+  otherwise after an idle second (an HTTP request, a timer's callback) is seen from the
+  next sample on, so a step that holds the loop then is seen as at least
+  `s - IDLE_INTERVAL` late; and a stall that comes before a walk's first slice (the decode
+  of the event that starts it) is not seen.
+- Work that comes at least every `INTERVAL` takes every sample on its own wakeups: the
+  sampler does not wake the process at all."""
 
 from __future__ import annotations
 
@@ -40,9 +44,9 @@ WINDOW = 60.0
 
 
 class LoopLag:
-    """Samples the loop's lag (see the module). `cpu` reads the loop thread's CPU seconds:
-    the system clock's by default; with any other clock and none given, the loop never
-    counts as idle."""
+    """Samples the loop's lag (see the module). On the system clock it takes the clock's
+    `working` hook and reads the loop thread's CPU seconds from it unless `cpu` is given;
+    with any other clock and no `cpu`, the loop never counts as idle."""
 
     def __init__(
         self,
@@ -52,8 +56,9 @@ class LoopLag:
     ) -> None:
         self.clock = clock
         self.report = report
-        if cpu is None and isinstance(clock, SystemClock):
-            cpu = clock.cpu
+        if isinstance(clock, SystemClock):
+            cpu = cpu or clock.cpu
+            clock.working = self.awake  # each walk's slice (`Pacer`) says the loop works
         self._cpu = cpu
         #: (when, lag) of the samples of the last WINDOW seconds, the worst kept in front
         self._recent: deque[tuple[float, float]] = deque()
@@ -63,7 +68,7 @@ class LoopLag:
         self._worked = 0.0  # the CPU clock then
         self._arrived = False  # work arrived since the last sample
         self._failed: asyncio.Future[None] | None = None
-        #: samples taken on a wakeup that work brought (see `awake`)
+        #: samples taken on a wakeup a walk brought (see `awake`)
         self.riders = 0
 
     def sample(self, lag: float) -> float:
@@ -79,9 +84,9 @@ class LoopLag:
         return recent[0][1]
 
     def awake(self) -> None:
-        """Work arrived: the loop is awake for it, so the next sample rides this wakeup
-        (a timer due at once) when the last is half an interval old or the sampler is
-        idle (its next sample more than an interval away). One clock read otherwise."""
+        """The loop works (a walk starts a slice): the next sample rides this wakeup (a
+        timer due at once) when the last is half an interval old or the sampler is idle
+        (its next sample more than an interval away). One clock read otherwise."""
         self._arrived = True
         if self._timer is None:
             return

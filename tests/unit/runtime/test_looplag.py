@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 import pytest
 
+from kube_reloader.runtime.clock import Pacer, SystemClock
 from kube_reloader.runtime.looplag import IDLE_INTERVAL, IDLE_WORK, INTERVAL, WINDOW, LoopLag
 
 from .fakes import FakeClock, until
@@ -165,3 +168,53 @@ def test_work_that_arrives_before_the_sampler_runs_arms_nothing() -> None:
     lag = LoopLag(clock, lambda _s, _w: None, Cpu())
     lag.awake()
     assert clock.pending() == []
+
+
+async def within(predicate: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
+    """Wait on the real clock until `predicate` holds (a liveness bound, checked each 10 ms)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.01)
+
+
+async def test_on_the_system_clock_a_walks_slice_brings_an_idle_sampler_back_at_once() -> None:
+    clock = SystemClock()
+    reported: list[float] = []
+    lag = LoopLag(clock, lambda s, _w: reported.append(s), cpu=lambda: 0.0)
+    assert clock.working == lag.awake, "the sampler takes the clock's hook"
+    task = asyncio.ensure_future(lag.run())
+    await within(lambda: len(reported) == 1, "the first sample")
+    pacer = Pacer(clock, 0.0)  # every step ends a slice
+    await pacer.step()
+    assert lag.riders == 1
+    await within(lambda: len(reported) == 2, "the sample that rides the walk's wakeup")
+    await stopped(task)
+
+
+async def test_a_sampler_started_again_after_a_failure_samples_as_before() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    failures = [RuntimeError("metrics gone")]
+    reported: list[float] = []
+
+    def report(seconds: float, _worst: float) -> None:
+        if failures:
+            raise failures.pop()
+        reported.append(seconds)
+
+    lag = LoopLag(clock, report, cpu)
+    task = asyncio.ensure_future(lag.run())
+    await until(lambda: bool(clock.timers), "the first sample armed")
+    clock.advance(INTERVAL)
+    with pytest.raises(RuntimeError):
+        await task
+    assert clock.pending() == []
+    lag.awake()  # between the runs: nothing to ride
+    assert clock.pending() == []
+    task = asyncio.ensure_future(lag.run())  # as the supervisor does
+    await until(lambda: bool(clock.pending()), "the sample armed again")
+    assert clock.pending() == [INTERVAL]
+    clock.advance(INTERVAL)
+    assert len(reported) == 1
+    assert clock.pending() == [pytest.approx(INTERVAL)], "work arrived between the runs"
+    await stopped(task)

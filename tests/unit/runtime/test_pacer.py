@@ -30,12 +30,19 @@ class ScriptedClock(SystemClock):
 
 
 async def steps(
-    pacer: Pacer, clock: ScriptedClock, *, waited: float, worked: float, n: int
+    pacer: Pacer,
+    clock: ScriptedClock,
+    *,
+    waited: float,
+    worked: float,
+    n: int,
+    on_cpu: float = 1.0,
 ) -> list[bool]:
-    """`n` items, each after `waited` seconds of waiting and `worked` seconds of work."""
+    """`n` items, each after `waited` seconds of waiting and `worked` seconds of work, done
+    while the thread has `on_cpu` of the CPU (the rest of the time it is preempted)."""
     out = []
     for _ in range(n):
-        clock.now += waited + worked
+        clock.now += waited + worked / on_cpu
         clock.used += worked
         out.append(await pacer.step())
     return out
@@ -68,6 +75,33 @@ async def test_work_after_a_wait_counts_from_the_wait() -> None:
     # the wait ended the slice; 12 ms of work after it is over the next one
     assert got == [False, False, False, True]
     assert pacer.yields == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("on_cpu", [0.999, 0.9, 0.5, 0.2])
+async def test_a_walk_preempted_for_part_of_its_slices_still_yields_after_each(
+    on_cpu: float,
+) -> None:
+    clock = ScriptedClock()
+    pacer = Pacer(clock, 0.01)
+    got = await steps(pacer, clock, waited=0.0, worked=0.00005, n=2000, on_cpu=on_cpu)
+    item = 0.00005 / on_cpu  # each item's wall time
+    wall = 2000 * item
+    # a slice ends at the first item after its 10 ms: one yield per slice
+    assert pacer.yields >= int(wall / (0.01 + 2 * item)), f"{pacer.yields} yields in {wall:.2f} s"
+    assert sum(got) == pacer.yields
+
+
+@pytest.mark.asyncio
+async def test_each_slice_tells_the_clocks_working_hook() -> None:
+    clock = ScriptedClock()
+    told: list[float] = []
+    clock.working = lambda: told.append(clock.now)
+    pacer = Pacer(clock, 0.01)
+    await steps(pacer, clock, waited=0.0, worked=0.004, n=3)
+    assert len(told) == 1, "the third item ends the first slice"
+    await steps(pacer, clock, waited=0.5, worked=0.0005, n=1)
+    assert len(told) == 2, "an item after a wait starts a slice"
 
 
 @pytest.mark.asyncio
