@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -170,25 +168,18 @@ def test_work_that_arrives_before_the_sampler_runs_arms_nothing() -> None:
     assert clock.pending() == []
 
 
-async def within(predicate: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
-    """Wait on the real clock until `predicate` holds (a liveness bound, checked each 10 ms)."""
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        await asyncio.sleep(0.01)
-
-
 async def test_on_the_system_clock_a_walks_slice_brings_an_idle_sampler_back_at_once() -> None:
     clock = SystemClock()
-    reported: list[float] = []
-    lag = LoopLag(clock, lambda s, _w: reported.append(s), cpu=lambda: 0.0)
+    samples: asyncio.Queue[float] = asyncio.Queue()
+    lag = LoopLag(clock, lambda s, _w: samples.put_nowait(s), cpu=lambda: 0.0)
     assert clock.working == lag.awake, "the sampler takes the clock's hook"
     task = asyncio.ensure_future(lag.run())
-    await within(lambda: len(reported) == 1, "the first sample")
+    await asyncio.wait_for(samples.get(), 10)  # the first sample; then idle: next in 1 s
     pacer = Pacer(clock, 0.0)  # every step ends a slice
     await pacer.step()
     assert lag.riders == 1
-    await within(lambda: len(reported) == 2, "the sample that rides the walk's wakeup")
+    # the sample that rides the walk's wakeup comes long before the idle one would
+    await asyncio.wait_for(samples.get(), IDLE_INTERVAL / 2)
     await stopped(task)
 
 
