@@ -35,9 +35,9 @@ from tests.integration.test_differential import (
     AUTO,
     COMPAT,
     check_metrics,
-    events_of,
     namespaces,
     outcome,
+    reload_events,
     series,
 )
 from tests.node.nodeharness import on_real_node, ready
@@ -176,6 +176,17 @@ CASES = [
 ]  # fmt: skip
 assert len({c.name for c in CASES}) == len(CASES)
 
+#: peers that may roll a workload more than once for one rotation, and why; for those the
+#: case is compared as rolled once (kube-reloader must have rolled it exactly once, with one
+#: Event) and the peer's extra rolls are printed. Reloader v2 gets one reconcile per pod's
+#: status (the driver writes each); each lists the workloads from its informer cache and
+#: patches them without a resourceVersion precondition, and a reload writes last-reloaded-from
+#: with a new `reloadedAt`. A reconcile that lists before the cache has the previous one's
+#: patch sees the old template, reloads it again: a second rollout, a second Event
+#: (workload/lister.go:60, controller/retry.go:96-121, reload/service.go:164-201,
+#: workload/base.go:159). Reloader v1 lists from the API server and stays exact.
+PEER_REPEATS = {"reloader-v2": "lists workloads from a cache that may lack its last patch"}
+
 
 def filled(case: Case, values: Mapping[str, str]) -> dict[str, str]:
     return {k: v.replace("{spc}", SPC) for k, v in values.items()}
@@ -234,8 +245,8 @@ async def test_kube_reloader_reloads_on_a_csi_rotation_as_the_real_peer_case_by_
                 listed = await api.list(resources.DEPLOYMENTS, namespace=ns)
                 found[ns] = {d["metadata"]["name"]: outcome(d, before[ns][d["metadata"]["name"]])
                              for d in listed.items}  # fmt: skip
-                events = await events_of(
-                    api, ns, sum(min(o["rolled"], 1) for o in found[ns].values())
+                events = await events_per_roll(
+                    api, ns, {n for n, o in found[ns].items() if o["rolled"]}
                 )
                 for name, o in found[ns].items():
                     o["events"] = events.get(name, [])
@@ -251,28 +262,60 @@ async def test_kube_reloader_reloads_on_a_csi_rotation_as_the_real_peer_case_by_
             with contextlib.suppress(AssertionError):  # the check below says what differs
                 await eventually(same_series, timeout=10, what="the same metric series")
             exposed = (await them.metrics(), await ours.metrics())
-    theirs, mine = found[theirs_ns], found[ours_ns]
-    print(f"differential CSI {peer} {config}: case | {peer} rolled | kube-reloader rolled")
-    for case in CASES:
-        print(f"  {case.id} | {theirs[case.name]['rolled']} | {mine[case.name]['rolled']}")
-    print(f"  {CASES[0].id}: {json.dumps(mine[CASES[0].name])}", flush=True)
-    differs = {
-        case.id: {"peer": theirs[case.name], "kube-reloader": mine[case.name]}
-        for case in CASES if peer not in case.kept_out and theirs[case.name] != mine[case.name]
-    }  # fmt: skip
-    assert not differs, json.dumps(differs, indent=1)
-    assert theirs[CASES[0].name]["rolled"] == 1
-    for case in CASES:
-        if peer in case.kept_out:  # the peer does what the docs say, kube-reloader does not
-            assert (theirs[case.name]["rolled"], mine[case.name]["rolled"]) == (1, 0), (
-                case.id, case.kept_out[peer],
-            )  # fmt: skip
+    compare(peer, config, found[theirs_ns], found[ours_ns])
     check_metrics(peer, f"CSI {config}", *exposed)
 
 
 async def generations(api: Client, namespace: str) -> dict[str, int]:
     listed = await api.list(resources.DEPLOYMENTS, namespace=namespace)
     return {d["metadata"]["name"]: int(d["metadata"]["generation"]) for d in listed.items}
+
+
+async def events_per_roll(api: Client, namespace: str, rolled: set[str]) -> dict[str, list[Any]]:
+    """The reload Events in `namespace`, once each Deployment of `rolled` has one (the
+    controllers write them after the reload, from a queue of their own; a peer's repeat may
+    still be on its way, and `once` counts it out)."""
+    found: dict[str, list[Any]] = {}
+
+    async def written() -> bool:
+        nonlocal found
+        listed = await api.list(resources.EVENTS_V1, namespace=namespace)
+        found = reload_events(list(listed.items), namespace)
+        return rolled <= set(found)
+
+    await eventually(written, timeout=30, what=f"reload Events of {sorted(rolled)} in {namespace}")
+    return found
+
+
+def once(o: Mapping[str, Any]) -> dict[str, Any]:
+    """A peer's outcome as if it had rolled once: each of its Events' kinds once, counted once
+    (a repeat is a second Event or a count of 2, see `reload_events`)."""
+    return {**o, "rolled": 1, "events": sorted({(*e[:6], 1, *e[7:]) for e in o["events"]})}
+
+
+def compare(peer: str, config: str, theirs: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
+    """Case by case, kube-reloader's outcome is the peer's (`PEER_REPEATS` aside)."""
+    print(f"differential CSI {peer} {config}: case | {peer} rolled | kube-reloader rolled")
+    for case in CASES:
+        print(f"  {case.id} | {theirs[case.name]['rolled']} | {mine[case.name]['rolled']}")
+    print(f"  {CASES[0].id}: {json.dumps(mine[CASES[0].name])}", flush=True)
+    seen = dict(theirs)
+    for case in CASES:
+        if peer in PEER_REPEATS and theirs[case.name]["rolled"] > 1:
+            print(f"  {case.id}: {peer} rolled {theirs[case.name]['rolled']} times for one "
+                  f"rotation ({PEER_REPEATS[peer]})", flush=True)  # fmt: skip
+            seen[case.name] = once(theirs[case.name])
+    differs = {
+        case.id: {"peer": theirs[case.name], "kube-reloader": mine[case.name]}
+        for case in CASES if peer not in case.kept_out and seen[case.name] != mine[case.name]
+    }  # fmt: skip
+    assert not differs, json.dumps(differs, indent=1)
+    assert (seen[CASES[0].name]["rolled"], mine[CASES[0].name]["rolled"]) == (1, 1)
+    for case in CASES:
+        if peer in case.kept_out:  # the peer does what the docs say, kube-reloader does not
+            assert (seen[case.name]["rolled"], mine[case.name]["rolled"]) == (1, 0), (
+                case.id, case.kept_out[peer],
+            )  # fmt: skip
 
 
 async def rotated(api: Client, namespace: str, before: Mapping[str, int]) -> bool:
