@@ -22,7 +22,7 @@ from kube_reloader.core import explaining, hashing, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.matching import carries_named_list, is_tls_secret
 from kube_reloader.core.objects import ResourceType, parse_workload_kind
-from kube_reloader.kube import config, errors, projections, resources
+from kube_reloader.kube import config, contents, errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.resources import Resource, workload_resource
 from kube_reloader.runtime.cache import configmap_entry, secret_entry, workload_entry
@@ -169,9 +169,9 @@ def content_time(obj: Mapping[str, Any]) -> float | None:
     raw = msgspec.json.encode(obj)
     try:
         if obj.get("kind") == "Secret":
-            secret = msgspec.json.decode(raw, type=projections.SecretContent, strict=False)
+            secret = msgspec.json.decode(raw, type=contents.SecretContent, strict=False)
             return secret_entry(secret, Keys()).changed_at
-        cm = msgspec.json.decode(raw, type=projections.ConfigMapContent, strict=False)
+        cm = msgspec.json.decode(raw, type=contents.ConfigMapContent, strict=False)
         return configmap_entry(cm, Keys()).changed_at
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError):
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
-from kube_reloader.kube.projections import ConfigMapContent
+from kube_reloader.kube.contents import ConfigMapContent
 
 
 async def config_files(client: Client, namespace: str, name: str) -> dict[str, bytes]:
@@ -25,6 +25,6 @@ async def config_files(client: Client, namespace: str, name: str) -> dict[str, b
     if not cms.items:
         raise errors.NotFound(404, f"ConfigMap {namespace}/{name} not found")
     cm = cms.items[0]
-    out = {k: v.encode() for k, v in (cm.data or {}).items()}
-    out.update(cm.binaryData or {})
+    out = {k: v.encode() for k, v in (cm.strings() or {}).items()}
+    out.update(cm.binary() or {})
     return out

@@ -12,12 +12,10 @@ import functools
 import sys
 import types
 import typing
-from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import msgspec
 
-_BYTES = msgspec.json.Decoder(bytes)
 T = TypeVar("T")
 
 
@@ -60,34 +58,6 @@ class Object(msgspec.Struct, frozen=True, omit_defaults=True):
     """The smallest projection: metadata only."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-
-
-# --------------------------------------------------------------------------- configs
-
-
-class ConfigMapContent(msgspec.Struct, frozen=True):
-    """A ConfigMap as decoded for hashing; reduced to a hash right after decoding."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    data: dict[str, str] | None = None
-    binaryData: dict[str, bytes] | None = None
-
-
-class SecretContent(msgspec.Struct, frozen=True):
-    """A Secret as decoded for hashing.
-
-    Values stay raw JSON (views of the answer, no copy) until `values()` decodes them one
-    at a time: a page of 500 Secrets of 8 KiB never becomes 500 live 8 KiB objects.
-    """
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    data: dict[str, msgspec.Raw] | None = None
-    type: str = ""
-
-    def values(self) -> Iterator[tuple[str, bytes]]:
-        """Each `(key, decoded bytes)` of `data`; raises msgspec.DecodeError on bad base64."""
-        for key, raw in (self.data or {}).items():
-            yield key, _BYTES.decode(raw)
 
 
 # --------------------------------------------------------------------------- workloads

@@ -117,8 +117,8 @@ class Reflector(Generic[T]):
         self._on_error = on_error
         #: reduces each decoded object to what is stored and emitted (e.g. data -> hash)
         self._transform = transform
-        #: a cheaper reduction of a MODIFIED object from its stored one (a status update),
-        #: or None to reduce it in full
+        #: a cheaper reduction of a MODIFIED object from its stored one (a status update, a
+        #: write that left a ConfigMap's content alone), or None to reduce it in full
         self._update = update
         #: objects the transform could not reduce (skipped, logged; one bad object never
         #: stops the watch of every other one)

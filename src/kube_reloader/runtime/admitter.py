@@ -49,7 +49,7 @@ import msgspec
 from kube_reloader.core import admitting, planning, podtemplates, strategies
 from kube_reloader.core.planning import Change, Event
 from kube_reloader.edges import admitserving
-from kube_reloader.kube import errors, projections, resources
+from kube_reloader.kube import contents, errors, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.runtime.cache import configmap_entry
 from kube_reloader.runtime.clock import Clock
@@ -297,7 +297,7 @@ class Admitter:
             namespace=namespace,
             field_selector=by_name,
             label_selector=labels,
-            type=projections.ConfigMapContent,
+            type=contents.ConfigMapContent,
         )
         if not configmaps.items:
             return None

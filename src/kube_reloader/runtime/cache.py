@@ -21,6 +21,7 @@ from kube_reloader.core.annotations import Keys
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Before, Change, Event, Workload
+from kube_reloader.kube import contents as c
 from kube_reloader.kube import projections as p
 from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.runtime.templateviews import pod_template
@@ -41,6 +42,8 @@ class ConfigEntry:
     digests: bytes | None = None
     #: a TLS Secret (type kubernetes.io/tls, or cert-manager's certificate-name annotation)
     tls: bool = False
+    #: the digest of the content's bytes as read (`kube.contents.digest`; empty: unknown)
+    content: bytes = b""
 
     def change(
         self,
@@ -94,20 +97,21 @@ _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
 
 
 def configmap_entry(
-    obj: p.ConfigMapContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
+    obj: c.ConfigMapContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
 ) -> ConfigEntry:
-    items = hashing.configmap_items(obj.data, obj.binaryData)
+    items = hashing.configmap_items(obj.strings(), obj.binary())
     return ConfigEntry(
         _trim_meta(obj.metadata, keys.resource_keys()),
         ResourceType.CONFIGMAP,
         hashing.items_hash(items, key=hash_key),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
         digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
+        content=obj.digest(),
     )
 
 
 def secret_entry(
-    obj: p.SecretContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
+    obj: c.SecretContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
 ) -> ConfigEntry:
     items = hashing.secret_items(dict(obj.values()))
     meta = obj.metadata
@@ -118,6 +122,35 @@ def secret_entry(
         changed_at=p.last_write(meta, *_CONTENT_FIELDS),
         digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
         tls=matching.is_tls_secret(obj.type, meta.annotations),
+        content=obj.digest(),
+    )
+
+
+def content_kept(
+    obj: c.ConfigMapContent | c.SecretContent, old: ConfigEntry, keys: Keys, *, per_key: bool
+) -> ConfigEntry | None:
+    """`old` with `obj`'s metadata, when `obj` is the same object with the same content
+    bytes (a write to its labels or annotations): its hash, content time and per-key digests
+    are `old`'s, neither decoded nor hashed again. None when it must be reduced in full
+    (`configmap_entry`, `secret_entry`): the content changed, the object was replaced, or
+    per-key digests are wanted and `old` has none."""
+    meta = obj.metadata
+    if (
+        not old.content
+        or meta.uid != old.metadata.uid
+        or (per_key and old.digests is None)
+        or obj.digest() != old.content
+    ):
+        return None
+    tls = isinstance(obj, c.SecretContent) and matching.is_tls_secret(obj.type, meta.annotations)
+    return ConfigEntry(
+        _trim_meta(meta, keys.resource_keys()),
+        old.rtype,
+        old.hash,
+        changed_at=old.changed_at,
+        digests=old.digests if per_key else None,
+        tls=tls,
+        content=old.content,
     )
 
 

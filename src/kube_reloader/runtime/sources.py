@@ -9,13 +9,14 @@ from typing import Any
 
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ResourceType
-from kube_reloader.kube import projections, resources
+from kube_reloader.kube import contents, projections, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.watching import Reflector
 from kube_reloader.runtime.cache import (
     ConfigEntry,
     WorkloadEntry,
     configmap_entry,
+    content_kept,
     secret_entry,
     spc_status_entry,
     status_entry,
@@ -26,8 +27,8 @@ from kube_reloader.runtime.options import Options
 from kube_reloader.runtime.stores import Stores
 
 CONTENT_TYPES: dict[ResourceType, type[Any]] = {
-    ResourceType.CONFIGMAP: projections.ConfigMapContent,
-    ResourceType.SECRET: projections.SecretContent,
+    ResourceType.CONFIGMAP: contents.ConfigMapContent,
+    ResourceType.SECRET: contents.SecretContent,
 }
 
 
@@ -55,6 +56,19 @@ def config_transform(
     return transform
 
 
+def config_update(
+    rtype: ResourceType, keys: Keys, wants_keys: WantsKeys = lambda _ns, _t, _n: False
+) -> Callable[[Any, ConfigEntry], ConfigEntry | None]:
+    """The reflector's shortcut for a MODIFIED event that left the content's bytes alone
+    (`cache.content_kept`); None sends it the full way (`config_transform`)."""
+
+    def update(obj: Any, old: ConfigEntry) -> ConfigEntry | None:
+        per_key = wants_keys(obj.metadata.namespace, rtype, obj.metadata.name)
+        return content_kept(obj, old, keys, per_key=per_key)
+
+    return update
+
+
 def configs(
     client: Client,
     options: Options,
@@ -73,6 +87,7 @@ def configs(
                 namespace=ns,
                 label_selector=options.resource_label_selector or None,
                 transform=config_transform(rtype, keys, options.hash_key, wants_keys),
+                update=config_update(rtype, keys, wants_keys),
                 poll_interval=options.poll_interval,
             )
         )

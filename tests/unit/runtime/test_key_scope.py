@@ -9,7 +9,7 @@ import msgspec
 from kube_reloader.core import scoping
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.planning import Event, Workload, workload_from_manifest
-from kube_reloader.kube import projections as p
+from kube_reloader.kube.contents import ConfigMapContent
 from kube_reloader.runtime.cache import WorkloadIndex
 from kube_reloader.runtime.sources import config_transform
 from kube_reloader.runtime.stores import Stores
@@ -35,9 +35,9 @@ KEY_REF: list[dict[str, object]] = [
 ]
 
 
-def decoded(name: str, data: dict[str, str]) -> p.ConfigMapContent:
+def decoded(name: str, data: dict[str, str]) -> ConfigMapContent:
     raw = msgspec.json.encode({"metadata": {"name": name, "namespace": "ns"}, "data": data})
-    return msgspec.json.decode(raw, type=p.ConfigMapContent)
+    return msgspec.json.decode(raw, type=ConfigMapContent)
 
 
 def test_a_keys_workload_makes_its_map_keep_digests_and_removing_it_stops_that() -> None:

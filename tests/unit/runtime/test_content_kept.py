@@ -1,0 +1,176 @@
+"""A watch event that leaves a ConfigMap's or Secret's content bytes alone reuses the stored
+reduction (`cache.content_kept`, `sources.config_update`): whatever it returns must be what
+the full reduction (`configmap_entry`, `secret_entry`) gives, but for the content time, which
+stays the stored one (as `intake.keep_content_time` keeps it after a full reduction)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kube_reloader.core.annotations import Keys
+from kube_reloader.core.objects import ResourceType
+from kube_reloader.kube.contents import ConfigMapContent, SecretContent
+from kube_reloader.runtime.cache import ConfigEntry, configmap_entry, content_kept, secret_entry
+from kube_reloader.runtime.sources import config_update
+
+KEYS = Keys()
+Manifest = dict[str, Any]
+
+
+def configmap() -> Manifest:
+    return {
+        "metadata": {"name": "cfg", "namespace": "ns", "uid": "u-1", "resourceVersion": "10",
+                     "creationTimestamp": "2026-12-01T09:00:00Z",
+                     "annotations": {"unrelated": "x"},
+                     "managedFields": [{"manager": "kubectl", "operation": "Update", "time": "2026-12-01T10:00:00Z",
+                                        "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]},
+        "data": {"a": "1", "b": "two"},
+        "binaryData": {"c": base64.b64encode(b"\x00\x01").decode()},
+    }  # fmt: skip
+
+
+def secret() -> Manifest:
+    m = configmap()
+    del m["binaryData"]
+    m["data"] = {"tls.crt": base64.b64encode(b"cert").decode(), "tls.key": "a2V5"}
+    m["type"] = "Opaque"
+    return m
+
+
+def decode(m: Manifest) -> Any:
+    kind = SecretContent if "type" in m else ConfigMapContent
+    return msgspec.json.decode(msgspec.json.encode(m), type=kind)
+
+
+def full(m: Manifest, *, per_key: bool = False) -> ConfigEntry:
+    if "type" in m:
+        return secret_entry(decode(m), KEYS, per_key=per_key)
+    return configmap_entry(decode(m), KEYS, per_key=per_key)
+
+
+def relabelled(m: Manifest) -> None:
+    m["metadata"]["resourceVersion"] = "11"
+    m["metadata"]["labels"] = {"team": "a"}
+    m["metadata"]["managedFields"].append({"manager": "kubectl-label", "operation": "Update", "time": "2026-12-02T10:00:00Z",
+                                           "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}})  # fmt: skip
+
+
+def now_ignored(m: Manifest) -> None:  # an annotation the rules read: kept in the entry
+    m["metadata"]["annotations"][KEYS.ignore] = "true"
+
+
+def made_tls(m: Manifest) -> None:
+    m["type"] = "kubernetes.io/tls"
+
+
+def value_changed(m: Manifest) -> None:
+    m["data"]["a"] = "2"
+
+
+def key_added(m: Manifest) -> None:
+    m["data"]["z"] = ""
+
+
+def emptied(m: Manifest) -> None:
+    del m["data"]
+
+
+def recreated(m: Manifest) -> None:
+    m["metadata"]["uid"] = "u-2"
+
+
+KEPT = [relabelled, now_ignored]
+NOT_KEPT = [value_changed, key_added, emptied, recreated]
+
+
+@pytest.mark.parametrize("kind", [configmap, secret])
+@pytest.mark.parametrize("change", KEPT)
+def test_a_write_that_left_the_content_alone_equals_the_full_reduction_with_the_old_time(
+    kind: Callable[[], Manifest], change: Callable[[Manifest], None]
+) -> None:
+    before = kind()
+    old = full(before)
+    after = copy.deepcopy(before)
+    change(after)
+    got = content_kept(decode(after), old, KEYS, per_key=False)
+    assert got == dataclasses.replace(full(after), changed_at=old.changed_at)
+
+
+@pytest.mark.parametrize("kind", [configmap, secret])
+@pytest.mark.parametrize("change", NOT_KEPT)
+def test_a_changed_content_or_a_replaced_object_is_reduced_in_full(
+    kind: Callable[[], Manifest], change: Callable[[Manifest], None]
+) -> None:
+    before = kind()
+    after = copy.deepcopy(before)
+    change(after)
+    assert content_kept(decode(after), full(before), KEYS, per_key=False) is None
+
+
+def test_a_secret_made_a_tls_secret_says_so_with_its_content_kept() -> None:
+    before = secret()
+    after = copy.deepcopy(before)
+    made_tls(after)
+    got = content_kept(decode(after), full(before), KEYS, per_key=False)
+    assert got is not None
+    assert got.tls
+    assert not full(before).tls
+    assert got == dataclasses.replace(full(after), changed_at=full(before).changed_at)
+
+
+def test_per_key_digests_are_reused_when_kept_and_wanted_and_never_made_up() -> None:
+    before = configmap()
+    after = copy.deepcopy(before)
+    relabelled(after)
+    with_digests, without = full(before, per_key=True), full(before)
+    got = content_kept(decode(after), with_digests, KEYS, per_key=True)
+    assert got is not None
+    assert got.digests == full(after, per_key=True).digests
+    no_longer = content_kept(decode(after), with_digests, KEYS, per_key=False)
+    assert no_longer is not None
+    assert no_longer.digests is None
+    assert content_kept(decode(after), without, KEYS, per_key=True) is None
+
+
+def test_an_entry_without_a_content_digest_is_never_taken_as_unchanged() -> None:
+    m = configmap()
+    old = dataclasses.replace(full(m), content=b"")
+    assert content_kept(decode(m), old, KEYS, per_key=False) is None
+
+
+def test_the_reflectors_shortcut_asks_whether_the_object_wants_per_key_digests() -> None:
+    asked: list[tuple[str, ResourceType, str]] = []
+
+    def wants(namespace: str, rtype: ResourceType, name: str) -> bool:
+        asked.append((namespace, rtype, name))
+        return True
+
+    update = config_update(ResourceType.CONFIGMAP, KEYS, wants)
+    m = configmap()
+    assert update(decode(m), full(m)) is None  # wanted, and the stored entry has none
+    assert update(decode(m), full(m, per_key=True)) == full(m, per_key=True)
+    assert asked == [("ns", ResourceType.CONFIGMAP, "cfg")] * 2
+
+
+DATA = st.dictionaries(st.sampled_from("abc"), st.text("xy=;\n\u00e9", max_size=3), max_size=3)
+
+
+@given(DATA, DATA)
+def test_a_shortcut_entry_always_carries_the_hash_the_full_reduction_gives(
+    a: dict[str, str], b: dict[str, str]
+) -> None:
+    before, after = configmap(), configmap()
+    before["data"], after["data"] = a, b
+    got = content_kept(decode(after), full(before), KEYS, per_key=False)
+    same_bytes = msgspec.json.encode(a) == msgspec.json.encode(b)
+    assert (got is not None) == same_bytes
+    assert got is None or got.hash == full(after).hash
