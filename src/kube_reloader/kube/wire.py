@@ -23,6 +23,7 @@ from typing import cast
 import httptools
 
 from kube_reloader.kube import wiretunnel as tunnel
+from kube_reloader.kube.deadlines import Watchdog, until
 from kube_reloader.kube.wireparts import Target, request_head
 from kube_reloader.kube.wiretunnel import MAX_HEAD, WireError
 
@@ -68,6 +69,7 @@ class Response:
     def release(self) -> None:
         if not self.released:
             self.released = True
+            self.conn.dog.cancel()
             self.conn.pool.give_back(self.conn)
 
 
@@ -80,6 +82,8 @@ class _Conn(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        #: the deadline of each wait for the next bytes of a body, on one timer
+        self.dog = Watchdog(self.loop)
         self.closed = False
         self.error: BaseException | None = None
         self.idle_since = 0.0
@@ -113,6 +117,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.dog.cancel()
         if not self.done:
             self._fail(WireError(f"connection closed: {exc}" if exc else "connection closed"))
         self.pool.forget(self)
@@ -181,10 +186,11 @@ class _Conn(asyncio.Protocol):
         """Send one request; wait (until `deadline`) for the head of its answer (`headers`);
         returns its status."""
         assert self.transport is not None
+        self.dog.cancel()
         self._reset()
         self.head = self.loop.create_future()
         self.transport.write(request)
-        await _until(self.loop, self.head, deadline)
+        await until(self.loop, self.head, deadline)
         return self.parser.get_status_code()
 
     def take(self) -> bytes:
@@ -202,7 +208,7 @@ class _Conn(asyncio.Protocol):
         if read_timeout is not None:
             soon = self.loop.time() + read_timeout
             deadline = soon if deadline is None else min(deadline, soon)
-        await _until(self.loop, self.waiter, deadline)
+        await self.dog.wait(self.waiter, deadline)
 
     def reusable(self) -> bool:
         return (
@@ -215,27 +221,9 @@ class _Conn(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self.dog.cancel()
         if self.transport is not None:
             self.transport.abort()
-
-
-async def _until(
-    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], deadline: float | None
-) -> None:
-    """Wait for `fut`, raising `TimeoutError` at `deadline` (one timer, no task)."""
-    if deadline is None:
-        await fut
-        return
-    timer = loop.call_at(deadline, _expire, fut)
-    try:
-        await fut
-    finally:
-        timer.cancel()
-
-
-def _expire(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
 
 
 class Pool:

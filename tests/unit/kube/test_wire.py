@@ -256,3 +256,20 @@ async def test_a_request_whose_time_runs_out_waiting_for_a_connection_is_never_s
 def test_a_header_value_that_is_not_latin_1_is_a_wire_error() -> None:
     with pytest.raises(wire.WireError, match="latin-1"):
         wire.request_head("GET", "/", "h", {"Authorization": "Bearer \ufefftoken"}, None)
+
+
+async def test_a_streamed_body_that_stops_coming_times_out_after_its_read_timeout(serve) -> None:  # type: ignore[no-untyped-def]
+    stalled = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+    _, target = await serve(lambda head: stalled)  # then nothing, the connection kept open
+    pool = wire.Pool(1)
+    head = wire.request_head("GET", "/watch", "test", {}, None)
+    resp = await pool.send(target, head, None, head_within=5, read_timeout=0.2)
+    chunks = resp.chunks()
+    assert await anext(chunks) == b"hello"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(anext(chunks), 10)
+    assert 0.2 - 0.01 <= loop.time() - started < 5, "the read timeout, not the test's bound"
+    resp.release()
+    pool.close()
