@@ -4,12 +4,15 @@ demand as before, and a digest of the raw bytes that tells them apart."""
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kube_reloader.kube.configfiles import config_files
 from kube_reloader.kube.contents import ConfigMapContent, SecretContent, digest
 
 
@@ -62,3 +65,19 @@ def test_metadata_does_not_change_the_digest_and_one_byte_of_content_does() -> N
 def test_digests_are_equal_exactly_when_the_parts_are(a: list[bytes], b: list[bytes]) -> None:
     raws = [[msgspec.Raw(x) for x in parts] for parts in (a, b)]
     assert (digest(*raws[0]) == digest(*raws[1])) == (a == b)
+
+
+class OneConfigMap:
+    """A client whose LIST answers one ConfigMap, decoded as asked."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def list(self, resource: object, **options: Any) -> Any:
+        return SimpleNamespace(items=[msgspec.json.decode(self.body, type=options["type"])])
+
+
+async def test_a_configmaps_files_are_its_data_as_utf_8_and_its_binary_data() -> None:
+    body = '{"data": {"a": "é"}, "binaryData": {"b": "AAE="}}'.encode()
+    files = await config_files(OneConfigMap(body), "ns", "c")  # type: ignore[arg-type]
+    assert files == {"a": "é".encode(), "b": b"\x00\x01"}
