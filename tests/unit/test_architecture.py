@@ -5,6 +5,7 @@ layers."""
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from pathlib import Path
 
@@ -233,3 +234,37 @@ def test_the_formatter_is_turned_off_only_with_a_reason() -> None:
 def test_the_opt_out_check_wants_the_reason_after_a_second_hash() -> None:
     text = "a = 1  # fmt: skip\nb = 2  # fmt: skip # columns line up\nc = 3\n# fmt: off\n"
     assert formatter_opt_outs(text) == [(1, "a = 1  # fmt: skip"), (4, "# fmt: off")]
+
+
+#: the attributes every log record has: a field of that name in `extra=` makes logging raise
+#: KeyError at the call (a log line that crashes the path it reports on)
+RESERVED_LOG_FIELDS = frozenset(
+    logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys() | {"message", "asctime"}
+)
+
+
+def reserved_log_fields(path: Path) -> list[str]:
+    """`file:line key` of every `extra={...}` literal key that logging reserves."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.keyword)
+            and node.arg == "extra"
+            and isinstance(node.value, ast.Dict)
+        ):
+            for key in node.value.keys:
+                if isinstance(key, ast.Constant) and key.value in RESERVED_LOG_FIELDS:
+                    found.append(f"{path.name}:{key.lineno} {key.value}")
+    return found
+
+
+def test_no_log_call_passes_a_field_that_logging_reserves() -> None:
+    offenders = [found for path in MODULES.values() for found in reserved_log_fields(path)]
+    assert offenders == []
+
+
+def test_the_log_field_check_finds_a_reserved_key(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("log.error('x', extra={'object': 'a'})\n"
+                      "log.error('x', extra={'kind': 'k', 'name': 'a'})\n")  # fmt: skip
+    assert reserved_log_fields(module) == ["m.py:2 name"]

@@ -243,7 +243,7 @@ class Reflector(Generic[T]):
                 extra={
                     "resource": str(self.resource),
                     "namespace": getattr(meta, "namespace", ""),
-                    "name": getattr(meta, "name", ""),
+                    "object": getattr(meta, "name", ""),
                     "error": f"{type(exc).__name__}: {exc}"[:300],
                 },
             )

@@ -308,7 +308,7 @@ class Manager:
             if kind in kinds:
                 log.error(
                     "--workload-kind names a kind already registered",
-                    extra={"kind": str(ck), "name": kind},
+                    extra={"kind": str(ck), "registered_kind": kind},
                 )
                 return None
             kinds = kinds.with_kind(custom(kind, ck))
