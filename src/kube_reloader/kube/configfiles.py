@@ -8,6 +8,8 @@ digest of its content.
 
 from __future__ import annotations
 
+import msgspec
+
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from kube_reloader.kube.contents import ConfigMapContent
@@ -25,6 +27,11 @@ async def config_files(client: Client, namespace: str, name: str) -> dict[str, b
     if not cms.items:
         raise errors.NotFound(404, f"ConfigMap {namespace}/{name} not found")
     cm = cms.items[0]
-    out = {k: v.encode() for k, v in (cm.strings() or {}).items()}
-    out.update(cm.binary() or {})
+    try:
+        out = {k: v.encode() for k, v in (cm.strings() or {}).items()}
+        out.update(cm.binary() or {})
+    except msgspec.ValidationError as exc:
+        raise errors.KubeError(
+            f"ConfigMap {namespace}/{name}: cannot read its data: {exc}"
+        ) from exc
     return out

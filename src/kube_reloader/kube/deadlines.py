@@ -4,7 +4,7 @@
 waits (a body read chunk by chunk, a watch's events): one timer per connection, set for the
 first wait and moved only when it fires before the latest wait's due time, so a wait that
 ends in time costs no timer at all. A watch event used to cost a timer made and cancelled,
-about 35 µs of CPU per event on an idle loop.
+about 20 µs of CPU per event on an idle loop.
 """
 
 from __future__ import annotations

@@ -97,7 +97,12 @@ _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
 
 
 def configmap_entry(
-    obj: c.ConfigMapContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
+    obj: c.ConfigMapContent,
+    keys: Keys,
+    hash_key: bytes | None = None,
+    *,
+    per_key: bool = False,
+    content: bytes = b"",
 ) -> ConfigEntry:
     items = hashing.configmap_items(obj.strings(), obj.binary())
     return ConfigEntry(
@@ -106,12 +111,17 @@ def configmap_entry(
         hashing.items_hash(items, key=hash_key),
         changed_at=p.last_write(obj.metadata, *_CONTENT_FIELDS),
         digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
-        content=obj.digest(),
+        content=content,
     )
 
 
 def secret_entry(
-    obj: c.SecretContent, keys: Keys, hash_key: bytes | None = None, *, per_key: bool = False
+    obj: c.SecretContent,
+    keys: Keys,
+    hash_key: bytes | None = None,
+    *,
+    per_key: bool = False,
+    content: bytes = b"",
 ) -> ConfigEntry:
     items = hashing.secret_items(dict(obj.values()))
     meta = obj.metadata
@@ -122,24 +132,29 @@ def secret_entry(
         changed_at=p.last_write(meta, *_CONTENT_FIELDS),
         digests=scoping.digests(items, secret_key=hash_key) if per_key else None,
         tls=matching.is_tls_secret(obj.type, meta.annotations),
-        content=obj.digest(),
+        content=content,
     )
 
 
 def content_kept(
-    obj: c.ConfigMapContent | c.SecretContent, old: ConfigEntry, keys: Keys, *, per_key: bool
+    obj: c.ConfigMapContent | c.SecretContent,
+    old: ConfigEntry,
+    keys: Keys,
+    *,
+    per_key: bool,
+    content: bytes,
 ) -> ConfigEntry | None:
-    """`old` with `obj`'s metadata, when `obj` is the same object with the same content
-    bytes (a write to its labels or annotations): its hash, content time and per-key digests
-    are `old`'s, neither decoded nor hashed again. None when it must be reduced in full
-    (`configmap_entry`, `secret_entry`): the content changed, the object was replaced, or
-    per-key digests are wanted and `old` has none."""
+    """`old` with `obj`'s metadata when `content`, the digest of `obj`'s content bytes, is
+    `old`'s (a write to labels or annotations): hash, content time, per-key digests kept, not
+    decoded or hashed again. None when it must be reduced in full: the content changed, the
+    object was replaced, `old` lacks a digest, a content time or the per-key digests wanted."""
     meta = obj.metadata
     if (
-        not old.content
+        not content
+        or content != old.content
         or meta.uid != old.metadata.uid
+        or old.changed_at is None
         or (per_key and old.digests is None)
-        or obj.digest() != old.content
     ):
         return None
     tls = isinstance(obj, c.SecretContent) and matching.is_tls_secret(obj.type, meta.annotations)

@@ -41,30 +41,55 @@ def scopes(options: Options) -> list[str | None]:
 WantsKeys = Callable[[str, ResourceType, str], bool]
 
 
+def _reduced(
+    rtype: ResourceType,
+    obj: Any,
+    keys: Keys,
+    hash_key: bytes | None,
+    *,
+    per_key: bool,
+    content: bytes = b"",
+) -> ConfigEntry:
+    if rtype is ResourceType.CONFIGMAP:
+        return configmap_entry(obj, keys, hash_key, per_key=per_key, content=content)
+    return secret_entry(obj, keys, hash_key, per_key=per_key, content=content)
+
+
 def config_transform(
     rtype: ResourceType,
     keys: Keys,
     hash_key: bytes | None,
     wants_keys: WantsKeys = lambda _ns, _t, _n: False,
 ) -> Callable[[Any], ConfigEntry]:
+    """The full reduction of a ConfigMap or Secret (a LIST's, an ADDED event's): no digest
+    of its content's bytes is taken."""
+
     def transform(obj: Any) -> ConfigEntry:
         per_key = wants_keys(obj.metadata.namespace, rtype, obj.metadata.name)
-        if rtype is ResourceType.CONFIGMAP:
-            return configmap_entry(obj, keys, hash_key, per_key=per_key)
-        return secret_entry(obj, keys, hash_key, per_key=per_key)
+        return _reduced(rtype, obj, keys, hash_key, per_key=per_key)
 
     return transform
 
 
 def config_update(
-    rtype: ResourceType, keys: Keys, wants_keys: WantsKeys = lambda _ns, _t, _n: False
+    rtype: ResourceType,
+    keys: Keys,
+    hash_key: bytes | None,
+    wants_keys: WantsKeys = lambda _ns, _t, _n: False,
 ) -> Callable[[Any, ConfigEntry], ConfigEntry | None]:
-    """The reflector's shortcut for a MODIFIED event that left the content's bytes alone
-    (`cache.content_kept`); None sends it the full way (`config_transform`)."""
+    """The reflector's reduction of a MODIFIED event, from the stored entry: the digest of
+    the content's bytes is taken, and when it is the stored one's (a write to labels or
+    annotations) the stored hash stands (`cache.content_kept`); otherwise the full reduction,
+    keeping that digest for the next event. (The first MODIFIED event of an object listed
+    or added is reduced in full.)"""
 
     def update(obj: Any, old: ConfigEntry) -> ConfigEntry | None:
         per_key = wants_keys(obj.metadata.namespace, rtype, obj.metadata.name)
-        return content_kept(obj, old, keys, per_key=per_key)
+        content = obj.digest()
+        kept = content_kept(obj, old, keys, per_key=per_key, content=content)
+        if kept is not None:
+            return kept
+        return _reduced(rtype, obj, keys, hash_key, per_key=per_key, content=content)
 
     return update
 
@@ -87,7 +112,7 @@ def configs(
                 namespace=ns,
                 label_selector=options.resource_label_selector or None,
                 transform=config_transform(rtype, keys, options.hash_key, wants_keys),
-                update=config_update(rtype, keys, wants_keys),
+                update=config_update(rtype, keys, options.hash_key, wants_keys),
                 poll_interval=options.poll_interval,
             )
         )

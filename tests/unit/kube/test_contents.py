@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kube_reloader.kube.configfiles import config_files
 from kube_reloader.kube.contents import ConfigMapContent, SecretContent, digest
+from kube_reloader.kube.errors import KubeError
 
 
 def cm(body: bytes) -> ConfigMapContent:
@@ -81,3 +82,14 @@ async def test_a_configmaps_files_are_its_data_as_utf_8_and_its_binary_data() ->
     body = '{"data": {"a": "é"}, "binaryData": {"b": "AAE="}}'.encode()
     files = await config_files(OneConfigMap(body), "ns", "c")  # type: ignore[arg-type]
     assert files == {"a": "é".encode(), "b": b"\x00\x01"}
+
+
+async def test_a_configmap_whose_data_cannot_be_read_is_a_kube_error_for_its_files() -> None:
+    with pytest.raises(KubeError, match="cannot read its data"):
+        await config_files(OneConfigMap(b'{"data": {"a": 1}}'), "ns", "c")  # type: ignore[arg-type]
+
+
+def test_binary_data_alone_changes_the_digest() -> None:
+    one = cm(b'{"data": {"k": "v"}, "binaryData": {"b": "AAE="}}')
+    other = cm(b'{"data": {"k": "v"}, "binaryData": {"b": "AAI="}}')
+    assert one.digest() != other.digest()

@@ -52,9 +52,16 @@ def decode(m: Manifest) -> Any:
 
 
 def full(m: Manifest, *, per_key: bool = False) -> ConfigEntry:
+    """The full reduction, with the digest a watch event's reduction keeps."""
+    obj = decode(m)
     if "type" in m:
-        return secret_entry(decode(m), KEYS, per_key=per_key)
-    return configmap_entry(decode(m), KEYS, per_key=per_key)
+        return secret_entry(obj, KEYS, per_key=per_key, content=obj.digest())
+    return configmap_entry(obj, KEYS, per_key=per_key, content=obj.digest())
+
+
+def kept(m: Manifest, old: ConfigEntry, *, per_key: bool = False) -> ConfigEntry | None:
+    obj = decode(m)
+    return content_kept(obj, old, KEYS, per_key=per_key, content=obj.digest())
 
 
 def relabelled(m: Manifest) -> None:
@@ -84,12 +91,24 @@ def emptied(m: Manifest) -> None:
     del m["data"]
 
 
+def binary_changed(m: Manifest) -> None:  # a Secret has none: its data changes instead
+    key = "binaryData" if "binaryData" in m else "data"
+    m[key] = {**m[key], "c": base64.b64encode(b"\x00\x02").decode()}
+
+
+def moved_to_binary(m: Manifest) -> None:  # the same JSON bytes under the other field
+    if "binaryData" in m:
+        m["data"], m["binaryData"] = m["binaryData"], m["data"]
+    else:
+        m["data"] = {**m["data"], "x": "eA=="}
+
+
 def recreated(m: Manifest) -> None:
     m["metadata"]["uid"] = "u-2"
 
 
 KEPT = [relabelled, now_ignored]
-NOT_KEPT = [value_changed, key_added, emptied, recreated]
+NOT_KEPT = [value_changed, key_added, emptied, binary_changed, moved_to_binary, recreated]
 
 
 @pytest.mark.parametrize("kind", [configmap, secret])
@@ -101,7 +120,7 @@ def test_a_write_that_left_the_content_alone_equals_the_full_reduction_with_the_
     old = full(before)
     after = copy.deepcopy(before)
     change(after)
-    got = content_kept(decode(after), old, KEYS, per_key=False)
+    got = kept(after, old)
     assert got == dataclasses.replace(full(after), changed_at=old.changed_at)
 
 
@@ -113,14 +132,14 @@ def test_a_changed_content_or_a_replaced_object_is_reduced_in_full(
     before = kind()
     after = copy.deepcopy(before)
     change(after)
-    assert content_kept(decode(after), full(before), KEYS, per_key=False) is None
+    assert kept(after, full(before)) is None
 
 
 def test_a_secret_made_a_tls_secret_says_so_with_its_content_kept() -> None:
     before = secret()
     after = copy.deepcopy(before)
     made_tls(after)
-    got = content_kept(decode(after), full(before), KEYS, per_key=False)
+    got = kept(after, full(before))
     assert got is not None
     assert got.tls
     assert not full(before).tls
@@ -132,45 +151,56 @@ def test_per_key_digests_are_reused_when_kept_and_wanted_and_never_made_up() -> 
     after = copy.deepcopy(before)
     relabelled(after)
     with_digests, without = full(before, per_key=True), full(before)
-    got = content_kept(decode(after), with_digests, KEYS, per_key=True)
+    got = kept(after, with_digests, per_key=True)
     assert got is not None
     assert got.digests == full(after, per_key=True).digests
-    no_longer = content_kept(decode(after), with_digests, KEYS, per_key=False)
+    no_longer = kept(after, with_digests)
     assert no_longer is not None
     assert no_longer.digests is None
-    assert content_kept(decode(after), without, KEYS, per_key=True) is None
+    assert kept(after, without, per_key=True) is None
 
 
-def test_an_entry_without_a_content_digest_is_never_taken_as_unchanged() -> None:
+def test_an_entry_without_a_content_digest_or_content_time_is_never_taken_as_unchanged() -> None:
     m = configmap()
-    old = dataclasses.replace(full(m), content=b"")
-    assert content_kept(decode(m), old, KEYS, per_key=False) is None
+    assert kept(m, dataclasses.replace(full(m), content=b"")) is None
+    assert kept(m, dataclasses.replace(full(m), changed_at=None)) is None
 
 
-def test_the_reflectors_shortcut_asks_whether_the_object_wants_per_key_digests() -> None:
+def test_a_modified_event_is_reduced_from_the_stored_entry_in_full_or_kept_with_its_digest() -> (
+    None
+):
     asked: list[tuple[str, ResourceType, str]] = []
 
     def wants(namespace: str, rtype: ResourceType, name: str) -> bool:
         asked.append((namespace, rtype, name))
         return True
 
-    update = config_update(ResourceType.CONFIGMAP, KEYS, wants)
+    update = config_update(ResourceType.CONFIGMAP, KEYS, None, wants)
     m = configmap()
-    assert update(decode(m), full(m)) is None  # wanted, and the stored entry has none
-    assert update(decode(m), full(m, per_key=True)) == full(m, per_key=True)
-    assert asked == [("ns", ResourceType.CONFIGMAP, "cfg")] * 2
+    listed = configmap_entry(decode(m), KEYS)  # from a LIST: no digest, no per-key digests
+    assert update(decode(m), listed) == full(m, per_key=True)
+    changed = copy.deepcopy(m)
+    value_changed(changed)
+    assert update(decode(changed), full(m, per_key=True)) == full(changed, per_key=True)
+    relabelled(changed)
+    stored = full(m, per_key=True)
+    got = update(decode(changed), full(changed, per_key=True))
+    assert got == dataclasses.replace(full(changed, per_key=True), changed_at=stored.changed_at)
+    assert asked == [("ns", ResourceType.CONFIGMAP, "cfg")] * 3
 
 
 DATA = st.dictionaries(st.sampled_from("abc"), st.text("xy=;\n\u00e9", max_size=3), max_size=3)
 
 
 @given(DATA, DATA)
-def test_a_shortcut_entry_always_carries_the_hash_the_full_reduction_gives(
+def test_a_modified_events_reduction_always_carries_the_hash_the_full_reduction_gives(
     a: dict[str, str], b: dict[str, str]
 ) -> None:
     before, after = configmap(), configmap()
     before["data"], after["data"] = a, b
-    got = content_kept(decode(after), full(before), KEYS, per_key=False)
+    got = kept(after, full(before))
     same_bytes = msgspec.json.encode(a) == msgspec.json.encode(b)
     assert (got is not None) == same_bytes
-    assert got is None or got.hash == full(after).hash
+    reduced = config_update(ResourceType.CONFIGMAP, KEYS, None)(decode(after), full(before))
+    assert reduced is not None
+    assert (reduced.hash, reduced.content) == (full(after).hash, full(after).content)
