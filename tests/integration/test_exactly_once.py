@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -60,9 +61,11 @@ async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times
     )
     before = await generation(client, namespace, "w")
     async with running(client, namespace, min_interval=3.0) as ctl:
+        started = time.monotonic()
         for i in range(1, 51):
             await update_cm(client, namespace, "cert", {"v": str(i)})
             await asyncio.sleep(0.2)
+        flapped = time.monotonic() - started  # 10 s, more on a loaded machine
         want = hashing.configmap_hash({"v": "50"})
 
         async def final() -> bool:
@@ -72,8 +75,8 @@ async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times
 
         await eventually(final, what="the last content applied", timeout=20)
         rollouts = await generation(client, namespace, "w") - before
-        # 10 s of flapping with at most one reload per 3 s: 4, plus the final one
-        assert 1 <= rollouts <= 5, rollouts
+        # at most one reload per 3 s while it flaps (4 in 10 s), plus the final one
+        assert 1 <= rollouts <= int(flapped // 3.0) + 2, (rollouts, round(flapped, 1))
         deferred = ctl.metrics.exposition().decode()
         assert 'kube_reloader_deferred_total{reason="min_interval"}' in deferred
 
