@@ -18,6 +18,7 @@ class Spy:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.timers = 0
+        self.armed = asyncio.Event()
         self.fired = asyncio.Event()
 
     def time(self) -> float:
@@ -25,6 +26,7 @@ class Spy:
 
     def call_at(self, when: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
         self.timers += 1
+        self.armed.set()
 
         def run() -> None:
             callback()
@@ -91,7 +93,7 @@ async def test_a_cancelled_watchdog_fails_nothing() -> None:
     slow: asyncio.Future[None] = spy.loop.create_future()
     due = spy.time() + 0.01
     waiting = asyncio.ensure_future(watchdog.wait(slow, due))
-    await asyncio.sleep(0)  # one loop turn: the wait has set its timer
+    await asyncio.wait_for(spy.armed.wait(), 10)  # the wait has set its timer
     assert spy.timers == 1
     watchdog.cancel()
     later = asyncio.Event()
