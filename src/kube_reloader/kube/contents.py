@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
 from kube_reloader.kube.projections import ObjectMeta
+
+T = TypeVar("T")
 
 _KEY = os.urandom(32)
 _STRINGS = msgspec.json.Decoder(dict[str, str] | None)
@@ -41,7 +43,8 @@ def digest(*parts: msgspec.Raw) -> bytes:
     return h.digest()
 
 
-def _decode(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw) -> Any:
+def _decode(decoder: msgspec.json.Decoder[T], raw: msgspec.Raw) -> T | None:
+    """`raw` decoded; None when it is absent."""
     return decoder.decode(raw) if memoryview(raw).nbytes else None
 
 
@@ -54,14 +57,12 @@ class ConfigMapContent(msgspec.Struct, frozen=True):
 
     def strings(self) -> dict[str, str] | None:
         """`data`, decoded; raises msgspec.ValidationError when it is not a map of strings."""
-        strings: dict[str, str] | None = _decode(_STRINGS, self.data)
-        return strings
+        return _decode(_STRINGS, self.data)
 
     def binary(self) -> dict[str, bytes] | None:
         """`binaryData`, decoded (from base64); raises msgspec.ValidationError when it is
         not a map of base64 strings."""
-        binary: dict[str, bytes] | None = _decode(_BINARY, self.binaryData)
-        return binary
+        return _decode(_BINARY, self.binaryData)
 
     def digest(self) -> bytes:
         """The digest of the content's bytes (`digest`)."""
@@ -82,8 +83,7 @@ class SecretContent(msgspec.Struct, frozen=True):
     def values(self) -> Iterator[tuple[str, bytes]]:
         """Each `(key, decoded bytes)` of `data`; raises msgspec.DecodeError on bad base64
         and msgspec.ValidationError when `data` is not a map."""
-        raws: dict[str, msgspec.Raw] | None = _decode(_RAWS, self.data)
-        for key, raw in (raws or {}).items():
+        for key, raw in (_decode(_RAWS, self.data) or {}).items():
             yield key, _BYTES.decode(raw)
 
     def digest(self) -> bytes:
