@@ -53,12 +53,28 @@ class Replica:
 
 @contextlib.contextmanager
 def replicas(namespace: str, kubeconfig: Path, tmp_path: Path) -> Iterator[dict[str, Replica]]:
+    """Two replicas, killed at the end; when the test fails, their logs are printed (pytest
+    shows a failed test's output) with how each process ended."""
     reps = {n: Replica(n, namespace, kubeconfig, tmp_path) for n in ("replica-a", "replica-b")}
     try:
         yield reps
+    except BaseException:
+        for r in reps.values():
+            print(f"--- {r.name} (exit code {r.proc.poll()}):\n{r.log.read_text()[-20_000:]}")
+        raise
     finally:
         for r in reps.values():
             r.stop(signal.SIGKILL)
+
+
+async def warm(reps: dict[str, Replica]) -> None:
+    """Wait until every replica has listed what it watches (a standby's caches are warm): a
+    change made after that reaches each of them as a watch event, not only as a LIST."""
+
+    async def synced() -> bool:
+        return all('"caches synced"' in r.log.read_text() for r in reps.values())
+
+    await eventually(synced, what="every replica's caches synced", timeout=30)
 
 
 async def holder(client: Client, namespace: str) -> dict[str, Any] | None:
@@ -91,11 +107,7 @@ async def test_killing_the_leader_mid_burst_loses_and_repeats_no_reload(
                 return spec if spec and spec.get("holderIdentity") else None
 
             first = (await eventually(led, what="a leader", timeout=30))["holderIdentity"]
-
-            async def warm() -> bool:  # the standby's caches are warm, as the leader's
-                return all('"caches synced"' in r.log.read_text() for r in reps.values())
-
-            await eventually(warm, what="both replicas' caches synced", timeout=30)
+            await warm(reps)
             for i, name in enumerate(names):
                 await update_cm(client, namespace, f"c-{name}", {"v": "1"})
                 if i == 4:
@@ -137,6 +149,11 @@ async def test_sigterm_releases_the_lease_for_the_standby(
                 return spec if spec and spec.get("holderIdentity") else None
 
             first = (await eventually(led, what="a leader", timeout=30))["holderIdentity"]
+            # the standby is warm before the leader stops: a standby still listing when the
+            # change is made finds it only in its LIST, where the catch-up can tell it from
+            # the workload's creation by whole-second managedFields times alone (the same
+            # second: left alone, as a restart must not roll workloads that are current)
+            await warm(reps)
             other = next(n for n in reps if n != first)
             stopped_at = time.monotonic()
             reps[first].stop(signal.SIGTERM)
