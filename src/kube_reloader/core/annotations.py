@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kube_reloader.core.objects import ResourceType
 
@@ -61,66 +61,74 @@ class Keys:
     pause_period: str = "deployment.reloader.stakater.com/pause-period"
     paused_at: str = "deployment.reloader.stakater.com/paused-at"
 
+    #: derived once per instance (read on every watch event and every decision)
+    _typed: Mapping[ResourceType, tuple[str, str, str]] = field(
+        init=False, repr=False, compare=False
+    )
+    _triggers: Mapping[ResourceType, tuple[str, str, str, str]] = field(
+        init=False, repr=False, compare=False
+    )
+    _workload_keys: frozenset[str] = field(init=False, repr=False, compare=False)
+    _resource_keys: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        typed = {
+            ResourceType.CONFIGMAP: (
+                self.configmap_auto,
+                self.configmap_reload,
+                self.configmap_exclude,
+            ),
+            ResourceType.SECRET: (self.secret_auto, self.secret_reload, self.secret_exclude),
+            ResourceType.SECRETPROVIDERCLASS: (self.spc_auto, self.spc_reload, self.spc_exclude),
+        }
+        triggers = {r: (t[1], self.search, self.auto, t[0]) for r, t in typed.items()}
+        workload = {self.auto, self.search, self.pause_period, self.paused_at}
+        workload.update(k for t in typed.values() for k in t)
+        workload.update(_OURS_ON_WORKLOADS)
+        object.__setattr__(self, "_typed", typed)
+        object.__setattr__(self, "_triggers", triggers)
+        object.__setattr__(self, "_workload_keys", frozenset(workload))
+        object.__setattr__(
+            self, "_resource_keys", frozenset({self.ignore, self.match, RELOAD_URGENT})
+        )
+
     def typed_auto(self, rtype: ResourceType) -> str:
-        return {
-            ResourceType.CONFIGMAP: self.configmap_auto,
-            ResourceType.SECRET: self.secret_auto,
-            ResourceType.SECRETPROVIDERCLASS: self.spc_auto,
-        }[rtype]
+        return self._typed[rtype][0]
 
     def named(self, rtype: ResourceType) -> str:
-        return {
-            ResourceType.CONFIGMAP: self.configmap_reload,
-            ResourceType.SECRET: self.secret_reload,
-            ResourceType.SECRETPROVIDERCLASS: self.spc_reload,
-        }[rtype]
+        return self._typed[rtype][1]
 
     def exclude(self, rtype: ResourceType) -> str:
-        return {
-            ResourceType.CONFIGMAP: self.configmap_exclude,
-            ResourceType.SECRET: self.secret_exclude,
-            ResourceType.SECRETPROVIDERCLASS: self.spc_exclude,
-        }[rtype]
+        return self._typed[rtype][2]
 
     def trigger_keys(self, rtype: ResourceType) -> tuple[str, str, str, str]:
         """The keys whose presence on the workload pins the decision to its own metadata."""
-        return (self.named(rtype), self.search, self.auto, self.typed_auto(rtype))
+        return self._triggers[rtype]
 
     def workload_keys(self) -> frozenset[str]:
         """Every key that matters on a workload or its pod template (for projections)."""
-        return frozenset(
-            {
-                self.auto,
-                self.configmap_auto,
-                self.secret_auto,
-                self.spc_auto,
-                self.configmap_reload,
-                self.secret_reload,
-                self.spc_reload,
-                self.configmap_exclude,
-                self.secret_exclude,
-                self.spc_exclude,
-                self.search,
-                self.pause_period,
-                self.paused_at,
-                ROLLOUT_STRATEGY,
-                LAST_RELOADED_FROM,
-                RELOADED_HASHES,
-                POD_STRATEGY,
-                MAX_UNAVAILABLE,
-                POD_SELECTOR,
-                SIGNAL,
-                RELOAD_WINDOW,
-                RELOAD_AFTER,
-                JOB_POLICY,
-                RELOAD_SCOPE,
-                IGNORE_TLS,
-            }
-        )
+        return self._workload_keys
 
     def resource_keys(self) -> frozenset[str]:
         """Keys that matter on a ConfigMap/Secret/SecretProviderClass."""
-        return frozenset({self.ignore, self.match, RELOAD_URGENT})
+        return self._resource_keys
+
+
+#: our own workload annotations, and the v1 keys no flag renames, that projections keep
+_OURS_ON_WORKLOADS = (
+    ROLLOUT_STRATEGY,
+    LAST_RELOADED_FROM,
+    RELOADED_HASHES,
+    POD_STRATEGY,
+    MAX_UNAVAILABLE,
+    POD_SELECTOR,
+    SIGNAL,
+    RELOAD_WINDOW,
+    RELOAD_AFTER,
+    JOB_POLICY,
+    RELOAD_SCOPE,
+    IGNORE_TLS,
+)
 
 
 def parse_bool(value: str) -> bool | None:
@@ -155,6 +163,8 @@ def shadowed_template_keys(
     """Pod-template trigger annotations that can never be read: for their resource type, the
     workload's own metadata already carries a trigger key, which pins the decision there."""
     out: dict[str, str] = {}
+    if not template_annotations:  # the common case: nothing on the template to shadow
+        return out
     for rtype in (ResourceType.CONFIGMAP, ResourceType.SECRET, ResourceType.SECRETPROVIDERCLASS):
         triggers = keys.trigger_keys(rtype)
         if any(k in workload_annotations for k in triggers):

@@ -107,10 +107,11 @@ class Workload:
     #: a Job's running pods (`status.active`), or 1 while it is finishing (its success or
     #: failure recorded, `Complete`/`Failed` not yet)
     active: int = 0
+    #: `kind namespace/name`, made once: it is read many times per event and per decision
+    key: ObjectKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(str(self.kind), self.namespace, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", ObjectKey(str(self.kind), self.namespace, self.name))
 
 
 @dataclass(frozen=True, slots=True)

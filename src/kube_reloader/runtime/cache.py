@@ -227,10 +227,10 @@ def status_entry(
         or meta.uid != old.metadata.uid
     ):
         return None
-    w = old.workload
+    w, keep = old.workload, keys.workload_keys()
     workload = dataclasses.replace(
         w,
-        annotations={k: v for k, v in meta.annotations.items() if k in keys.workload_keys()},
+        annotations={k: v for k, v in meta.annotations.items() if k in keep},
         owner_kind=_owner_kind(meta),
         template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
         template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kube_reloader.core import hashing
 from kube_reloader.core.matching import MatchConfig
-from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import (
     Change,
     Config,
@@ -144,3 +145,12 @@ def test_cronjob_template_comes_from_the_job_template() -> None:
     })  # fmt: skip
     assert w.template.annotations == AUTO
     assert w.template.containers[0].name == "j"
+
+
+def test_a_workloads_key_names_it_and_follows_a_replaced_name_but_not_its_equality() -> None:
+    w = deployment(AUTO)
+    assert w.key == ObjectKey("Deployment", "ns", "web")
+    moved = dataclasses.replace(w, namespace="other", name="api")
+    assert moved.key == ObjectKey("Deployment", "other", "api")
+    assert dataclasses.replace(w, paused=False) == w
+    assert "key=" not in repr(w)
