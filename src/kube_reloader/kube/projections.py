@@ -324,22 +324,11 @@ def _repair(value: Any, tp: Any) -> Any:
     return _MISSING
 
 
-def last_writer(meta: ObjectMeta, *fields: bytes) -> str:
-    """The field manager of the latest write that touched any of `fields` ("" if unknown)."""
-    latest, writer = "", ""
-    for entry in meta.managedFields:
-        if (
-            not entry.subresource
-            and entry.time >= latest
-            and any(f in bytes(entry.fieldsV1) for f in fields)
-        ):
-            latest, writer = entry.time, entry.manager
-    return sys.intern(writer)
-
-
+@functools.lru_cache(maxsize=1024)
 def epoch(text: str | None) -> float | None:
     """Epoch seconds of an API timestamp (RFC 3339; no zone: UTC); None when absent, too
-    long or not a time."""
+    long or not a time. The same few stamps come with every event of an object (its
+    managedFields, its creation): the last thousand parsed are remembered."""
     if not text or len(text) > 64:
         return None
     try:
@@ -352,13 +341,24 @@ def epoch(text: str | None) -> float | None:
 def last_write(meta: ObjectMeta, *fields: bytes) -> float | None:
     """Epoch seconds of the latest write that touched any of `fields` (e.g. b'"f:data"'),
     from managedFields; the creation time when no entry says (None if unknown)."""
+    return last_write_by(meta, *fields)[0]
+
+
+def last_write_by(meta: ObjectMeta, *fields: bytes) -> tuple[float | None, str]:
+    """`last_write`, and the field manager of the latest write that touched any of `fields`
+    by its recorded time ("" if none did), in one pass over managedFields."""
     latest: float | None = None
+    latest_text, writer = "", ""
     for entry in meta.managedFields:
         if entry.subresource:
             continue
         raw = bytes(entry.fieldsV1)
-        if any(f in raw for f in fields):
-            t = epoch(entry.time)
-            if t is not None and (latest is None or t > latest):
-                latest = t
-    return latest if latest is not None else epoch(meta.creationTimestamp)
+        if not any(f in raw for f in fields):
+            continue
+        if entry.time >= latest_text:
+            latest_text, writer = entry.time, entry.manager
+        t = epoch(entry.time)
+        if t is not None and (latest is None or t > latest):
+            latest = t
+    when = latest if latest is not None else epoch(meta.creationTimestamp)
+    return when, sys.intern(writer)

@@ -94,6 +94,7 @@ def _trim_meta(meta: ObjectMeta, keep: frozenset[str]) -> ObjectMeta:
 
 
 _CONTENT_FIELDS = (b'"f:data"', b'"f:binaryData"', b'"f:stringData"')
+_TEMPLATE_FIELDS = (b'"f:template"', b'"f:jobTemplate"')  # (a CronJob's: its jobTemplate's)
 
 
 def configmap_entry(
@@ -190,6 +191,7 @@ def workload_entry(
         template = pod_template(obj.spec.template, keep)
         paused = obj.spec.paused
         ref = obj.spec.workloadRef.name if obj.spec.workloadRef else ""
+    changed_at, manager = p.last_write_by(meta, *_TEMPLATE_FIELDS)
     workload = Workload(
         kind=kind,
         namespace=meta.namespace,
@@ -200,8 +202,8 @@ def workload_entry(
         paused=paused,
         owner_kind=_owner_kind(meta),
         workload_ref=ref,
-        template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
-        template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
+        template_changed_at=changed_at,
+        template_manager=manager,
         status=None if isinstance(obj, p.CronJob) or status is None else status(obj),
         active=_job_running(obj) if traits(kind).job and isinstance(obj, p.Workload) else 0,
     )
@@ -227,13 +229,13 @@ def status_entry(
         or meta.uid != old.metadata.uid
     ):
         return None
-    w, keep = old.workload, keys.workload_keys()
+    keep, (changed_at, manager) = keys.workload_keys(), p.last_write_by(meta, *_TEMPLATE_FIELDS)
     workload = dataclasses.replace(
-        w,
+        old.workload,
         annotations={k: v for k, v in meta.annotations.items() if k in keep},
         owner_kind=_owner_kind(meta),
-        template_changed_at=p.last_write(meta, b'"f:template"', b'"f:jobTemplate"'),
-        template_manager=p.last_writer(meta, b'"f:template"', b'"f:jobTemplate"'),
+        template_changed_at=changed_at,
+        template_manager=manager,
         status=None if status is None else status(obj),
         active=_job_running(obj) if traits(kind).job else 0,
     )

@@ -162,3 +162,52 @@ def test_lenient_leaves_out_map_entries_that_do_not_fit_and_falls_back_to_the_de
     assert p.lenient("x", p.NameRef, p.NameRef("fallback")) == p.NameRef("fallback")
     assert p.lenient(None, tuple[p.Volume, ...], ()) == ()
     assert p.lenient("12", int, 0) == 12
+
+
+def managed(manager: str, time: str, fields: dict[str, Any], subresource: str = "") -> Any:
+    entry = {"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields}
+    return {**entry, "subresource": subresource} if subresource else entry
+
+
+TEMPLATE = {"f:spec": {"f:template": {"f:spec": {}}}}
+REPLICAS = {"f:spec": {"f:replicas": {}}}
+STATUS = {"f:status": {"f:replicas": {}}}
+CREATED = "2026-01-01T00:00:00Z"
+T0, T1 = "2026-01-01T00:00:05Z", "2026-01-01T00:00:09Z"
+
+
+@pytest.mark.parametrize(
+    ("entries", "when", "writer"),
+    [
+        ([], CREATED, ""),
+        ([managed("kubectl", T0, REPLICAS)], CREATED, ""),
+        ([managed("kubectl", T0, TEMPLATE)], T0, "kubectl"),
+        ([managed("a", T0, TEMPLATE), managed("b", T1, TEMPLATE)], T1, "b"),
+        ([managed("b", T1, TEMPLATE), managed("a", T0, TEMPLATE)], T1, "b"),
+        ([managed("a", T1, TEMPLATE), managed("b", T1, TEMPLATE)], T1, "b"),
+        ([managed("a", T0, TEMPLATE), managed("ctl", T1, TEMPLATE, "status")], T0, "a"),
+        ([managed("a", T0, TEMPLATE), managed("b", T1, STATUS)], T0, "a"),
+        ([managed("a", "not a time", TEMPLATE)], CREATED, "a"),
+        ([managed("a", T0, TEMPLATE), managed("b", "not a time", TEMPLATE)], T0, "b"),
+    ],
+)
+def test_the_last_template_write_is_the_latest_entry_that_touched_it_with_its_manager(
+    entries: list[Any], when: str, writer: str
+) -> None:
+    meta = msgspec.json.decode(
+        json.dumps({"name": "w", "creationTimestamp": CREATED, "managedFields": entries}),
+        type=p.ObjectMeta,
+    )
+    fields = (b'"f:template"', b'"f:jobTemplate"')
+    assert p.last_write_by(meta, *fields) == (p.epoch(when), writer)
+    assert p.last_write(meta, *fields) == p.epoch(when)
+
+
+def test_a_timestamp_parses_the_same_from_the_cache_as_the_first_time() -> None:
+    assert p.epoch("2026-01-01T00:00:05Z") == 1767225605.0
+    assert p.epoch("2026-01-01T00:00:05Z") == 1767225605.0
+    assert p.epoch("2026-01-01T00:00:05") == 1767225605.0
+    assert p.epoch("2026-01-01T01:00:05+01:00") == 1767225605.0
+    assert p.epoch("x" * 65) is None
+    assert p.epoch("") is None
+    assert p.epoch(None) is None
