@@ -53,18 +53,21 @@ class Replica:
 
 @contextlib.contextmanager
 def replicas(namespace: str, kubeconfig: Path, tmp_path: Path) -> Iterator[dict[str, Replica]]:
-    """Two replicas, killed at the end; when the test fails, their logs are printed (pytest
-    shows a failed test's output) with how each process ended."""
-    reps = {n: Replica(n, namespace, kubeconfig, tmp_path) for n in ("replica-a", "replica-b")}
-    try:
-        yield reps
-    except BaseException:
-        for r in reps.values():
-            print(f"--- {r.name} (exit code {r.proc.poll()}):\n{r.log.read_text()[-20_000:]}")
-        raise
-    finally:
-        for r in reps.values():
-            r.stop(signal.SIGKILL)
+    """Two replicas, each killed at the end however the test ends; when it fails, their logs
+    are printed (pytest shows a failed test's output) with how each process ended."""
+    with contextlib.ExitStack() as stack:
+        reps: dict[str, Replica] = {}
+        for name in ("replica-a", "replica-b"):
+            reps[name] = Replica(name, namespace, kubeconfig, tmp_path)
+            stack.callback(reps[name].stop, signal.SIGKILL)
+        try:
+            yield reps
+        except BaseException:
+            for r in reps.values():
+                with contextlib.suppress(OSError):
+                    log = r.log.read_text(errors="replace")[-20_000:]
+                    print(f"--- {r.name} (exit code {r.proc.poll()}):\n{log}")
+            raise
 
 
 async def warm(reps: dict[str, Replica]) -> None:
@@ -133,9 +136,9 @@ async def test_killing_the_leader_mid_burst_loses_and_repeats_no_reload(
             await asyncio.sleep(2)  # give a duplicate the chance to happen
             after = {n: await generation(client, namespace, n) for n in names}
             print(f"failover: all changes applied {failover:.1f}s after SIGKILL of the leader")
-    assert {n: after[n] - before[n] for n in names} == dict.fromkeys(names, 1), (
-        "each workload rolled exactly once"
-    )
+            assert {n: after[n] - before[n] for n in names} == dict.fromkeys(names, 1), (
+                "each workload rolled exactly once"
+            )
 
 
 async def test_sigterm_releases_the_lease_for_the_standby(
@@ -175,5 +178,4 @@ async def test_sigterm_releases_the_lease_for_the_standby(
                 return env.get("STAKATER_C_W0_CONFIGMAP") == hashing.configmap_hash({"v": "9"})
 
             await eventually(applied, what="the new leader to reload")
-    text = (tmp_path / f"{first}.log").read_text()
-    assert "released leadership" in text
+            assert "released leadership" in reps[first].log.read_text()

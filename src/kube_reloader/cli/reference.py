@@ -12,7 +12,6 @@ differs from the code (tests/unit/test_docs_reference.py does the same)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import re
 import sys
@@ -175,7 +174,7 @@ def annotations_page() -> str:
         "| key | `Keys` field | renamed by | read on | accepted by | note |",
         "|---|---|---|---|---|---|",
     ]
-    for field in (f.name for f in dataclasses.fields(keys) if f.init):  # (not what it derives)
+    for field in keys.__dataclass_fields__:
         key = getattr(keys, field)
         flag = _code(f"--{renamed[field]}") if field in renamed else "(fixed)"
         lines.append(

@@ -8,8 +8,10 @@ Keys default to Reloader v1's and can be renamed by the same flags (`--auto-anno
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from kube_reloader.core.objects import ResourceType
 
@@ -41,7 +43,7 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Keys:
     """Annotation keys in effect (v1 defaults; each overridable by its v1 flag)."""
 
@@ -61,17 +63,11 @@ class Keys:
     pause_period: str = "deployment.reloader.stakater.com/pause-period"
     paused_at: str = "deployment.reloader.stakater.com/paused-at"
 
-    #: derived once per instance (read on every watch event and every decision)
-    _typed: Mapping[ResourceType, tuple[str, str, str]] = field(
-        init=False, repr=False, compare=False
-    )
-    _triggers: Mapping[ResourceType, tuple[str, str, str, str]] = field(
-        init=False, repr=False, compare=False
-    )
-    _workload_keys: frozenset[str] = field(init=False, repr=False, compare=False)
-    _resource_keys: frozenset[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
+    # What the keys give (per-type keys, the sets projections keep) is read on every watch
+    # event and every decision: computed on first use and kept on the instance, outside the
+    # dataclass fields (equality, hashing, `replace` and reflection see the keys only).
+    @functools.cached_property
+    def _derived(self) -> _Derived:
         typed = {
             ResourceType.CONFIGMAP: (
                 self.configmap_auto,
@@ -81,37 +77,49 @@ class Keys:
             ResourceType.SECRET: (self.secret_auto, self.secret_reload, self.secret_exclude),
             ResourceType.SECRETPROVIDERCLASS: (self.spc_auto, self.spc_reload, self.spc_exclude),
         }
-        triggers = {r: (t[1], self.search, self.auto, t[0]) for r, t in typed.items()}
         workload = {self.auto, self.search, self.pause_period, self.paused_at}
         workload.update(k for t in typed.values() for k in t)
         workload.update(_OURS_ON_WORKLOADS)
-        object.__setattr__(self, "_typed", typed)
-        object.__setattr__(self, "_triggers", triggers)
-        object.__setattr__(self, "_workload_keys", frozenset(workload))
-        object.__setattr__(
-            self, "_resource_keys", frozenset({self.ignore, self.match, RELOAD_URGENT})
+        return _Derived(
+            typed=types.MappingProxyType(typed),
+            triggers=types.MappingProxyType(
+                {r: (t[1], self.search, self.auto, t[0]) for r, t in typed.items()}
+            ),
+            workload_keys=frozenset(workload),
+            resource_keys=frozenset({self.ignore, self.match, RELOAD_URGENT}),
         )
 
     def typed_auto(self, rtype: ResourceType) -> str:
-        return self._typed[rtype][0]
+        return self._derived.typed[rtype][0]
 
     def named(self, rtype: ResourceType) -> str:
-        return self._typed[rtype][1]
+        return self._derived.typed[rtype][1]
 
     def exclude(self, rtype: ResourceType) -> str:
-        return self._typed[rtype][2]
+        return self._derived.typed[rtype][2]
 
     def trigger_keys(self, rtype: ResourceType) -> tuple[str, str, str, str]:
         """The keys whose presence on the workload pins the decision to its own metadata."""
-        return self._triggers[rtype]
+        return self._derived.triggers[rtype]
 
     def workload_keys(self) -> frozenset[str]:
         """Every key that matters on a workload or its pod template (for projections)."""
-        return self._workload_keys
+        return self._derived.workload_keys
 
     def resource_keys(self) -> frozenset[str]:
         """Keys that matter on a ConfigMap/Secret/SecretProviderClass."""
-        return self._resource_keys
+        return self._derived.resource_keys
+
+
+class _Derived(NamedTuple):
+    """What `Keys` derives from its keys (read-only)."""
+
+    #: per type: (typed auto, named reload list, exclude list)
+    typed: Mapping[ResourceType, tuple[str, str, str]]
+    #: per type: the keys whose presence on the workload pins the decision there
+    triggers: Mapping[ResourceType, tuple[str, str, str, str]]
+    workload_keys: frozenset[str]
+    resource_keys: frozenset[str]
 
 
 #: our own workload annotations, and the v1 keys no flag renames, that projections keep

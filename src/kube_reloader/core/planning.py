@@ -108,6 +108,7 @@ class Workload:
     #: failure recorded, `Complete`/`Failed` not yet)
     active: int = 0
     #: `kind namespace/name`, made once: it is read many times per event and per decision
+    #: (a field outside equality and init: `fields()`/`asdict()` list it too)
     key: ObjectKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -324,13 +324,18 @@ def _repair(value: Any, tp: Any) -> Any:
     return _MISSING
 
 
-@functools.lru_cache(maxsize=1024)
 def epoch(text: str | None) -> float | None:
     """Epoch seconds of an API timestamp (RFC 3339; no zone: UTC); None when absent, too
-    long or not a time. The same few stamps come with every event of an object (its
-    managedFields, its creation): the last thousand parsed are remembered."""
+    long or not a time."""
     if not text or len(text) > 64:
         return None
+    return _parse_time(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_time(text: str) -> float | None:
+    """`epoch` of a present, short text. The same few stamps come with every event of an
+    object (its managedFields, its creation): the last thousand parsed are remembered."""
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -68,11 +68,23 @@ def test_a_replaced_key_is_derived_again() -> None:
     assert keys.named(R.SECRET) == "y.io/s"
 
 
-def test_keys_compare_and_hash_by_the_keys_alone() -> None:
-    assert Keys() == Keys()
-    assert hash(Keys()) == hash(Keys())
-    assert Keys() != RENAMED
-    assert "_typed" not in repr(Keys())
+def test_keys_compare_hash_and_reflect_as_the_keys_alone_once_derived() -> None:
+    used = Keys()
+    used.workload_keys()
+    assert used == Keys()
+    assert hash(used) == hash(Keys())
+    assert used != RENAMED
+    assert dataclasses.asdict(used) == dataclasses.asdict(Keys())
+    assert [f.name for f in dataclasses.fields(Keys)][:2] == ["auto", "configmap_auto"]
+    assert all(not f.name.startswith("_") for f in dataclasses.fields(Keys))
+    assert "_derived" not in repr(used)
+
+
+def test_what_keys_derive_cannot_be_changed_by_a_caller() -> None:
+    keys = Keys()
+    with pytest.raises(TypeError):
+        keys._derived.typed[R.SECRET] = ("a", "b", "c")  # type: ignore[index]
+    assert keys.named(R.SECRET) == "secret.reloader.stakater.com/reload"
 
 
 @pytest.mark.parametrize(

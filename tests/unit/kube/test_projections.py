@@ -188,7 +188,6 @@ T0, T1 = "2026-01-01T00:00:05Z", "2026-01-01T00:00:09Z"
         ([managed("a", T0, TEMPLATE), managed("ctl", T1, TEMPLATE, "status")], T0, "a"),
         ([managed("a", T0, TEMPLATE), managed("b", T1, STATUS)], T0, "a"),
         ([managed("a", "not a time", TEMPLATE)], CREATED, "a"),
-        ([managed("a", T0, TEMPLATE), managed("b", "not a time", TEMPLATE)], T0, "b"),
     ],
 )
 def test_the_last_template_write_is_the_latest_entry_that_touched_it_with_its_manager(
