@@ -19,8 +19,9 @@ from typing import Any, TextIO
 from kube_reloader.core.pausing import format_zoned_time
 from kube_reloader.core.strategies import Compat
 
-# Attributes every LogRecord has; anything else came from `extra=` and is a field.
-_STANDARD = frozenset(
+#: attributes every LogRecord has: anything else came from `extra=` and is a field (and a key
+#: of `extra=` with one of these names makes logging raise at the call)
+RESERVED_FIELDS = frozenset(
     logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys() | {"message", "asctime"}
 )
 
@@ -39,7 +40,9 @@ _LEVEL_NAMES = {5: "trace", 10: "debug", 20: "info", 30: "warning", 40: "error",
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
     return {
-        k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+        k: v
+        for k, v in record.__dict__.items()
+        if k not in RESERVED_FIELDS and not k.startswith("_")
     }
 
 

@@ -5,11 +5,12 @@ layers."""
 from __future__ import annotations
 
 import ast
-import logging
 import re
 from pathlib import Path
 
 import pytest
+
+from kube_reloader.logs import RESERVED_FIELDS
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kube_reloader"
 MODULES = {
@@ -236,15 +237,9 @@ def test_the_opt_out_check_wants_the_reason_after_a_second_hash() -> None:
     assert formatter_opt_outs(text) == [(1, "a = 1  # fmt: skip"), (4, "# fmt: off")]
 
 
-#: the attributes every log record has: a field of that name in `extra=` makes logging raise
-#: KeyError at the call (a log line that crashes the path it reports on)
-RESERVED_LOG_FIELDS = frozenset(
-    logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys() | {"message", "asctime"}
-)
-
-
 def reserved_log_fields(path: Path) -> list[str]:
-    """`file:line key` of every `extra={...}` literal key that logging reserves."""
+    """`file:line key` of every `extra={...}` literal key that logging reserves (a log line
+    that would raise KeyError in the path it reports on)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if (
@@ -253,7 +248,7 @@ def reserved_log_fields(path: Path) -> list[str]:
             and isinstance(node.value, ast.Dict)
         ):
             for key in node.value.keys:
-                if isinstance(key, ast.Constant) and key.value in RESERVED_LOG_FIELDS:
+                if isinstance(key, ast.Constant) and key.value in RESERVED_FIELDS:
                     found.append(f"{path.name}:{key.lineno} {key.value}")
     return found
 

@@ -83,4 +83,4 @@ class Watchdog:
         if self._loop.time() < self._due - EARLY:
             self._arm(self._due)
             return
-        fut.set_exception(TimeoutError())
+        _expire(fut)

@@ -107,6 +107,16 @@ def recreated(m: Manifest) -> None:
     m["metadata"]["uid"] = "u-2"
 
 
+def edited(
+    kind: Callable[[], Manifest], change: Callable[[Manifest], None]
+) -> tuple[Manifest, Manifest]:
+    """A manifest of `kind`, and a copy with `change` made to it."""
+    before = kind()
+    after = copy.deepcopy(before)
+    change(after)
+    return before, after
+
+
 KEPT = [relabelled, now_ignored]
 NOT_KEPT = [value_changed, key_added, emptied, binary_changed, moved_to_binary, recreated]
 
@@ -116,10 +126,8 @@ NOT_KEPT = [value_changed, key_added, emptied, binary_changed, moved_to_binary, 
 def test_a_write_that_left_the_content_alone_equals_the_full_reduction_with_the_old_time(
     kind: Callable[[], Manifest], change: Callable[[Manifest], None]
 ) -> None:
-    before = kind()
+    before, after = edited(kind, change)
     old = full(before)
-    after = copy.deepcopy(before)
-    change(after)
     got = kept(after, old)
     assert got == dataclasses.replace(full(after), changed_at=old.changed_at)
 
@@ -129,16 +137,12 @@ def test_a_write_that_left_the_content_alone_equals_the_full_reduction_with_the_
 def test_a_changed_content_or_a_replaced_object_is_reduced_in_full(
     kind: Callable[[], Manifest], change: Callable[[Manifest], None]
 ) -> None:
-    before = kind()
-    after = copy.deepcopy(before)
-    change(after)
+    before, after = edited(kind, change)
     assert kept(after, full(before)) is None
 
 
 def test_a_secret_made_a_tls_secret_says_so_with_its_content_kept() -> None:
-    before = secret()
-    after = copy.deepcopy(before)
-    made_tls(after)
+    before, after = edited(secret, made_tls)
     got = kept(after, full(before))
     assert got is not None
     assert got.tls
@@ -147,9 +151,7 @@ def test_a_secret_made_a_tls_secret_says_so_with_its_content_kept() -> None:
 
 
 def test_per_key_digests_are_reused_when_kept_and_wanted_and_never_made_up() -> None:
-    before = configmap()
-    after = copy.deepcopy(before)
-    relabelled(after)
+    before, after = edited(configmap, relabelled)
     with_digests, without = full(before, per_key=True), full(before)
     got = kept(after, with_digests, per_key=True)
     assert got is not None
