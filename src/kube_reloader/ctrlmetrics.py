@@ -28,8 +28,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+import msgspec
 from prometheus_client import CollectorRegistry
 
 from kube_reloader.promseries import Counter, Gauge, Histogram
@@ -90,8 +90,7 @@ CONTROLLER_OF = {
 PAUSES = "deployment"
 
 
-@dataclass(frozen=True)
-class VersionTwo:
+class VersionTwo(msgspec.Struct, frozen=True):
     """What Reloader v2 would run: its controllers, and the Lease it elects on (None: no
     election, no leader family)."""
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import msgspec
+
 if TYPE_CHECKING:
     import yaml
 
@@ -51,8 +53,7 @@ MAX_ALIAS_NODES = 100_000
 MAX_ALIAS_STEPS = 2_000_000
 
 
-@dataclass(frozen=True)
-class Expansion:
+class Expansion(msgspec.Struct, frozen=True):
     """The size of a composed YAML document as written and with every alias expanded."""
 
     written_nodes: int

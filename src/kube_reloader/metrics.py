@@ -14,8 +14,8 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
@@ -375,8 +375,7 @@ class Recorder:
         return text + ("\n".join(lines) + "\n").encode()
 
 
-@dataclass(frozen=True)
-class StaleUpdate:
+class StaleUpdate(msgspec.Struct, frozen=True):
     """The stale gauge's series to remove and to add, and what was left out per namespace."""
 
     remove: list[tuple[str, str, str, str]]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from kube_reloader.cli.flags import parse
@@ -432,7 +433,7 @@ async def test_the_charts_rbac_lets_the_webhook_keep_its_ca_and_bundle_and_nothi
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     parsed = parse(args, env={"POD_NAMESPACE": namespace})
     assert parsed.admission is not None
-    admission = dataclasses.replace(parsed.admission, addr=f"127.0.0.1:{port}")
+    admission = msgspec.structs.replace(parsed.admission, addr=f"127.0.0.1:{port}")
     try:
         token = await service_account_token(client, namespace, f"{release}-reloader")
         as_sa = bearer_connection(config.load_kubeconfig([kubeconfig_path]), token)

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -67,11 +68,24 @@ def their_docs(chart: Path, overlay: dict[str, Any] | None = None) -> list[dict[
     return rendered(chart, overlay or {})
 
 
+def plain(value: Any) -> Any:
+    """Settings as plain data, field by field, whether a value is a Struct or a dataclass."""
+    if isinstance(value, msgspec.Struct):
+        return {k: plain(v) for k, v in msgspec.structs.asdict(value).items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
 def effective(container: dict[str, Any]) -> dict[str, Any]:
     """What the controller is started with, as our parser reads it, field by field (but the
     Lease identity, new at every start, and the kinds' registry, the same built-in one)."""
     settings = parse_as_the_pod_would(container)
-    found = dataclasses.asdict(settings)
+    found = plain(settings)
     options = found.pop("options")
     options.pop("kinds")
     if found["ha"] is not None:

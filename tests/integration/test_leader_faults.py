@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import json
 import secrets
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import pytest
 
 from kube_reloader.core import hashing, planning
@@ -92,7 +92,7 @@ class StallingProxy:
 
     def route(self, direct: config.ConnectionConfig) -> config.ConnectionConfig:
         """`direct`, through this proxy (TLS stays end to end)."""
-        return dataclasses.replace(direct, server=f"https://127.0.0.1:{self.port}")
+        return msgspec.structs.replace(direct, server=f"https://127.0.0.1:{self.port}")
 
     def stall(self) -> None:
         self.stalled = True

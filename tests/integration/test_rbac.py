@@ -19,11 +19,12 @@ import hmac
 import secrets
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import msgspec
 import pytest
 
 from kube_reloader.cli import run as cli_run
@@ -147,7 +148,7 @@ def chart_settings(docs: list[dict[str, Any]], namespace: str) -> Any:
             e.get("value") or {"metadata.namespace": namespace, "metadata.name": POD}[field]
         )
     settings = parse(container["args"], env=env)
-    return replace(settings, metrics_addr="127.0.0.1:0", pprof_addr=None)
+    return msgspec.structs.replace(settings, metrics_addr="127.0.0.1:0", pprof_addr=None)
 
 
 async def as_service_account(

@@ -17,8 +17,10 @@ import re
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+import msgspec
 
 from kube_reloader.cli import admissionflags, compat, eventloops, fleet
 from kube_reloader.cli.flagset import (
@@ -46,8 +48,7 @@ from kube_reloader.runtime.options import Options
 __all__ = ["FlagError", "RunSettings", "parse", "settings"]
 
 
-@dataclass(frozen=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True):
     options: Options
     log_format: str
     log_level: str
@@ -280,7 +281,7 @@ def _ha(ns: argparse.Namespace, v2: bool, env: Mapping[str, str]) -> HASettings 
             ) from None
         if v2 and seconds == 0:  # v2: zero (or invalid in the environment) is the default
             seconds = getattr(Timing(), flag.replace("-", "_"))
-        timing = replace(timing, **{flag.replace("-", "_"): seconds})
+        timing = msgspec.structs.replace(timing, **{flag.replace("-", "_"): seconds})
     lock = ns.leader_election_id
     if lock is None:
         lock = V2_LOCK_NAME if v2 else LOCK_NAME

@@ -20,10 +20,10 @@ import re
 import stat
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import CommentMark
@@ -39,8 +39,7 @@ _DOC_END = re.compile(r"^\.\.\.(\s|$)")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     moved: int = 0
     refused: str | None = None
 

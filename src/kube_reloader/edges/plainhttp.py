@@ -20,21 +20,20 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
 from typing import cast
 from urllib.parse import parse_qsl
 
 import httptools
+import msgspec
 
 log = logging.getLogger(__name__)
 
 TEXT = "text/plain; charset=utf-8"
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(msgspec.Struct, frozen=True):
     """One answer: its status, body, content type and any further headers."""
 
     status: int = 200

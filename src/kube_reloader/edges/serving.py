@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, cast
 
+import msgspec
+
 from kube_reloader.edges.plainhttp import Answering, Handler, Reply, Routes, split_addr, then
 from kube_reloader.metrics import CONTENT_TYPE, Recorder
 
@@ -133,8 +135,7 @@ def build_debug_app(recorder: Recorder) -> Routes:
 MAX_HEADER_LINE = 8192
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True):
     """What one client may cost the process. Kubelet probes and Prometheus send a small
     request at once and read the answer, so these bounds never touch them."""
 

@@ -18,9 +18,9 @@ import datetime as dt
 import ipaddress
 import os
 import ssl
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -42,8 +42,7 @@ CA_CRT, CA_KEY, BUNDLE = "ca.crt", "ca.key", "bundle.crt"
 _BACKDATE = dt.timedelta(minutes=5)
 
 
-@dataclass(frozen=True, slots=True)
-class Ca:
+class Ca(msgspec.Struct, frozen=True):
     cert_pem: bytes
     key_pem: bytes
     #: the certificates a client must trust (this CA, and the one before it while it lasts)

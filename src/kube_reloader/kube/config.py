@@ -14,9 +14,10 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from kube_reloader.kube.credentials import Credentials, TokenFileCredentials
 from kube_reloader.kube.errors import ConfigError
@@ -26,8 +27,7 @@ from kube_reloader.kube.proxies import proxy_for
 IN_CLUSTER_ROOT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-@dataclass(frozen=True)
-class ConnectionConfig:
+class ConnectionConfig(msgspec.Struct, frozen=True):
     """Everything the client needs to reach and authenticate to one API server."""
 
     server: str
@@ -37,7 +37,7 @@ class ConnectionConfig:
     tls_server_name: str | None = None
     namespace: str = "default"
     source: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = msgspec.field(default_factory=dict)
     #: the proxy to reach the server through (see `proxy_for`); None connects directly
     proxy: str | None = None
     #: the cluster's `disable-compression`: do not ask for gzip-encoded answers

@@ -12,10 +12,11 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
 
 from kube_reloader.kube.errors import ConfigError
 
@@ -27,8 +28,7 @@ EXEC_API_VERSIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AuthState:
+class AuthState(msgspec.Struct, frozen=True):
     """What to present on the next request: a bearer token and/or a client certificate."""
 
     token: str | None = None
@@ -110,8 +110,7 @@ def _read_token(path: Path) -> str:
     return token
 
 
-@dataclass(frozen=True, slots=True)
-class ExecConfig:
+class ExecConfig(msgspec.Struct, frozen=True):
     """The `users[].user.exec` stanza of a kubeconfig."""
 
     command: str

@@ -9,8 +9,9 @@ with ours.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
@@ -30,8 +31,7 @@ def parse_time(text: str | None) -> dt.datetime | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRecord:
+class LeaseRecord(msgspec.Struct, frozen=True):
     """A Lease's spec as leader election reads and writes it (client-go's
     LeaderElectionRecord), plus the resourceVersion an update must match."""
 
@@ -56,7 +56,8 @@ class LeaseRecord:
 
     def same_record(self, other: LeaseRecord) -> bool:
         """True when both carry the same election record (resourceVersion aside)."""
-        return replace(self, resource_version="") == replace(other, resource_version="")
+        mine = msgspec.structs.replace(self, resource_version="")
+        return mine == msgspec.structs.replace(other, resource_version="")
 
 
 def to_object(record: LeaseRecord, *, namespace: str, name: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ large objects never holds them all.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 import msgspec
@@ -57,8 +56,7 @@ class ListPage(msgspec.Struct, Generic[T]):
     metadata: ListMeta = msgspec.field(default_factory=ListMeta)
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectList(Generic[T]):
+class ObjectList(msgspec.Struct, Generic[T], frozen=True):
     """All pages of a LIST, with the resourceVersion to start a watch from."""
 
     items: list[T]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import msgspec
 
@@ -127,8 +126,7 @@ class _TlsSecret(msgspec.Struct, frozen=True):
     data: dict[str, msgspec.Raw] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SecretCertificate:
+class SecretCertificate(msgspec.Struct, frozen=True):
     """A Secret's `tls.crt`, read only when the Secret is a TLS one."""
 
     resource_version: str

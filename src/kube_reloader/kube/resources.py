@@ -6,12 +6,12 @@ Built-in resources used by the project are constants here; any custom resource i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import quote
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class Resource:
+
+class Resource(msgspec.Struct, frozen=True):
     """One REST resource type, e.g. `apps/v1 deployments`."""
 
     group: str

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -26,8 +25,7 @@ T = TypeVar("T")
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a watch event line; etcd's own limit is 1.5 MiB per object
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[T]):
+class WatchEvent(msgspec.Struct, Generic[T], frozen=True):
     """One watch event. `type` is ADDED, MODIFIED, DELETED or BOOKMARK."""
 
     type: str
@@ -144,8 +142,7 @@ def _watch_params(
     return params
 
 
-@dataclass(frozen=True, slots=True)
-class _Events:
+class _Events(msgspec.Struct, frozen=True):
     """The lines of one resource's watch stream as events, with the decoders of its objects
     (the caller's type), of the event envelope and of a bookmark (metadata only)."""
 

@@ -22,7 +22,6 @@ import random
 import time
 from base64 import b64encode
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypedDict
 from urllib.parse import unquote, urlencode, urlsplit
 
@@ -58,8 +57,7 @@ def host_of(server: str) -> str:
     return urlsplit(server).netloc.rpartition("@")[2] or "none"
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True):
     """How the client itself retries one request (the reflector has its own loop)."""
 
     attempts: int = 4

@@ -14,9 +14,10 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
 
 from kube_reloader.core import limiting
 from kube_reloader.kube import errors
@@ -45,8 +46,7 @@ class EventType(StrEnum):
     SYNCED = "SYNCED"  # the store now mirrors a complete LIST (initial sync or relist)
 
 
-@dataclass(frozen=True, slots=True)
-class ReflectorEvent(Generic[T]):
+class ReflectorEvent(msgspec.Struct, Generic[T], frozen=True):
     """A change to the store. `synthesized` marks events inferred by diffing a relist."""
 
     type: EventType
@@ -56,8 +56,7 @@ class ReflectorEvent(Generic[T]):
     synthesized: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
+class Backoff(msgspec.Struct, frozen=True):
     """Jittered exponential backoff between failed LIST/WATCH attempts."""
 
     base: float = 0.5

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import msgspec
 
 from kube_reloader.kube.wiretunnel import WireError
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """Where a pool connects: the server (scheme, host, port), its TLS, and a proxy."""
 
     https: bool

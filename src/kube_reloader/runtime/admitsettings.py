@@ -4,11 +4,10 @@ or its certificates (issue 33: a start that costs a fifth of a second)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True)
-class AdmissionSettings:
+class AdmissionSettings(msgspec.Struct, frozen=True):
     """`--admission-*`: where the webhook serves, and its certificates."""
 
     addr: str

@@ -32,6 +32,8 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from kube_reloader.core import planning, staleness, x509
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ResourceType
@@ -66,8 +68,7 @@ class Report:
     unread: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True, slots=True)
-class Certificate:
+class Certificate(msgspec.Struct, frozen=True):
     """Whether a Secret is a TLS one and, if so, its certificate's validity."""
 
     resource_version: str

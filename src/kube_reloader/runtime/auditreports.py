@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from kube_reloader.core import fairness, planning
 from kube_reloader.core.objects import ObjectKey
@@ -29,8 +30,7 @@ CHUNK = 500
 EventFn = Callable[[planning.Workload, str, str, str, str], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class StaleCertificate:
+class StaleCertificate(msgspec.Struct, frozen=True):
     """A workload whose pods predate the rotation of TLS Secret `secret` at `changed_at`."""
 
     workload: planning.Workload

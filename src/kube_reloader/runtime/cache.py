@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from kube_reloader.core import hashing, matching, rollouts, scoping
 from kube_reloader.core.annotations import Keys
@@ -27,8 +28,7 @@ from kube_reloader.kube.projections import ObjectMeta
 from kube_reloader.runtime.templateviews import pod_template
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigEntry:
+class ConfigEntry(msgspec.Struct, frozen=True):
     """A ConfigMap or Secret as remembered: never its data, only its hash."""
 
     metadata: ObjectMeta
@@ -76,8 +76,7 @@ class ConfigEntry:
         return None if self.digests is None else Before(self.hash, self.digests)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadEntry:
+class WorkloadEntry(msgspec.Struct, frozen=True):
     metadata: ObjectMeta
     workload: Workload
 

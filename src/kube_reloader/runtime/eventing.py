@@ -32,8 +32,9 @@ import secrets
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from kube_reloader.core import fairness, planning
 from kube_reloader.core.correlating import Correlator, Occurrence, Record
@@ -66,8 +67,7 @@ class EventSink(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
+class Pending(msgspec.Struct, frozen=True):
     workload: planning.Workload
     event_type: str
     reason: str

@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from kube_reloader.core import planning
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Event
@@ -327,7 +329,7 @@ def keep_content_time(store: dict[Any, ConfigEntry], ev: ReflectorEvent[ConfigEn
         return
     moved = old.changed_at is not None and new.changed_at != old.changed_at
     if new.hash == old.hash and moved and store.get(ev.key) is new:
-        store[ev.key] = dataclasses.replace(new, changed_at=old.changed_at)
+        store[ev.key] = msgspec.structs.replace(new, changed_at=old.changed_at)
 
 
 def clamp_content_time(
@@ -337,4 +339,4 @@ def clamp_content_time(
     server) is taken as `latest`: nothing sleeps or orders on a tenant's year 9999."""
     new = store.get(ev.key)
     if new is not None and new.changed_at is not None and new.changed_at > latest:
-        store[ev.key] = dataclasses.replace(new, changed_at=latest)
+        store[ev.key] = msgspec.structs.replace(new, changed_at=latest)

@@ -10,8 +10,9 @@ can register a kind of its own (`BUILTIN.with_kind(...)`) and pass it in `Option
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from kube_reloader.core import planning, rollouts
 from kube_reloader.core.customkinds import CustomKind
@@ -24,8 +25,7 @@ from kube_reloader.runtime import writeseam
 from kube_reloader.runtime.writeseam import Strategy
 
 
-@dataclass(frozen=True, slots=True)
-class KindSpec:
+class KindSpec(msgspec.Struct, frozen=True):
     kind: str
     resource: Resource
     #: how a workload of this kind is reloaded

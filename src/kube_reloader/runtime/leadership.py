@@ -38,9 +38,10 @@ import datetime as dt
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
+
+import msgspec
 
 from kube_reloader.kube import errors
 from kube_reloader.kube.leases import LeaseRecord
@@ -52,8 +53,7 @@ V2_LOCK_NAME = "reloader-leader-election"
 JITTER = 1.2
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(msgspec.Struct, frozen=True):
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -77,8 +77,7 @@ class Timing:
         return out
 
 
-@dataclass(frozen=True)
-class HASettings:
+class HASettings(msgspec.Struct, frozen=True):
     """`--enable-ha`: who this replica is (`POD_NAME`), where the lock lives
     (`--leader-election-namespace`, else `POD_NAMESPACE`; `--leader-election-id`), the
     election's timing, and whether the lease is given up on shutdown."""
@@ -103,8 +102,7 @@ class LeaseStore(Protocol):
 # ---------------------------------------------------------------------- pure decisions
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(msgspec.Struct, frozen=True):
     """The record this replica last read, and the local time at which it saw it change."""
 
     record: LeaseRecord

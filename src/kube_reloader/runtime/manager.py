@@ -21,8 +21,9 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from kube_reloader import __version__
 from kube_reloader.core import hashing
@@ -46,16 +47,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("kube_reloader")
 
 
-@dataclass(frozen=True)
-class HashKeySettings:
+class HashKeySettings(msgspec.Struct, frozen=True):
     """`--hash-algorithm=hmac-sha256`: where the key lives (created on first start)."""
 
     namespace: str
     secret: str
 
 
-@dataclass(frozen=True)
-class ManagerSettings:
+class ManagerSettings(msgspec.Struct, frozen=True):
     """What the manager runs, and where it serves."""
 
     options: Options

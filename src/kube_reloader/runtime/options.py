@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import msgspec
+
 from kube_reloader.core import evicting, planning
 from kube_reloader.core.customkinds import CustomKind
 from kube_reloader.core.objects import ResourceType, WorkloadKind
@@ -17,8 +19,7 @@ from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.runtime.kinds import BUILTIN, Kinds
 
 
-@dataclass(frozen=True, slots=True)
-class AlertSettings:
+class AlertSettings(msgspec.Struct, frozen=True):
     url: str
     sink: str = ""
     additional_info: str = ""

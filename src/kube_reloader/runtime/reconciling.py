@@ -50,8 +50,7 @@ CSI_NOT_FOLLOWED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(msgspec.Struct, frozen=True):
     """A write the scheduler admitted, settled once it ends (`Reconciler._settle`)."""
 
     key: ObjectKey

@@ -3,7 +3,7 @@ hands out, each room getting only the domains it reports in (see `reporting`).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from kube_reloader.runtime.auditreports import AuditReports
 from kube_reloader.runtime.counting import ChangeReports, QueueReports, WebhookReports
@@ -13,8 +13,7 @@ from kube_reloader.runtime.reporting import ProblemReports, Sink
 from kube_reloader.runtime.rolloutreports import RolloutReports
 
 
-@dataclass(frozen=True, slots=True)
-class Reports:
+class Reports(msgspec.Struct, frozen=True):
     sink: Sink
     problems: ProblemReports
     changes: ChangeReports

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import msgspec
+
 from kube_reloader.core import matching, planning, regexes, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
@@ -94,7 +96,7 @@ class Stores:
             for k, entry in refl.store.items():
                 wanted = self.index.wants_keys(entry.metadata.namespace, entry.rtype, entry.name)
                 if entry.digests is not None and not wanted:
-                    refl.store[k] = dataclasses.replace(entry, digests=None)
+                    refl.store[k] = msgspec.structs.replace(entry, digests=None)
                     dropped += 1
         return dropped
 

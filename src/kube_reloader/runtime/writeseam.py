@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from kube_reloader.core import mutating, planning, strategies
 from kube_reloader.core.annotations import ROLLOUT_STRATEGY
@@ -39,8 +40,7 @@ _WIRE = {
 JOB_RECREATE_SECONDS = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """What a strategy writes to: the workload as planned, its API resource, and how."""
 
     workload: planning.Workload

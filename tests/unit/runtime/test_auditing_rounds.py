@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import msgspec
 import pytest
 
 from kube_reloader.metrics import MAX_STALE_SERIES
@@ -135,7 +136,7 @@ async def test_the_stale_certificate_memory_never_exceeds_its_cap_however_many_n
     room = leading_room(monkeypatch, cap=100)
     full = [cert(f"a{i}", "tls", 1.0) for i in range(100)]
     room.reports.audit.stale_certificates(full)
-    others = [dataclasses.replace(cert(f"n{i}", "tls", 1.0),
+    others = [msgspec.structs.replace(cert(f"n{i}", "tls", 1.0),
                                   workload=dataclasses.replace(workload(f"n{i}"), namespace=f"ns{i}"))
               for i in range(100)]  # fmt: skip
     room.reports.audit.stale_certificates(full + others)

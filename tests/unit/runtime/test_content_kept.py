@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -129,7 +128,7 @@ def test_a_write_that_left_the_content_alone_equals_the_full_reduction_with_the_
     before, after = edited(kind, change)
     old = full(before)
     got = kept(after, old)
-    assert got == dataclasses.replace(full(after), changed_at=old.changed_at)
+    assert got == msgspec.structs.replace(full(after), changed_at=old.changed_at)
 
 
 @pytest.mark.parametrize("kind", [configmap, secret])
@@ -147,7 +146,7 @@ def test_a_secret_made_a_tls_secret_says_so_with_its_content_kept() -> None:
     assert got is not None
     assert got.tls
     assert not full(before).tls
-    assert got == dataclasses.replace(full(after), changed_at=full(before).changed_at)
+    assert got == msgspec.structs.replace(full(after), changed_at=full(before).changed_at)
 
 
 def test_per_key_digests_are_reused_when_kept_and_wanted_and_never_made_up() -> None:
@@ -164,8 +163,8 @@ def test_per_key_digests_are_reused_when_kept_and_wanted_and_never_made_up() -> 
 
 def test_an_entry_without_a_content_digest_or_content_time_is_never_taken_as_unchanged() -> None:
     m = configmap()
-    assert kept(m, dataclasses.replace(full(m), content=b"")) is None
-    assert kept(m, dataclasses.replace(full(m), changed_at=None)) is None
+    assert kept(m, msgspec.structs.replace(full(m), content=b"")) is None
+    assert kept(m, msgspec.structs.replace(full(m), changed_at=None)) is None
 
 
 def test_a_modified_event_is_reduced_from_the_stored_entry_in_full_or_kept_with_its_digest() -> (
@@ -187,7 +186,7 @@ def test_a_modified_event_is_reduced_from_the_stored_entry_in_full_or_kept_with_
     relabelled(changed)
     stored = full(m, per_key=True)
     got = update(decode(changed), full(changed, per_key=True))
-    assert got == dataclasses.replace(full(changed, per_key=True), changed_at=stored.changed_at)
+    assert got == msgspec.structs.replace(full(changed, per_key=True), changed_at=stored.changed_at)
     assert asked == [("ns", ResourceType.CONFIGMAP, "cfg")] * 3
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 
+import msgspec
 import pytest
 
 from kube_reloader.core import planning
@@ -171,12 +172,12 @@ async def test_namespaces_watched_for_their_policies_never_keep_a_forbidden_cont
 
 
 def test_a_write_that_left_the_content_alone_keeps_the_time_of_the_last_content_change() -> None:
-    old = dataclasses.replace(entry("h1"), changed_at=100.0)
-    relabelled = dataclasses.replace(entry("h1"), changed_at=200.0)
+    old = msgspec.structs.replace(entry("h1"), changed_at=100.0)
+    relabelled = msgspec.structs.replace(entry("h1"), changed_at=200.0)
     store = {("ns", "cm"): relabelled}
     keep_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), relabelled, old))
     assert store[("ns", "cm")].changed_at == 100.0
-    rewritten = dataclasses.replace(entry("h2"), changed_at=300.0)
+    rewritten = msgspec.structs.replace(entry("h2"), changed_at=300.0)
     store = {("ns", "cm"): rewritten}
     keep_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), rewritten, old))
     assert store[("ns", "cm")].changed_at == 300.0
@@ -233,7 +234,7 @@ async def test_a_content_or_template_time_a_tenant_wrote_in_the_future_is_clampe
     room = Room()
     i = intake(room)
     now = room.clock.wall()
-    forged = dataclasses.replace(entry("h2"), changed_at=253402300799.0)  # 9999-12-31
+    forged = msgspec.structs.replace(entry("h2"), changed_at=253402300799.0)  # 9999-12-31
     store = {("ns", "cm"): forged}
     clamp_content_time(store, ReflectorEvent(EventType.MODIFIED, ("ns", "cm"), forged, None),
                        now + MAX_AHEAD_SECONDS)  # fmt: skip

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from kube_reloader.kube import errors
@@ -90,7 +90,7 @@ class FakeStore:
 
     def _stored(self, record: LeaseRecord) -> LeaseRecord:
         self.version += 1
-        self.record = dataclasses.replace(record, resource_version=str(self.version))
+        self.record = msgspec.structs.replace(record, resource_version=str(self.version))
         return self.record
 
     async def get(self) -> LeaseRecord | None:

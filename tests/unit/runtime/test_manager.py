@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import datetime as dt
 import logging
 import socket
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import msgspec
 import pytest
 
 from kube_reloader.kube import config, credentials, errors, leases
@@ -440,7 +440,7 @@ async def test_a_health_address_in_use_exits_one(caplog: pytest.LogCaptureFixtur
 
 @pytest.mark.parametrize(("ha", "lock", "release"), [
     (HA, "stakater-reloader-lock", True),
-    (dataclasses.replace(HA, lock_name="reloader-leader-election", release_on_cancel=False),
+    (msgspec.structs.replace(HA, lock_name="reloader-leader-election", release_on_cancel=False),
      "reloader-leader-election", False),
 ])  # fmt: skip
 def test_the_default_elector_campaigns_for_the_configured_lock_and_release(
