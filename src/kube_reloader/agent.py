@@ -137,7 +137,7 @@ def named_processes(name: str, proc: Path = Path("/proc"), own: int | None = Non
     return sorted(out)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Agent:
     annotations: Path
     volumes: dict[str, Path] = field(default_factory=dict)

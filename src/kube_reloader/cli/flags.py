@@ -32,7 +32,7 @@ from kube_reloader.cli.flagset import (
     normalize_bools,
     split_csv,
 )
-from kube_reloader.core import admitting, evicting, matching, planning, scoping
+from kube_reloader.core import evicting, matching, planning, scoping
 from kube_reloader.core.annotations import Keys
 from kube_reloader.core.customkinds import CustomKind, CustomKindError, parse_workload_kind
 from kube_reloader.core.matching import MatchConfig, ignored_workload_types_valid
@@ -89,7 +89,7 @@ def settings(ns: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str]
         raise FlagError("--workers: must be at least 1")
     options = _options(ns, mode, env, plan, warnings)
     admission = _admission(ns, env)
-    if admission is not None and admitting.writes_hashes(options.plan):
+    if admission is not None and _writes_hashes(options.plan):
         options = replace(
             options, admission_grace=admission.grace, admission_keys=admission.authenticated
         )
@@ -338,6 +338,13 @@ def _hash_key(ns: argparse.Namespace, env: Mapping[str, str]) -> HashKeySettings
     if not DNS_SUBDOMAIN.fullmatch(ns.hash_key_secret):
         raise FlagError(f"--hash-key-secret: {ns.hash_key_secret!r} is not a valid name")
     return HashKeySettings(namespace=key_ns, secret=ns.hash_key_secret)
+
+
+def _writes_hashes(plan: planning.Config) -> bool:
+    """`admitting.writes_hashes`, imported only where the webhook is on."""
+    from kube_reloader.core import admitting
+
+    return admitting.writes_hashes(plan)
 
 
 def _admission(ns: argparse.Namespace, env: Mapping[str, str]) -> AdmissionSettings | None:

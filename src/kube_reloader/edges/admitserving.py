@@ -66,7 +66,7 @@ def remaining() -> float | None:
     return max(0.0, deadline - asyncio.get_running_loop().time())
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Gates:
     """The two stages' slots, and what became of the reviews that could not have one."""
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the admission webhook's listener only: imported in that mod
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Health:
     """What the probes report; the runtime updates it."""
 

@@ -31,7 +31,7 @@ def contents(todo: list[Plan]) -> tuple[Content, ...]:
     return tuple(((p.change.rtype, p.change.namespace, p.change.name), p.change.hash) for p in todo)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Breaker:
     #: failures that halt a content (0: the breaker is off)
     limit: int

@@ -12,7 +12,7 @@ import datetime as dt
 import functools
 from dataclasses import dataclass, field
 
-from kube_reloader.core import admitting, alerting, planning, strategies
+from kube_reloader.core import alerting, planning, strategies
 from kube_reloader.core.annotations import shadowed_template_keys
 from kube_reloader.core.objects import ObjectKey, ResourceType, WorkloadKind
 from kube_reloader.core.parsing import quote
@@ -58,7 +58,7 @@ class Remembered:
     given: frozenset[Listing]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class FanOut:
     options: Options
     clock: Clock
@@ -177,9 +177,7 @@ class FanOut:
             return None, v2_decision
         # with the admission webhook on, where it would have written this very hash: the
         # grace in which an apply's own write of the workload (one rollout) lands first
-        if opts.admission_grace and admitting.would_write(
-            p, workload, opts.plan, keys=opts.admission_keys
-        ):
+        if opts.admission_grace and _webhook_would_write(p, workload, opts):
             return max(opts.coalesce_window, opts.admission_grace), v2_decision
         return opts.coalesce_window, v2_decision
 
@@ -275,3 +273,10 @@ class FanOut:
                     "workload's metadata",
                 ),
             )
+
+
+def _webhook_would_write(p: planning.Plan, workload: planning.Workload, opts: Options) -> bool:
+    """`admitting.would_write`: its rules are imported only where the webhook is on."""
+    from kube_reloader.core import admitting
+
+    return admitting.would_write(p, workload, opts.plan, keys=opts.admission_keys)

@@ -46,7 +46,7 @@ MAX_AHEAD_SECONDS = 60.0
 FanOutFn = Callable[[Change, float], Awaitable[None]]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Intake:
     options: Options
     clock: Clock

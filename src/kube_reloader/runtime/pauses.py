@@ -23,7 +23,7 @@ from kube_reloader.runtime.writing import Writer
 RESUME_RETRY = 5.0
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Pauses:
     clock: Clock
     keys: Keys

@@ -60,7 +60,7 @@ class Admitted(msgspec.Struct, frozen=True):
     rolling: bool = False
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Reconciler:
     options: Options
     kinds: Kinds

@@ -29,7 +29,7 @@ from kube_reloader.runtime.reporting import ProblemReports, log
 from kube_reloader.runtime.stores import Names, Stores
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Resync:
     options: Options
     kinds: Kinds

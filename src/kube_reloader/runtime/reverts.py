@@ -24,7 +24,7 @@ from kube_reloader.runtime.reloadreports import ReloadReports
 WATCH_SECONDS = 60.0
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Reverts:
     clock: Clock
     reloads: ReloadReports

@@ -82,7 +82,7 @@ class Rotation:
     gone: bool = False
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Rotations:
     clock: Clock
     writer: Writer

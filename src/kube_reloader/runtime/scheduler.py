@@ -33,7 +33,7 @@ WINDOW_MARGIN = 1.0
 SLOT_SECONDS = rollouts.MAX_HOLD_SECONDS
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Scheduler:
     options: Options
     clock: Clock

@@ -134,7 +134,7 @@ class CertKeeper:
                 )
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Running:
     server: TlsServer
     keeper: CertKeeper
