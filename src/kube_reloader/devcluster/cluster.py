@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import ssl
@@ -24,8 +25,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kube_reloader.devcluster import components, realnode
 from kube_reloader.devcluster import pki as pkimod
@@ -245,10 +244,12 @@ class DevCluster:
         return components.audit_flags(policy, self.state_dir / "audit.log")
 
     def _write_kubeconfig(self, server: str) -> None:
+        # JSON, which is YAML too: client-go, kubectl and Helm read it as any kubeconfig, and
+        # a kube-reloader started with it loads no YAML parser (kube.kubeconfig._document)
         doc = components.kubeconfig_doc(server, self.pki)
         fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            yaml.safe_dump(doc, fh, sort_keys=False)
+            json.dump(doc, fh, indent=2)
 
     # ------------------------------------------------------------------ status / down
 
