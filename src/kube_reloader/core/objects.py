@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class ResourceType(StrEnum):
@@ -75,9 +76,13 @@ def parse_workload_kind(value: object) -> ParsedKind:
 _BUILTIN = frozenset(k.value for k in WorkloadKind)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class ObjectKey:
-    """A namespaced object: `kind namespace/name`."""
+class ObjectKey(NamedTuple):
+    """A namespaced object: `kind namespace/name`.
+
+    A named tuple, not a dataclass: every index and queue of the controller is keyed by it,
+    and a tuple's hash and equality are the interpreter's own (a dataclass's are Python
+    functions, ~0.3 µs a lookup, about 90 lookups per reload). Its `str` is the only form
+    logs and messages use."""
 
     kind: str
     namespace: str
