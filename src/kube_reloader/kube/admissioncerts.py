@@ -48,6 +48,10 @@ class Ca(msgspec.Struct, frozen=True):
     #: the certificates a client must trust (this CA, and the one before it while it lasts)
     bundle_pem: bytes
 
+    def __repr__(self) -> str:
+        """Never the private key (a repr can reach a log line)."""
+        return f"Ca(cert_pem=<{len(self.cert_pem)} bytes>, key_pem=<redacted>)"
+
     @property
     def not_before(self) -> float:
         return _cert(self.cert_pem).not_valid_before_utc.timestamp()

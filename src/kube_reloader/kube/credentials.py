@@ -36,6 +36,11 @@ class AuthState(msgspec.Struct, frozen=True):
     cert_pem: bytes | None = None
     key_pem: bytes | None = None
 
+    def __repr__(self) -> str:
+        """Which credentials are set, never their values (a repr can reach a log line)."""
+        held = [n for n in ("token", "basic", "cert_pem", "key_pem") if getattr(self, n)]
+        return f"AuthState(set={held})"
+
 
 class Credentials(Protocol):
     """A source of `AuthState` that may change over time."""
