@@ -30,9 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import msgspec
-from prometheus_client import CollectorRegistry
 
-from kube_reloader.promseries import Counter, Gauge, Histogram
+from kube_reloader.promseries import Counter, Gauge, Histogram, Registry
 
 #: controller-runtime's reconcile-time buckets
 RECONCILE_TIME_BUCKETS = (
@@ -110,7 +109,7 @@ class VersionTwo(msgspec.Struct, frozen=True):
         return cls((*dict.fromkeys(controllers), PAUSES), lease)
 
 
-def per_controller(r: CollectorRegistry, name: str, what: str) -> Counter:
+def per_controller(r: Registry, name: str, what: str) -> Counter:
     """controller-runtime's `controller_runtime_<name>_total{controller}` counter of `what`."""
     return Counter(
         f"controller_runtime_{name}",
@@ -125,7 +124,7 @@ class ControllerRuntime:
 
     def __init__(
         self,
-        r: CollectorRegistry,
+        r: Registry,
         controllers: Sequence[str],
         lease: str | None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -153,7 +152,7 @@ class ControllerRuntime:
         if lease is None:
             self._start_all()
 
-    def _reconciles(self, r: CollectorRegistry) -> None:
+    def _reconciles(self, r: Registry) -> None:
         c = ["controller"]
         self.total = Counter(
             "controller_runtime_reconcile",
@@ -187,7 +186,7 @@ class ControllerRuntime:
             registry=r,
         )
 
-    def _queues(self, r: CollectorRegistry) -> None:
+    def _queues(self, r: Registry) -> None:
         q = ["controller", "name"]
         self.depth = Gauge(
             "workqueue_depth",

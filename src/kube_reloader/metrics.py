@@ -16,17 +16,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import msgspec
-import prometheus_client
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.process_collector import ProcessCollector
 
 from kube_reloader.core import fairness
 from kube_reloader.ctrlmetrics import ControllerRuntime, VersionTwo
-from kube_reloader.promseries import Counter, Gauge, Histogram
+from kube_reloader.promseries import Counter, Gauge, Histogram, Registry
+from kube_reloader.promtext import CONTENT_TYPE, ProcessCollector, render
 
-prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-
-CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
+__all__ = ["CONTENT_TYPE", "Recorder", "StaleUpdate", "names"]
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 ACTION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -52,11 +48,11 @@ class Recorder:
         self.by_namespace = by_namespace
         self._by_ns: dict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
-        r = self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry = Registry()
         #: collectors that read the controller's state at scrape time: rendered on the event
-        #: loop (the rest may be rendered in a worker thread: prometheus_client locks them)
-        self.loop_registry = CollectorRegistry(auto_describe=True)
-        ProcessCollector(registry=r)
+        #: loop (the rest may be rendered in a worker thread: `promseries` locks them)
+        self.loop_registry = Registry()
+        r.register(ProcessCollector())
 
         self._reloader_v1(r)
         self._reloader_v1_events(r)
@@ -65,7 +61,7 @@ class Recorder:
         self._ours(r)
         self._ours_state(r)
 
-    def _reloader_v1(self, r: CollectorRegistry) -> None:
+    def _reloader_v1(self, r: Registry) -> None:
         """Reloader v1's families (compat-spec §8.2), named, typed and labelled exactly: reloads,
         reconciles, writes, skips here; the work queue, errors and events next."""
         self.reload_executed = Counter(
@@ -100,7 +96,7 @@ class Recorder:
             "reloader_skipped", "Skipped reloads, by reason", ["reason"], registry=r
         )
 
-    def _reloader_v1_events(self, r: CollectorRegistry) -> None:
+    def _reloader_v1_events(self, r: Registry) -> None:
         """Reloader v1's work queue, error, event and workload families (compat-spec §8.2),
         and our count of the queue's reconciles (Reloader v2 counts a change's instead)."""
         self.queue_depth = Gauge("reloader_workqueue_depth", "Work queue depth", registry=r)
@@ -138,7 +134,7 @@ class Recorder:
             "reloader_workloads_matched", "Workloads that matched a change", ["kind"], registry=r
         )
 
-    def _client_go(self, r: CollectorRegistry, *, latency: bool) -> None:
+    def _client_go(self, r: Registry, *, latency: bool) -> None:
         """client-go's request metrics, with the labels Reloader v1's adapters give them."""
         self.rest_latency: Histogram | None = None
         self.rest_requests = Counter(
@@ -157,7 +153,7 @@ class Recorder:
             registry=r,
         )
 
-    def _ours(self, r: CollectorRegistry) -> None:
+    def _ours(self, r: Registry) -> None:
         """kube-reloader's own: reloads, decisions, holds, rollouts."""
         self.reload_latency = Histogram(
             "kube_reloader_reload_latency_seconds",
@@ -216,7 +212,7 @@ class Recorder:
             registry=r,
         )
 
-    def _ours_state(self, r: CollectorRegistry) -> None:
+    def _ours_state(self, r: Registry) -> None:
         """kube-reloader's own: leadership, readiness, the audit, tasks, the event loop."""
         self.leader = Gauge(
             "kube_reloader_leader", "1 when this replica holds the lease", registry=r
@@ -350,19 +346,19 @@ class Recorder:
 
     def exposition(self) -> bytes:
         """The text served on /metrics (with v1's by-namespace family, named exactly)."""
-        return self._exposition() + generate_latest(self.loop_registry)
+        return self._exposition() + render(self.loop_registry)
 
     def exposition_soon(self) -> asyncio.Future[bytes]:
         """`exposition`, its costly part (every labelled series: up to 10,000 stale ones,
         ~0.1 s of formatting) in a worker thread so the event loop runs meanwhile; the
         collectors that read the controller's own state (`loop_registry`) on the loop, now.
         A future, not a coroutine: the listener's protocol runs no task."""
-        on_loop = generate_latest(self.loop_registry)
+        on_loop = render(self.loop_registry)
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, lambda: self._exposition() + on_loop)
 
     def _exposition(self) -> bytes:
-        text = generate_latest(self.registry)
+        text = render(self.registry)
         if not self.by_namespace:
             return text
         lines = [

@@ -117,10 +117,17 @@ def test_a_zip_or_an_egg_on_the_path_before_the_dist_info_defers_to_importlib_me
 #: what the controller's start never imports unless a flag asks for it (issue 33): a web
 #: framework (aiohttp: the admission webhook and alert webhooks only), the admission webhook's
 #: server and certificates, lint's YAML editor, the pprof listener's
-#: tracemalloc, time zones (a window outside UTC), a typo's suggestions, and importlib.metadata
-#: (the version is read from the dist-info directly)
+#: tracemalloc, time zones (a window outside UTC), a typo's suggestions, importlib.metadata
+#: (the version is read from the dist-info directly), and prometheus_client with the HTTP
+#: servers and mail parsing its import pulls in (`promseries` and `promtext` replace it)
 NOT_AT_START = (
     "importlib.metadata",
+    "prometheus_client",
+    "http.server",
+    "http.client",
+    "wsgiref",
+    "urllib.request",
+    "email",
     "difflib",
     "tracemalloc",
     "zoneinfo",

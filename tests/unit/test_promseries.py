@@ -1,20 +1,24 @@
-"""The lookup in front of `labels()`: the same series as prometheus_client's own, found again
-by the labels as given, and never a series that was removed."""
+"""The metric families: a series is found again by its labels as given, never a removed one;
+wrong labels, names and amounts are refused; a scrape in another thread reads whole values."""
 
 from __future__ import annotations
 
+import math
+import sys
+import threading
+
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
-from kube_reloader.promseries import Counter, Gauge, Histogram
+from kube_reloader.promseries import Counter, Gauge, Histogram, Registry
+from kube_reloader.promtext import render
 
 
-def _text(registry: CollectorRegistry) -> str:
-    return generate_latest(registry).decode()
+def _text(registry: Registry) -> str:
+    return render(registry).decode()
 
 
 def test_the_same_labels_find_the_same_series_whatever_order_the_names_come_in() -> None:
-    registry = CollectorRegistry()
+    registry = Registry()
     c = Counter("demo_total", "demo", ["verb", "code"], registry=registry)
     a = c.labels(verb="PATCH", code="200")
     assert c.labels(verb="PATCH", code="200") is a
@@ -26,7 +30,7 @@ def test_the_same_labels_find_the_same_series_whatever_order_the_names_come_in()
 
 
 def test_a_removed_series_is_made_anew_and_exported_again() -> None:
-    registry = CollectorRegistry()
+    registry = Registry()
     g = Gauge("demo", "demo", ["ns"], registry=registry)
     old = g.labels(ns="a")
     old.set(1)
@@ -42,7 +46,7 @@ def test_a_removed_series_is_made_anew_and_exported_again() -> None:
 
 
 def test_values_are_strings_on_the_wire_and_a_wrong_label_is_still_refused() -> None:
-    registry = CollectorRegistry()
+    registry = Registry()
     h = Histogram("demo_seconds", "demo", ["kind"], buckets=(1.0,), registry=registry)
     h.labels(kind=7).observe(0.5)
     assert h.labels(kind="7") is h.labels(kind=7), "7 and '7' are one series, as before"
@@ -51,3 +55,104 @@ def test_values_are_strings_on_the_wire_and_a_wrong_label_is_still_refused() -> 
         h.labels(other="x")
     with pytest.raises(ValueError, match="Incorrect label count"):
         h.labels("a", "b")
+    with pytest.raises(ValueError, match="not both"):
+        h.labels("a", kind="b")
+    with pytest.raises(ValueError, match="has labels"):
+        h.observe(1.0)
+
+
+def test_an_unhashable_label_value_is_found_by_its_string() -> None:
+    c = Counter("demo", "demo", ["what"])
+    c.labels(what=["a"]).inc()
+    assert c.labels(what="['a']").get() == 1.0
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (lambda: Counter("bad name", "x"), "metric name"),
+        (lambda: Counter("ok", "x", ["bad-label"]), "label name"),
+        (lambda: Counter("ok", "x", ["__reserved"]), "label name"),
+        (lambda: Counter("ok", "x", ["a", "a"]), "twice"),
+        (lambda: Histogram("ok", "x", ["le"], buckets=(1,)), "label name"),
+        (lambda: Histogram("ok", "x", buckets=(2, 1)), "ascend"),
+        (lambda: Histogram("ok", "x", buckets=(1, 1)), "ascend"),
+    ],
+)
+def test_a_malformed_metric_is_refused_when_it_is_made(make: object, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        make()  # type: ignore[operator]
+
+
+def test_a_counter_refuses_to_go_down_and_a_name_is_registered_once() -> None:
+    registry = Registry()
+    c = Counter("twice", "x", registry=registry)
+    with pytest.raises(ValueError, match="only goes up"):
+        c.inc(-1)
+    with pytest.raises(ValueError, match="registered twice: twice, twice_total"):
+        Counter("twice_total", "x", registry=registry)
+    Gauge("other", "x", registry=registry)
+    assert registry.get_sample_value("twice_total") == 0.0
+    assert registry.get_sample_value("twice_total", {"x": "y"}) is None
+
+
+def test_a_histogram_counts_each_value_in_the_first_bucket_it_fits() -> None:
+    registry = Registry()
+    h = Histogram("h", "x", buckets=(1, 2), registry=registry)
+    for value in (0.5, 1.0, 1.5, 2.0, 3.0, float("inf")):
+        h.observe(value)
+    h.observe(float("nan"))  # fits no bucket, and makes the sum NaN
+    sample = registry.get_sample_value
+    assert [sample("h_bucket", {"le": le}) for le in ("1.0", "2.0", "+Inf")] == [2, 4, 6]
+    assert sample("h_count") == 6
+    total = sample("h_sum")
+    assert total is not None
+    assert math.isnan(total)
+
+
+def test_a_gauge_with_a_function_is_read_at_each_scrape() -> None:
+    registry = Registry()
+    g = Gauge("fn", "x", ["c"], registry=registry)
+    values = iter((3, 4))
+    g.labels(c="a").set_function(lambda: next(values))
+    assert registry.get_sample_value("fn", {"c": "a"}) == 3.0
+    assert registry.get_sample_value("fn", {"c": "a"}) == 4.0
+
+
+def test_a_scrape_in_another_thread_reads_whole_histograms_while_the_loop_writes() -> None:
+    registry = Registry()
+    h = Histogram("h", "x", ["n"], buckets=(0.5,), registry=registry)
+    stop = threading.Event()
+    torn: list[str] = []
+
+    def scrape() -> None:
+        try:
+            read()
+        except Exception as exc:  # noqa: BLE001 - a table changed mid-read fails the test
+            torn.append(repr(exc))
+
+    def read() -> None:
+        while not stop.is_set():
+            for family in registry.collect():
+                by = {
+                    (s.name, s.labels.get("n"), s.labels.get("le")): s.value for s in family.samples
+                }
+                for (name, n, _), value in by.items():
+                    if name == "h_count" and by[("h_bucket", n, "+Inf")] != value:
+                        torn.append(n or "")
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns often
+    reader = threading.Thread(target=scrape)
+    reader.start()
+    try:
+        for i in range(20_000):  # every step adds a series and removes one: the table changes
+            h.labels(n=str(i)).observe(i % 2)
+            if i >= 100:
+                h.remove(str(i - 100))
+    finally:
+        stop.set()
+        reader.join()
+        sys.setswitchinterval(switch)
+    assert torn == []
+    assert registry.get_sample_value("h_count", {"n": "19999"}) == 1

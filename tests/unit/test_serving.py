@@ -34,7 +34,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kube_reloader import limits
 from kube_reloader.core.fairness import share
 from kube_reloader.edges import admitserving
-from kube_reloader.edges.plainhttp import Answering
+from kube_reloader.edges.plainhttp import Answering, http_date
 from kube_reloader.edges.serving import (
     Health,
     Limits,
@@ -866,3 +866,27 @@ async def test_garbage_after_a_request_gets_its_400_after_that_requests_answer(
     statuses = re.findall(rb"HTTP/1\.1 \d{3} [^\r]*", raw)
     assert statuses == [b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"]
     writer.close()
+
+
+@pytest.mark.parametrize(
+    "second",
+    [0, 784111777, 951782400, 1796601600, 2**31 + 5, 253402300799],  # 1970, RFC, leap day, ...
+)
+def test_the_date_header_is_the_imf_fixdate_the_mail_package_writes(second: int) -> None:
+    import email.utils
+
+    assert http_date(second) == email.utils.formatdate(second, usegmt=True)
+
+
+def test_the_date_header_is_english_whatever_the_time_locale() -> None:
+    import locale
+
+    before = locale.setlocale(locale.LC_TIME)
+    for name in ("de_DE.UTF-8", "fr_FR.UTF-8", "C.UTF-8"):
+        with contextlib.suppress(locale.Error):
+            locale.setlocale(locale.LC_TIME, name)
+            break
+    try:
+        assert http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
+    finally:
+        locale.setlocale(locale.LC_TIME, before)

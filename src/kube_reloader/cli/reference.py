@@ -19,12 +19,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.metrics import MetricWrapperBase
-
 from kube_reloader import metrics
 from kube_reloader.cli import flagset
 from kube_reloader.core import annotations as keymod
 from kube_reloader.ctrlmetrics import VersionTwo
+from kube_reloader.promseries import Family, Metric
 from kube_reloader.runtime.observing import ControllerCollector
 
 COMMAND = "python -m kube_reloader.cli.reference docs"
@@ -235,7 +234,11 @@ _ORIGINS = (
         "As Reloader v2 exposes it: 1 while this replica holds the Lease named.",
     ),
     ("kube_reloader_", "kube-reloader's own", ""),
-    ("process_", "Process", "From prometheus_client's process collector (read from /proc)."),
+    (
+        "process_",
+        "Process",
+        "From the process collector (`promtext`: read from /proc at each scrape).",
+    ),
 )
 
 
@@ -244,16 +247,13 @@ def _label_names(
 ) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
     owners = [recorder] if recorder.ctrl is None else [recorder, recorder.ctrl]
-    families: list[Any] = [
-        v for o in owners for v in vars(o).values() if isinstance(v, MetricWrapperBase)
+    families: list[Metric[Any] | Family] = [
+        v for o in owners for v in vars(o).values() if isinstance(v, Metric)
     ]
     families += list(collector.collect())
     for family in families:
-        if hasattr(family, "_name"):
-            name, kind = family._name, family._type
-        else:
-            name, kind = family.name, family.type
-        found[f"{name}_total" if kind == "counter" else name] = tuple(family._labelnames)
+        name = family.name
+        found[f"{name}_total" if family.type == "counter" else name] = family.labelnames
     return found
 
 

@@ -15,7 +15,6 @@ does not parse gets a 400 and the connection closed.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import time
 from collections import deque
@@ -66,6 +65,20 @@ def split_addr(addr: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]: 
     return host, int(port)
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def http_date(second: float) -> str:
+    """RFC 9110's IMF-fixdate of `second` (`Sun, 06 Nov 1994 08:49:37 GMT`), in English
+    whatever the locale (the `email` package that formats it too costs 2 ms to import)."""
+    t = time.gmtime(second)
+    return (
+        f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+        f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT"
+    )
+
+
 class _Date:
     """The `Date` header, formatted once a second."""
 
@@ -76,7 +89,7 @@ class _Date:
     def now(cls) -> str:
         second = int(time.time())
         if second != cls.second:
-            cls.second, cls.value = second, email.utils.formatdate(second, usegmt=True)
+            cls.second, cls.value = second, http_date(second)
         return cls.value
 
 

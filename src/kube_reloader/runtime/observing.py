@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from kube_reloader.edges.alerts import AlertSender
+from kube_reloader.promseries import CounterFamily, Family, GaugeFamily
 
 
 class Observed(Protocol):
@@ -28,11 +26,11 @@ class Observed(Protocol):
         ...
 
 
-class ControllerCollector(Collector):
+class ControllerCollector:
     def __init__(self, controller: Observed) -> None:
         self.controller = controller
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         c = self.controller
         restarts, relists, objects = _cache_metrics(c)
         forbidden = _forbidden(c)
@@ -45,19 +43,19 @@ class ControllerCollector(Collector):
         yield from _fleet(c)
 
 
-def _cache_metrics(c: Observed) -> tuple[Metric, Metric, Metric]:
+def _cache_metrics(c: Observed) -> tuple[Family, Family, Family]:
     """Watch restarts, relists and cached objects, summed over the reflectors of a resource."""
-    restarts = CounterMetricFamily(
+    restarts = CounterFamily(
         "kube_reloader_watch_restarts",
         "Watch streams restarted (timeouts, errors, expiries), by resource",
         labels=["resource"],
     )
-    relists = CounterMetricFamily(
+    relists = CounterFamily(
         "kube_reloader_relists",
         "Relists after an expired or broken watch",
         labels=["resource"],
     )
-    objects = GaugeMetricFamily(
+    objects = GaugeFamily(
         "kube_reloader_cache_objects", "Objects held in the watch caches", labels=["resource"]
     )
     totals: dict[str, list[int]] = {}
@@ -74,9 +72,9 @@ def _cache_metrics(c: Observed) -> tuple[Metric, Metric, Metric]:
     return restarts, relists, objects
 
 
-def _forbidden(c: Observed) -> Metric:
+def _forbidden(c: Observed) -> Family:
     """1 for a resource when any of its reflectors is refused by RBAC (or polls)."""
-    forbidden = GaugeMetricFamily(
+    forbidden = GaugeFamily(
         "kube_reloader_forbidden",
         "1 when RBAC forbids listing (or, with polling, watching) a resource",
         labels=["resource"],
@@ -90,10 +88,8 @@ def _forbidden(c: Observed) -> Metric:
     return forbidden
 
 
-def _alerts(c: Observed) -> Metric:
-    alerts = CounterMetricFamily(
-        "kube_reloader_alerts", "Reload alerts, by result", labels=["result"]
-    )
+def _alerts(c: Observed) -> Family:
+    alerts = CounterFamily("kube_reloader_alerts", "Reload alerts, by result", labels=["result"])
     if c.alerts is not None:
         alerts.add_metric(["sent"], c.alerts.stats.sent)
         alerts.add_metric(["failed"], c.alerts.stats.failed)
@@ -101,24 +97,24 @@ def _alerts(c: Observed) -> Metric:
     return alerts
 
 
-def _pending(c: Observed) -> Metric:
-    pending = GaugeMetricFamily(
+def _pending(c: Observed) -> Family:
+    pending = GaugeFamily(
         "kube_reloader_pending_reloads", "Workloads with reloads waiting to be written"
     )
     pending.add_metric([], c.pending)
     return pending
 
 
-def _fleet(c: Observed) -> Iterator[Metric]:
+def _fleet(c: Observed) -> Iterator[Family]:
     """Rollouts in flight and held workloads by reason, from one look at the fleet."""
     in_flight, held = c.fleet()
-    rollouts = GaugeMetricFamily(
+    rollouts = GaugeFamily(
         "kube_reloader_rollouts_in_flight",
         "Workload rollouts started by reloads and not finished (--max-concurrent-rollouts)",
     )
     rollouts.add_metric([], in_flight)
     yield rollouts
-    waiting = GaugeMetricFamily(
+    waiting = GaugeFamily(
         "kube_reloader_held_workloads",
         "Workloads whose reload waits, by reason (slots, window, frozen, halted, order, "
         "job-running)",
