@@ -20,9 +20,8 @@ import msgspec
 from kube_reloader.core import fairness
 from kube_reloader.ctrlmetrics import ControllerRuntime, VersionTwo
 from kube_reloader.promseries import Counter, Gauge, Histogram, Registry
-from kube_reloader.promtext import CONTENT_TYPE, ProcessCollector, render
+from kube_reloader.promtext import ProcessCollector, render
 
-__all__ = ["CONTENT_TYPE", "Recorder", "StaleUpdate", "names"]
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 ACTION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)

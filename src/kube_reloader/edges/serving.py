@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, cast
 import msgspec
 
 from kube_reloader.edges.plainhttp import Answering, Handler, Reply, Routes, split_addr, then
-from kube_reloader.metrics import CONTENT_TYPE, Recorder
+from kube_reloader.metrics import Recorder
+from kube_reloader.promtext import CONTENT_TYPE
 
 if TYPE_CHECKING:  # the admission webhook's listener only: imported in that mode
     from aiohttp import web
