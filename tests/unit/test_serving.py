@@ -51,7 +51,8 @@ from kube_reloader.edges.tlsserving import (
     require_client_certificates,
 )
 from kube_reloader.kube import admissioncerts as pki
-from kube_reloader.metrics import CONTENT_TYPE, Recorder
+from kube_reloader.metrics import Recorder
+from kube_reloader.promtext import CONTENT_TYPE
 
 pytestmark = pytest.mark.timeout(60)
 
