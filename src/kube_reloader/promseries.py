@@ -8,9 +8,15 @@ rendered for the same families (tests/unit/test_promtext.py renders both and com
 
 A series already made is found by one lookup of its labels as given (keyword names included,
 so two call sites that order them differently find the same series); `remove` and `clear`
-empty that lookup. Values are written on the event loop and may be read by a scrape in a
-worker thread: each series, and each metric's table of series, has a lock, so a scrape reads
-a whole histogram and never a table in the middle of a change."""
+empty that lookup. Only values that are strings printing as themselves (`str`, a `StrEnum`
+member) go in it; any other value (a number, NaN) finds its series by its string each time,
+since 1, True and 1.0 are one dict key and three series. An object equal to a string that
+prints otherwise (an Enum mixing in `str`, not a `StrEnum`) would find that string's series:
+pass `str(value)` for those (every call site passes a `str` or a `StrEnum` member).
+
+Values are written on the event loop and may be read by a scrape in a worker thread: each
+series, and each metric's table of series, has a lock, so a scrape reads a whole histogram
+and never a table in the middle of a change."""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 INF = float("inf")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+#: marks a lookup key made of label names and values (`labels(name=value)`)
+_BY_NAME = object()
 
 
 class Sample(NamedTuple):
@@ -104,6 +112,8 @@ class Registry:
     def register(self, collector: Collector) -> None:
         names = collector.exposed_names() if isinstance(collector, Metric) else ()
         with self._lock:
+            if any(c is collector for c in self._collectors):
+                raise ValueError(f"collector registered twice: {collector!r}")
             taken = sorted(self._names.intersection(names))
             if taken:
                 raise ValueError(f"metric names registered twice: {', '.join(taken)}")
@@ -152,7 +162,8 @@ class GaugeSeries:
         self._function: Callable[[], float] | None = None
 
     def set(self, value: float) -> None:
-        self._value = float(value)
+        with self._lock:
+            self._value = float(value)
 
     def inc(self, amount: float = 1) -> None:
         with self._lock:
@@ -230,18 +241,15 @@ class Metric(Generic[S]):
         return (self.name,)
 
     def labels(self, *values: Any, **named: Any) -> S:
-        key = (values, tuple(named.items())) if named else values
+        key = (_BY_NAME, tuple(named.items())) if named else values
         try:
             return self._lookup[key]
         except KeyError:
-            pass
+            return self._find(values, named, key)
         except TypeError:  # an unhashable value: found by its string
-            return self._find(values, named)
-        series = self._find(values, named)
-        self._lookup[key] = series
-        return series
+            return self._find(values, named, None)
 
-    def _find(self, values: tuple[Any, ...], named: dict[str, Any]) -> S:
+    def _find(self, values: tuple[Any, ...], named: dict[str, Any], key: Any) -> S:
         if not self.labelnames:
             raise ValueError(f"{self.name} has no labels")
         if values and named:
@@ -252,11 +260,16 @@ class Metric(Generic[S]):
             values = tuple(named[label] for label in self.labelnames)
         elif len(values) != len(self.labelnames):
             raise ValueError(f"Incorrect label count: {len(values)}")
-        key = tuple(str(v) for v in values)
-        with self._lock:
-            series = self._series.get(key)
+        strings = tuple(str(v) for v in values)
+        # Only strings that print as themselves go in the lookup (a StrEnum member too): 1,
+        # True and 1.0 are one dict key but three series, and NaN never finds itself.
+        kept = key is not None and all(isinstance(v, str) for v in values) and strings == values
+        with self._lock:  # with the lookup's entry, so a `remove` meanwhile drops both
+            series = self._series.get(strings)
             if series is None:
-                series = self._series[key] = self._new()
+                series = self._series[strings] = self._new()
+            if kept:
+                self._lookup[key] = series
         return series
 
     def remove(self, *values: Any) -> None:

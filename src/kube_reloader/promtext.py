@@ -64,7 +64,7 @@ class ProcessCollector:
     def collect(self) -> list[Family]:
         if not self._boot:
             return []
-        where = os.path.join(self._proc, self._pid())
+        where = os.path.join(self._proc, str(self._pid()).strip())
         return self._stat(where) + self._files(where)
 
     def _stat(self, where: str) -> list[Family]:
@@ -74,7 +74,8 @@ class ProcessCollector:
         except OSError:
             return []
         # after the command: state is field 0; utime 11, stime 12, start 19, vsize 20, rss 21
-        cpu = (float(fields[11]) + float(fields[12])) / self._ticks
+        # (each time in ticks turned into seconds, then added, as prometheus_client did)
+        cpu = float(fields[11]) / self._ticks + float(fields[12]) / self._ticks
         return [
             _gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", fields[20]),
             _gauge(

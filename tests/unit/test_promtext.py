@@ -107,14 +107,21 @@ def test_the_content_type_is_the_one_served_before() -> None:
     assert CONTENT_TYPE == prometheus_client.CONTENT_TYPE_LATEST
 
 
-def _proc(tmp_path: Path, *, limit: str = "1024", stat: bool = True) -> Path:
+def _proc(
+    tmp_path: Path,
+    *,
+    limit: str = "1024",
+    stat: bool = True,
+    ticks: tuple[str, str] = ("250", "150"),
+) -> Path:
     (tmp_path / "stat").write_text("cpu 1 2 3\nbtime 1700000000\n")
     me = tmp_path / "42"
     (me / "fd").mkdir(parents=True)
     for n in range(3):
         (me / "fd" / str(n)).write_text("")
     fields = ["S"] + ["0"] * 50
-    fields[11], fields[12], fields[19], fields[20], fields[21] = "250", "150", "500", "8192", "3"
+    fields[11], fields[12] = ticks
+    fields[19], fields[20], fields[21] = "500", "8192", "3"
     if stat:
         (me / "stat").write_text("42 (a) b) " + " ".join(fields) + "\n")
     (me / "limits").write_text(
@@ -160,3 +167,16 @@ def test_an_unlimited_file_limit_is_infinite_and_an_unreadable_stat_leaves_its_f
 def test_without_proc_the_process_families_are_left_out(tmp_path: Path) -> None:
     collector = ProcessCollector(str(tmp_path / "missing"))
     assert collector.collect() == []
+
+
+def test_the_process_families_render_as_prometheus_clients_collector_renders_them(
+    tmp_path: Path,
+) -> None:
+    from prometheus_client.process_collector import ProcessCollector as Theirs
+
+    proc = _proc(tmp_path, ticks=("6", "1"))  # 0.06 + 0.01 is not 0.07 in floats
+    ours = promseries.Registry()
+    ours.register(ProcessCollector(str(proc), lambda: "42"))
+    theirs = prometheus_client.CollectorRegistry()
+    Theirs(proc=str(proc), pid=lambda: "42", registry=theirs)
+    assert render(ours) == prometheus_client.generate_latest(theirs)

@@ -877,17 +877,3 @@ def test_the_date_header_is_the_imf_fixdate_the_mail_package_writes(second: int)
     import email.utils
 
     assert http_date(second) == email.utils.formatdate(second, usegmt=True)
-
-
-def test_the_date_header_is_english_whatever_the_time_locale() -> None:
-    import locale
-
-    before = locale.setlocale(locale.LC_TIME)
-    for name in ("de_DE.UTF-8", "fr_FR.UTF-8", "C.UTF-8"):
-        with contextlib.suppress(locale.Error):
-            locale.setlocale(locale.LC_TIME, name)
-            break
-    try:
-        assert http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
-    finally:
-        locale.setlocale(locale.LC_TIME, before)

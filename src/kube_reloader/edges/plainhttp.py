@@ -69,7 +69,7 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-def http_date(second: float) -> str:
+def http_date(second: int) -> str:
     """RFC 9110's IMF-fixdate of `second` (`Sun, 06 Nov 1994 08:49:37 GMT`), in English
     whatever the locale (the `email` package that formats it too costs 2 ms to import)."""
     t = time.gmtime(second)
