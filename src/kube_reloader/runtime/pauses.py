@@ -23,6 +23,16 @@ from kube_reloader.runtime.writing import Writer
 RESUME_RETRY = 5.0
 
 
+class _InFlight:
+    """Stands in a Deployment's resume timer while its resume runs (nothing to cancel)."""
+
+    def cancel(self) -> None:
+        pass
+
+
+_IN_FLIGHT = _InFlight()
+
+
 @dataclass(eq=False, repr=False)  # state, not a value: compared by identity
 class Pauses:
     clock: Clock
@@ -132,8 +142,17 @@ class Pauses:
         self._schedule(key, utc(self.clock) + dt.timedelta(seconds=RESUME_RETRY))
 
     async def resume(self, key: ObjectKey) -> None:
-        """Resume `key` if it is still paused by us; the leader does it."""
-        self._resumes.pop(key, None)
+        """Resume `key` if it is still paused by us; the leader does it. While it runs, `key`
+        holds an in-flight mark instead of a timer: a Deployment event seen meanwhile (its
+        rollout's status) arms no second resume, which would write and count it again."""
+        self._resumes[key] = _IN_FLIGHT
+        try:
+            await self._resume(key)
+        finally:
+            if self._resumes.get(key) is _IN_FLIGHT:
+                del self._resumes[key]
+
+    async def _resume(self, key: ObjectKey) -> None:
         if not self.fence.may_write():  # the leader resumes; check again later in case we lead
             self._later(key)
             return

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from typing import Any
 
+from kube_reloader.core.objects import ObjectKey
 from kube_reloader.kube import errors
 from kube_reloader.runtime.clock import utc
 from kube_reloader.runtime.pauses import RESUME_RETRY, Pauses
@@ -103,6 +106,35 @@ async def test_seeing_a_paused_deployment_arms_one_timer_and_an_unpaused_one_can
     p.observe(dataclasses.replace(w, paused=False))
     assert w.key not in p
     assert room.clock.pending() == []
+
+
+async def test_a_deployment_seen_while_its_resume_runs_is_resumed_and_counted_once() -> None:
+    room = Room()
+    reading = asyncio.Event()
+    answer = asyncio.Event()
+
+    class Slow(FakeWriter):
+        async def read(self, key: ObjectKey) -> dict[str, Any]:
+            reading.set()
+            await answer.wait()  # the GET is on the wire while the rollout's events come in
+            return await super().read(key)
+
+    writer = Slow()
+    p = pauses(room, writer)
+    now = utc(room.clock).strftime("%Y-%m-%dT%H:%M:%SZ")
+    w = dataclasses.replace(workload(annotations={**PERIOD, KEYS.paused_at: now}), paused=True)
+    writer.objects[w.key] = paused_object()
+    resume = asyncio.ensure_future(p.resume(w.key))
+    await reading.wait()
+    p.observe(w)  # still paused: its resume is under way, not due again
+    assert room.clock.pending() == []
+    assert w.key in p
+    answer.set()
+    await resume
+    assert await room.spawned.run() == []
+    assert writer.resumes == [w.key]
+    assert room.sample("kube_reloader_pauses_total", action="resume") == 1
+    assert w.key not in p
 
 
 # -- Reloader v2's pause (--compat=v2) ------------------------------------------------------
