@@ -169,9 +169,6 @@ class GaugeSeries:
         with self._lock:
             self._value += amount
 
-    def dec(self, amount: float = 1) -> None:
-        self.inc(-amount)
-
     def set_function(self, function: Callable[[], float]) -> None:
         """Read the value from `function` at each scrape, from now on."""
         self._function = function

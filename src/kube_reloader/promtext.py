@@ -49,7 +49,7 @@ class ProcessCollector:
         self._pid = pid
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
         self._page = resource.getpagesize()
-        self._boot = self._boot_time()
+        self._boot: float | None = None  # read at the first scrape, not at start
 
     def _boot_time(self) -> float:
         try:
@@ -62,12 +62,14 @@ class ProcessCollector:
         return 0.0
 
     def collect(self) -> list[Family]:
+        if self._boot is None:
+            self._boot = self._boot_time()
         if not self._boot:
             return []
         where = os.path.join(self._proc, str(self._pid()).strip())
-        return self._stat(where) + self._files(where)
+        return self._stat(where, self._boot) + self._files(where)
 
-    def _stat(self, where: str) -> list[Family]:
+    def _stat(self, where: str, boot: float) -> list[Family]:
         try:
             with open(os.path.join(where, "stat"), "rb") as stat:
                 fields = stat.read().rsplit(b")", 1)[-1].split()
@@ -86,7 +88,7 @@ class ProcessCollector:
             _gauge(
                 "process_start_time_seconds",
                 "Start time of the process since unix epoch in seconds.",
-                float(fields[19]) / self._ticks + self._boot,
+                float(fields[19]) / self._ticks + boot,
             ),
             _counter(
                 "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", cpu
