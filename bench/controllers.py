@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kube_reloader.devcluster.peers import LISTEN_ENV
+from kube_reloader.devcluster.ports import free_port
 
 from .baseline import RELOADER_V1, RELOADER_V2, is_kube_reloader
 from .runs import Scenario
@@ -115,12 +115,6 @@ class Controller:
                 self.profiler.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.profiler.kill()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 #: variables that would change a peer's scope or make it take part in leader election

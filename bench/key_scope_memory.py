@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_reloader.devcluster.cluster import DevCluster
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.kube import config
 from kube_reloader.kube.client import Client
 
@@ -70,12 +70,6 @@ def data_set(run: str, quick: bool) -> list[dict[str, Any]]:
                                          "env": env}]}}},
         })  # fmt: skip
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in nss] + objs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss(pid: int) -> tuple[int, int]:

@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,18 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from kube_reloader.devcluster.cluster import DevCluster
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.kube import config, pods, resources
 from kube_reloader.kube.client import Client, PatchType
 
 from .reload_bench import gather_limited, rss_kib
 
 NS, IDLE = "rotate", "idle-pods"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -30,6 +30,7 @@ import pytest
 
 from kube_reloader.devcluster.building import Builder
 from kube_reloader.devcluster.peers import LISTEN_ENV, PEERS, source_tree
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
 from tests.waiting import eventually
@@ -47,12 +48,6 @@ def binary(component: str) -> Path:
         pytest.skip(f"{component}: no peer source tree at {tree} (set KUBE_RELOADER_PEERS)")
     builder = Builder(extra=(component,), report=lambda line: print(line, flush=True))
     return builder.ensure().path(component)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ChildProcess:

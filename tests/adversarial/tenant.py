@@ -15,7 +15,6 @@ import os
 import resource
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,16 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client, PatchType
 from tests.exposition import metric_samples
 from tests.harness import auto_deployment_on_configmap
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

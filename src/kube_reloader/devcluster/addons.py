@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,6 +23,7 @@ from typing import Any, Self
 import yaml
 
 from kube_reloader.devcluster.gobuild import GoBuilder, Reporter, _stderr
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.devcluster.versions import cache_root
 from kube_reloader.kube import errors, resources
 from kube_reloader.kube.client import Client
@@ -57,12 +57,6 @@ async def install_crds(
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_ok(url: str) -> bool:

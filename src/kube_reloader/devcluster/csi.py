@@ -43,6 +43,7 @@ import yaml
 from kube_reloader.devcluster import addons
 from kube_reloader.devcluster.gobuild import BuildError, GoBuilder, Reporter, _stderr
 from kube_reloader.devcluster.nodeconfig import NODE_NAME
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.devcluster.versions import SECRETS_STORE_CSI, cache_root
 from kube_reloader.kube import config, errors, resources
 from kube_reloader.kube.client import Client
@@ -216,7 +217,7 @@ class CSIDriverOnNode:
             f"--nodeid={NODE_NAME}",
             f"--provider-volume={self.providers}",
             f"--additional-provider-volume-paths={self.providers}",
-            f"--metrics-addr=127.0.0.1:{addons.free_port()}",
+            f"--metrics-addr=127.0.0.1:{free_port()}",
             "--enable-secret-rotation",
             f"--rotation-poll-interval={self.rotation_poll}",
             "--v=2",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kube_reloader.devcluster.processes import free_port
+from kube_reloader.devcluster.ports import free_port
 from kube_reloader.devcluster.state import State
 from kube_reloader.devcluster.versions import Versions
 

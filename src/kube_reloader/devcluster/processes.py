@@ -1,6 +1,6 @@
 """Small process and loopback-HTTP helpers the dev cluster uses to start, probe and stop.
 
-Free-port picking, TLS contexts and health probes, etcd's JSON API, and `/proc` checks
+TLS contexts and health probes, etcd's JSON API, and `/proc` checks
 that a recorded PID is still alive and still runs the binary that was recorded.
 """
 
@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import time
 import urllib.error
@@ -20,12 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kube_reloader.devcluster.state import ClusterError, Proc
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def insecure() -> ssl.SSLContext:
