@@ -119,7 +119,8 @@ def test_a_zip_or_an_egg_on_the_path_before_the_dist_info_defers_to_importlib_me
 #: server and certificates, lint's YAML editor, the pprof listener's
 #: tracemalloc, time zones (a window outside UTC), a typo's suggestions, importlib.metadata
 #: (the version is read from the dist-info directly), and prometheus_client with the HTTP
-#: servers and mail parsing its import pulls in (`promseries` and `promtext` replace it)
+#: servers and mail parsing its import pulls in (`promseries` and `promtext` replace it), and
+#: the staleness audit, loaded when its first round is due (`runtime.auditroom`)
 NOT_AT_START = (
     "importlib.metadata",
     "prometheus_client",
@@ -137,6 +138,10 @@ NOT_AT_START = (
     "kube_reloader.runtime.admitter",
     "kube_reloader.runtime.servingcerts",
     "kube_reloader.edges.admitserving",
+    "kube_reloader.runtime.auditing",
+    "kube_reloader.core.staleness",
+    "kube_reloader.core.x509",
+    "kube_reloader.kube.podstarts",
 )
 
 

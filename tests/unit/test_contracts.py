@@ -108,7 +108,7 @@ def test_the_architecture_page_says_what_every_runtime_room_owns() -> None:
 def test_the_diagram_reader_sees_a_name_carried_onto_the_next_line() -> None:
     # the reader itself: a row's names continued with `|`, a description continued alone
     assert drawing("tlsserving")[1] == ["alerts", "serving", "admitserving"]
-    assert drawing("manager")[1] == ["controller", "servingcerts"]
+    assert drawing("manager")[1] == ["controller", "servingcerts", "auditroom"]
 
 
 def test_no_module_name_is_used_twice_in_the_package() -> None:

@@ -228,10 +228,14 @@ class Auditing:
         await self.ready.wait()
         while True:
             await sleep(self.clock, self.options.audit_interval)
-            if not self.fence.may_write():
-                await self._drop()
-                continue
-            await self.once()
+            await self.round()
+
+    async def round(self) -> None:
+        """One round: the audit when this replica may write, else its series dropped."""
+        if not self.fence.may_write():
+            await self._drop()
+            return
+        await self.once()
 
     async def once(self) -> Report:
         stores = self.stores

@@ -33,7 +33,7 @@ from kube_reloader.kube.client import Client
 from kube_reloader.kube.transport import RequestObserver
 from kube_reloader.metrics import Recorder
 from kube_reloader.runtime.admitsettings import AdmissionSettings
-from kube_reloader.runtime.auditing import Auditing
+from kube_reloader.runtime.auditroom import AuditRoom
 from kube_reloader.runtime.clock import Clock, SystemClock, utc
 from kube_reloader.runtime.controller import Controller
 from kube_reloader.runtime.kinds import custom
@@ -244,7 +244,7 @@ class Manager:
                     self._admission(client, options, settings.admission, controller)
                 if options.audit_interval > 0 and isinstance(controller, Controller):
                     c = controller  # the staleness audit reads its caches, reports through it
-                    room = Auditing(
+                    room = AuditRoom(
                         client, options, c.clock, c.stores, c.fence, c.reports.audit, c.ready
                     )
                     c.supervisor.spawn("staleness-audit", room.loop)
