@@ -24,7 +24,6 @@ import base64
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kube_reloader.core import (
@@ -38,6 +37,7 @@ from kube_reloader.core import (
 )
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.records import record
 
 #: bytes of AdmissionReview read (an object is at most ~1.5 MiB in etcd; a review holds the
 #: object and the old object); larger: admitted unchanged, never read whole
@@ -73,7 +73,7 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Review:
     """The parts of an admission request the webhook reads."""
 
@@ -85,7 +85,7 @@ class Review:
     dry_run: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParsedReview:
     """A review, or why there is none (`uid` is still set when the request carried one)."""
 
@@ -94,7 +94,7 @@ class ParsedReview:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Admission:
     """What to write (JSONPatch operations, possibly none) and why."""
 

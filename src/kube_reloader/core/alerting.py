@@ -7,11 +7,11 @@ Formatting only: the HTTP sending lives in `kube_reloader.edges.alerts`.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 from kube_reloader.core import gojson
 from kube_reloader.core.objects import ResourceType
 from kube_reloader.core.pausing import format_zoned_time
+from kube_reloader.core.records import record
 
 WEBHOOK_BODY = b'{"webhook":"update successful"}'
 
@@ -41,7 +41,7 @@ def webhook_body_v2(
     return gojson.marshal(doc).encode()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Payload:
     body: bytes
     content_type: str

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from kube_reloader.core.limiting import TokenBucket
+from kube_reloader.core.records import record
 
 #: client-go's defaults (`NewEventCorrelator`)
 CACHE_ENTRIES = 4096
@@ -64,7 +65,7 @@ class LRU(Generic[K, V]):
         return len(self._entries)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Occurrence:
     """One Event asked for: its source, involved object, type, reason and message."""
 
@@ -92,7 +93,7 @@ class Occurrence:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Record:
     """What to write: Event `name` with this message and count (`count` > 1: it exists,
     patch its count, lastTimestamp and message)."""
@@ -117,7 +118,7 @@ class _Similar:
     messages: OrderedDict[bytes, None] = field(default_factory=OrderedDict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Seen:
     name: str
     count: int

@@ -5,9 +5,9 @@ lives at PATH. Parsing is total: a value or a one-line error."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.records import record
 
 _GROUP = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")
 _VERSION = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
@@ -21,7 +21,7 @@ class CustomKindError(ValueError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CustomKind:
     group: str
     version: str

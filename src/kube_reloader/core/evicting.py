@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from kube_reloader.core import inplace, kindtraits
 from kube_reloader.core.annotations import MAX_UNAVAILABLE, POD_SELECTOR, POD_STRATEGY, SIGNAL
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.records import record
 from kube_reloader.core.selectors import SelectorError, validate
 
 STRATEGY = POD_STRATEGY
@@ -86,7 +86,7 @@ def parse_strategy(text: str) -> PodStrategy:
         raise EvictError(f"invalid {STRATEGY} {quote(text)}: want one of {want}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MaxUnavailable:
     """A pod count (`2`) or a percentage of the replicas (`25%`)."""
 
@@ -121,7 +121,7 @@ def parse_max_unavailable(text: str) -> MaxUnavailable:
     return MaxUnavailable(value, percent)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodPolicy:
     """How a workload is reloaded, read from its annotations."""
 
@@ -133,7 +133,7 @@ class PodPolicy:
     signal: str = inplace.DEFAULT_SIGNAL
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mode:
     """How a workload is reloaded (`planning.mode_of`): its policy, or None when its
     annotations cannot be read (it is then not reloaded at all), and the warnings they
@@ -210,7 +210,7 @@ def ordinal_of(name: str, labels: dict[str, str] | None = None) -> int | None:
     return int(text)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pod:
     """What a rotation needs of a pod."""
 
@@ -241,7 +241,7 @@ def targets(pods: Iterable[Pod], changed_at: float) -> frozenset[str]:
     return frozenset(p.uid for p in pods if not p.terminating and p.created < cutoff)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rotation:
     """How one workload's pods may be replaced."""
 
@@ -263,7 +263,7 @@ class Phase(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     phase: Phase
     #: pods to evict now, in this order

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, NamedTuple
 
 from kube_reloader.core import catchup, evicting, pausing, planning, scheduling, scoping
@@ -19,6 +19,7 @@ from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.matching import carries_named_list
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.records import record
 from kube_reloader.core.references import Reference, references_with_fields
 
 TYPES = (ResourceType.CONFIGMAP, ResourceType.SECRET)
@@ -36,7 +37,7 @@ class Found(NamedTuple):
     changed_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ResourceVerdict:
     rtype: str
     name: str
@@ -63,7 +64,7 @@ class ResourceVerdict:
     at_start: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AnnotationSource:
     rtype: str
     read_from: str
@@ -71,7 +72,7 @@ class AnnotationSource:
     shadowed: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Explanation:
     kind: str
     namespace: str

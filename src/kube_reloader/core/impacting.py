@@ -21,12 +21,13 @@ from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.ledger import Ledger
 from kube_reloader.core.objects import ObjectKey, ResourceType
 from kube_reloader.core.planning import Change, Outcome
+from kube_reloader.core.records import record
 from kube_reloader.core.scheduling import Hold, Verdict
 
 Resource = tuple[ResourceType, str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class State:
     """What the controller holds when the change arrives."""
 
@@ -40,7 +41,11 @@ class State:
     halted: Mapping[Resource, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+#: nothing in flight, nothing waiting, nothing halted, no cap
+IDLE = State()
+
+
+@record
 class Row:
     workload: ObjectKey
     #: the plan's outcome (`planning.Outcome`) and its reason
@@ -71,7 +76,7 @@ def preview(
     *,
     config: planning.Config,
     now: float,
-    state: State = State(),
+    state: State = IDLE,
     namespace_annotations: Mapping[str, str] | None = None,
 ) -> list[Row]:
     """Every workload of the change's namespace, what the change would do to it."""

@@ -31,10 +31,10 @@ import json
 import math
 import signal
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from kube_reloader.core.annotations import SIGNAL
+from kube_reloader.core.records import record
 
 #: pod annotations kube-reloader writes and the agent reads
 RESTART = "kube-reloader.io/restart"
@@ -140,7 +140,7 @@ def parse_request(text: str) -> tuple[str, dict[str, str]] | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pod:
     """What an in-place rotation needs of a pod."""
 
@@ -164,7 +164,7 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     phase: Phase
     pod: Pod | None = None

@@ -7,9 +7,8 @@ instead of comparing kind names; `runtime.kinds` builds its registry on this tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kube_reloader.core.objects import WorkloadKind
+from kube_reloader.core.records import record
 
 Path = tuple[str, ...]
 
@@ -18,7 +17,7 @@ TEMPLATE_PATH: Path = ("spec", "template")
 CRONJOB_TEMPLATE_PATH: Path = ("spec", "jobTemplate", "spec", "template")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KindTraits:
     """The facts about one workload kind that the rules depend on."""
 

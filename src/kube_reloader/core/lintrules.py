@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kube_reloader.core.records import record
+
 
 class Severity(IntEnum):
     INFO = 1
@@ -20,7 +22,7 @@ class Severity(IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     id: str
     name: str
@@ -128,7 +130,7 @@ class Document:
     line_of: Callable[[Path], int]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     rule: str
     severity: Severity

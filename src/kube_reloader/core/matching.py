@@ -24,6 +24,7 @@ from kube_reloader.core import regexes
 from kube_reloader.core.annotations import IGNORE_TLS, Keys, list_members, parse_bool
 from kube_reloader.core.objects import ResourceType, WorkloadKind
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.records import record
 
 VALID_IGNORED_WORKLOAD_TYPES = ("jobs", "cronjobs")
 #: `--reload-tls-secrets`: a Secret of this type, or carrying this annotation, is a TLS Secret
@@ -52,7 +53,7 @@ class Source(StrEnum):
     POD_TEMPLATE = "pod template"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MatchConfig:
     keys: Keys = field(default_factory=Keys)
     auto_reload_all: bool = False
@@ -86,7 +87,7 @@ class MatchConfig:
         return "is not a boolean (true/false); treated as false"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decision:
     reload: bool
     reason: Reason

@@ -5,9 +5,10 @@ named; any other kind name is a workload with its pod template at `spec.template
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
+
+from kube_reloader.core.records import record
 
 
 class ResourceType(StrEnum):
@@ -52,7 +53,7 @@ class WorkloadKind(StrEnum):
 _KIND_NAME = re.compile(r"[A-Za-z](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParsedKind:
     """A workload kind name, or (when `error` is set) why there is none."""
 

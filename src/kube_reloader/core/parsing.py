@@ -9,8 +9,9 @@ one-line error, so one bad annotation costs its workload a warning, never the lo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from kube_reloader.core.records import record
 
 #: bytes of JSON accepted in one annotation (Kubernetes caps all annotations at 256 KiB)
 MAX_JSON_BYTES = 256 * 1024
@@ -18,7 +19,7 @@ MAX_JSON_BYTES = 256 * 1024
 MAX_JSON_DEPTH = 16
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parsed:
     """A decoded value, or (when `error` is set) why there is none."""
 

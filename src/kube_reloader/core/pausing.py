@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.records import record
 
 _UNITS = {
     "ns": 1e-9,
@@ -123,7 +123,7 @@ class PauseAction(StrEnum):
     INVALID = "invalid"  # the period does not parse: reload without pausing
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PausePlan:
     action: PauseAction
     message: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -26,6 +26,7 @@ from kube_reloader.core import (
 )
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, ResourceType, parse_workload_kind
+from kube_reloader.core.records import record
 from kube_reloader.core.references import (
     PodTemplate,
     Target,
@@ -54,7 +55,7 @@ class Before(NamedTuple):
     digests: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Change:
     """A resource whose content changed (or appeared, or went away)."""
 
@@ -82,7 +83,7 @@ class Change:
         return f"{self.rtype.kind} {self.namespace}/{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Workload:
     #: a `WorkloadKind` value for the built-in kinds; any other name is a custom kind whose
     #: pod template is at spec.template
@@ -115,7 +116,7 @@ class Workload:
         object.__setattr__(self, "key", ObjectKey(str(self.kind), self.namespace, self.name))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Config:
     match: matching.MatchConfig = field(default_factory=matching.MatchConfig)
     strategy: strategies.Strategy = strategies.Strategy.ENV_VARS
@@ -129,7 +130,7 @@ class Config:
     evictable: frozenset[str] = evicting.EVICTABLE_KINDS
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     workload: ObjectKey
     change: Change

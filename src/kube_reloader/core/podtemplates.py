@@ -10,11 +10,11 @@ shape reads as absent.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kube_reloader.core.kindtraits import Path, traits
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.records import record
 
 
 def template_path(kind: str) -> Path:
@@ -62,7 +62,7 @@ def volumes(template: Any) -> tuple[Mapping[str, Any], ...]:
     return mappings(pod_spec(template).get("volumes"))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Source:
     """A resource named by a volume or a container, and the field that names it: for a volume
     `configMap`, `secret`, `projected` or `csi`; for a container e.g. `envFrom.secretRef`."""

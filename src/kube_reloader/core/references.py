@@ -9,17 +9,18 @@ controller keeps per workload.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kube_reloader.core import podtemplates as pt
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.records import record
 
 #: Only env vars whose name starts with this keep their value (the ones Reloader writes).
 ENV_PREFIX = "STAKATER_"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnvVar:
     name: str
     value: str | None = None  # kept only for STAKATER_* variables
@@ -28,7 +29,7 @@ class EnvVar:
     key: str | None = None  # the key of configMapKeyRef / secretKeyRef
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Container:
     name: str
     env: tuple[EnvVar, ...] = ()
@@ -57,7 +58,7 @@ class Container:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Volume:
     name: str
     configmaps: tuple[str, ...] = ()  # configMap.name and projected configMap sources
@@ -92,7 +93,7 @@ class Volume:
         return self.spc == name
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PodTemplate:
     annotations: Mapping[str, str] = field(default_factory=dict)
     containers: tuple[Container, ...] = ()
@@ -133,7 +134,7 @@ class PodTemplate:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Target:
     """The container that receives the env var, and how it was chosen (for `explain`)."""
 
@@ -274,7 +275,7 @@ def _items(sources: list[pt.Source]) -> tuple[tuple[str, ...] | None, ...]:
     return tuple(s.items for s in sources)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reference:
     """A ConfigMap or Secret reference as `explain` shows it: the container and the field
     it comes through."""

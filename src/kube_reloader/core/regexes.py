@@ -19,13 +19,13 @@ that matched (the entry Reloader, which tries them in order, would report).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import re2
 
 from kube_reloader.core.annotations import split_list
 from kube_reloader.core.parsing import quote
+from kube_reloader.core.records import record
 
 V = TypeVar("V")
 
@@ -81,7 +81,7 @@ def _search(pattern: re2._Regexp, name: str) -> bool:
         return False  # a name RE2 cannot encode (lone surrogate) matches nothing
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Compiled:
     """One list entry: its RE2 program, or why it cannot be used."""
 
@@ -143,7 +143,7 @@ def _compile_entry(entry: str) -> Compiled:
     return Compiled(entry, pattern)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompiledList:
     """A whole named list: its usable entries (in order), one combined program that tests
     them all at once, the per-entry problems, and `refused` when the list as a whole is over

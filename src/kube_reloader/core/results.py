@@ -13,10 +13,10 @@ coalescer for the timers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kube_reloader.core.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Done:
     """Nothing is left of the item. `cleared`: the workload's consecutive failures end; False
     when nothing was tried (no changes, the workload gone before the write or under it, only
@@ -25,7 +25,7 @@ class Done:
     cleared: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Hold:
     """Held by the scheduler (`reason`: a `core.scheduling.Hold`); `after`: seconds until it
     is looked at again by time alone, None when only an event ends the hold."""
@@ -34,7 +34,7 @@ class Hold:
     after: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Defer:
     """Deferred by the rate limits (`reason`: which) for `after` seconds."""
 
@@ -42,18 +42,18 @@ class Defer:
     after: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Retry:
     """Tried and not written for a reason that may pass: kept, retried after a backoff that
     doubles per consecutive failure."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Requeue:
     """The workload changed under the write: kept and re-planned at once."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Drop:
     """The workload is gone (found so after a conflict): its changes are forgotten."""
 

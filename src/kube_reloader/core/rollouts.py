@@ -8,10 +8,10 @@ becomes an Event and a metric instead of a silent mystery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from kube_reloader.core.kindtraits import traits
+from kube_reloader.core.records import record
 
 DEFAULT_DEADLINE_SECONDS = 600.0
 
@@ -23,7 +23,7 @@ class RolloutState(StrEnum):
     STUCK = "stuck"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Status:
     """The status fields that matter, whatever the kind (absent ones are 0 / empty)."""
 

@@ -26,13 +26,13 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from kube_reloader.core import annotations as a
 from kube_reloader.core import fairness, windows
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey, WorkloadKind
+from kube_reloader.core.records import record
 
 #: at most this many workloads in one `reload-after` list
 MAX_AFTER = 16
@@ -57,7 +57,7 @@ class JobPolicy(StrEnum):
     NEVER = "never"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rules:
     """A workload's fleet-safety annotations (and its namespace's), parsed."""
 
@@ -181,7 +181,7 @@ def follows(
     return False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Facts:
     """What the controller knows when it decides (or what `impact` read from the cluster)."""
 
@@ -207,7 +207,7 @@ class Facts:
     other_namespaces: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     write: bool
     message: str
@@ -218,7 +218,7 @@ class Verdict:
     position: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Slots:
     """The slot facts of one workload (see `slots`)."""
 

@@ -16,12 +16,13 @@ values are resolved at container start), else the pod's `status.startTime`; ende
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 
 from kube_reloader.core import matching, planning, references
 from kube_reloader.core.annotations import Keys, shadowed_template_keys
 from kube_reloader.core.objects import ObjectKey, ResourceType
+from kube_reloader.core.records import record
 from kube_reloader.core.x509 import Validity, iso
 
 #: a pod that started less than this long before the change counts as current: the kubelet's
@@ -39,7 +40,7 @@ class Reason(StrEnum):
     SKIPPED = "skipped"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unwatched:
     """The controller never sees this resource: why, as a reason and one line."""
 
@@ -47,7 +48,7 @@ class Unwatched:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Consumed:
     """A ConfigMap or Secret a workload's pod template references, as it is now."""
 
@@ -63,7 +64,7 @@ class Consumed:
     unwatched: Unwatched | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     workload: ObjectKey
     rtype: ResourceType
@@ -140,7 +141,7 @@ def _why(plan: planning.Plan, workload: planning.Workload, keys: Keys) -> Reason
     return Reason.NO_ANNOTATION
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     """A consumed resource with a known change time that no rule will reload for: stale
     when some live pod of the workload started before `consumed.changed_at`."""

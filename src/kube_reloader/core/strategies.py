@@ -9,13 +9,13 @@ idempotent, and what lets a restarted controller skip work already done.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from kube_reloader.core import gojson, hashing, mutating, parsing
 from kube_reloader.core.annotations import LAST_RELOADED_FROM, RELOADED_HASHES
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.records import record
 from kube_reloader.core.references import ENV_PREFIX, PodTemplate
 
 
@@ -42,7 +42,7 @@ class PatchType(StrEnum):
     JSON = "json"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Patch:
     type: PatchType
     body: Any

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kube_reloader.core import hashing, strategies
 from kube_reloader.core.annotations import LAST_RELOADED_FROM
 from kube_reloader.core.objects import ResourceType
+from kube_reloader.core.records import record
 from kube_reloader.core.references import PodTemplate
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Content:
     """One resource's content, as a workload records it."""
 

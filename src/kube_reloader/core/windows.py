@@ -31,7 +31,8 @@ import functools
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+from kube_reloader.core.records import record
 
 MAX_LENGTH = 256
 MAX_DURATION = 7 * 86400.0
@@ -57,7 +58,7 @@ _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _FORMAT = "expected '<cron> <duration> [<timezone>]' (5 cron fields or a macro)"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Field:
     name: str
     lo: int
@@ -75,7 +76,7 @@ _FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Window:
     minutes: frozenset[int]
     hours: frozenset[int]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
-from dataclasses import dataclass
+
+from kube_reloader.core.records import record
 
 #: PEM input larger than this is refused (a certificate chain is a few KiB)
 MAX_PEM = 64 << 10
@@ -19,7 +20,7 @@ _BEGIN, _END = b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"
 _SEQUENCE, _UTC_TIME, _GENERALIZED_TIME, _VERSION = 0x30, 0x17, 0x18, 0xA0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Validity:
     #: epoch seconds
     not_before: float
@@ -29,7 +30,7 @@ class Validity:
         return {"notBefore": iso(self.not_before), "notAfter": iso(self.not_after)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parsed:
     validity: Validity | None = None
     error: str | None = None

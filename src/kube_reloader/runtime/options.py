@@ -7,13 +7,14 @@ passed explicitly to everything that needs it (no globals).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import msgspec
 
 from kube_reloader.core import evicting, planning
 from kube_reloader.core.customkinds import CustomKind
 from kube_reloader.core.objects import ResourceType, WorkloadKind
+from kube_reloader.core.records import record
 from kube_reloader.core.strategies import Compat
 from kube_reloader.ctrlmetrics import VersionTwo
 from kube_reloader.runtime.kinds import BUILTIN, Kinds
@@ -28,7 +29,7 @@ class AlertSettings(msgspec.Struct, frozen=True):
     structured: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Options:
     plan: planning.Config = field(default_factory=planning.Config)
     #: None = all namespaces; otherwise the namespaces to watch (scoped mode)
