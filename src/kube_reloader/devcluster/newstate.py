@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kube_reloader.devcluster.ports import free_port
+from kube_reloader.devcluster.ports import free_port, reserve
 from kube_reloader.devcluster.state import State
 from kube_reloader.devcluster.versions import Versions
 
@@ -35,8 +35,10 @@ def new_state(
     real_node: bool,
 ) -> State:
     """A new cluster's state, started now; `minimal` starts no nodes and no real node."""
-    chosen = {name: free_port() for name in PORTS}
-    chosen.update(ports or {})
+    pinned = dict(ports or {})
+    for port in pinned.values():
+        reserve(port)  # not also another component's
+    chosen = {name: pinned.get(name) or free_port() for name in PORTS} | pinned
     return State(
         versions={
             "kubernetes": versions.kubernetes,
