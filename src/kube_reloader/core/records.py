@@ -35,9 +35,20 @@ def _key(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return get
 
 
+def _defines(cls: type, name: str) -> bool:
+    """Whether `cls` defines method `name` itself, as the dataclass decides it: a `__hash__`
+    set to None only because the class defines `__eq__` is not one."""
+    if name != "__hash__":
+        return name in cls.__dict__
+    own = cls.__dict__.get("__hash__", dataclasses.MISSING)
+    return not (own is dataclasses.MISSING or (own is None and "__eq__" in cls.__dict__))
+
+
 @typing.dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def record(cls: type[T]) -> type[T]:
-    """`cls` as `@dataclass(frozen=True, slots=True)` would make it (see the module)."""
+    """`cls` as `@dataclass(frozen=True, slots=True)` would make it (see the module); like
+    the dataclass, it keeps an `__eq__`, `__hash__` or `__repr__` the class defines itself."""
+    keep = {name for name in ("__eq__", "__hash__", "__repr__") if _defines(cls, name)}
     made: Any = dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
     fields = dataclasses.fields(made)
     key = _key(tuple(f.name for f in fields if f.compare))
@@ -56,6 +67,7 @@ def record(cls: type[T]) -> type[T]:
         return f"{self.__class__.__qualname__}({inner})"
 
     for method in (__eq__, __hash__, __repr__):
-        method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
-        setattr(made, method.__name__, method)
+        if method.__name__ not in keep:
+            method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
+            setattr(made, method.__name__, method)
     return typing.cast("type[T]", made)

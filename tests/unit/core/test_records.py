@@ -181,3 +181,65 @@ def test_every_frozen_value_type_of_the_core_is_made_by_record() -> None:
                 if not made_by_record:
                     stdlib.append(obj.__qualname__)
     assert stdlib == []
+
+
+def own_methods() -> type[Any]:
+    class Own:
+        a: int
+        secret: str = ""
+
+        def __repr__(self) -> str:
+            return f"Own(a={self.a}, secret=<hidden>)"
+
+    Own.__qualname__ = "Own"
+    return Own
+
+
+def own_eq() -> type[Any]:
+    class OwnEq:
+        a: int
+        b: int = 0
+
+        def __eq__(self, other: object) -> bool:
+            return type(other) is type(self) and self.a == other.a
+
+    OwnEq.__qualname__ = "OwnEq"
+    return OwnEq
+
+
+def own_hash() -> type[Any]:
+    class OwnHash:
+        a: int
+
+        def __hash__(self) -> int:
+            return 7
+
+    OwnHash.__qualname__ = "OwnHash"
+    return OwnHash
+
+
+def test_a_method_the_class_defines_itself_is_kept_as_the_dataclass_keeps_it() -> None:
+    ours, theirs = twins(own_methods)
+    assert repr(ours(1, "pw")) == repr(theirs(1, "pw")) == "Own(a=1, secret=<hidden>)"
+    ours, theirs = twins(own_eq)
+    assert (ours(1, 2) == ours(1, 3), theirs(1, 2) == theirs(1, 3)) == (True, True)
+    assert hash(ours(1, 2)) == hash(theirs(1, 2)), "the generated hash, over both fields"
+    ours, theirs = twins(own_hash)
+    assert (hash(ours(1)), hash(theirs(1))) == (7, 7)
+    assert (ours(1) == ours(1), ours(1) == ours(2)) == (True, False)
+
+
+def test_a_nan_held_by_a_record_equals_itself_as_in_the_dataclass() -> None:
+    nan = float("nan")
+    ours, theirs = SINGLE
+    assert (ours(nan) == ours(nan)) == (theirs(nan) == theirs(nan))
+    assert (ours(nan) == ours(float("nan"))) == (theirs(nan) == theirs(float("nan")))
+
+
+def test_the_runtimes_options_are_a_record() -> None:
+    from kube_reloader.runtime.options import Options
+
+    assert Options.__eq__.__module__ == records.__name__
+    assert Options() == Options()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Options().namespace_selector = "x"  # type: ignore[misc]
