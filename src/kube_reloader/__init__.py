@@ -62,6 +62,8 @@ def installed_version() -> str | None:
 
 def _ours(name: str) -> bool:
     """Metadata that may be this distribution's, however spelt (`Kube.Reloader-1.dist-info`,
-    `kube_reloader.egg-info`); the package's own directory is not."""
+    `kube_reloader.egg-info`); the package's own directory is not, nor anything else that is
+    not metadata (a `kube-reloader-*` directory in the working directory, which is on the path:
+    importlib.metadata looks only at `.dist-info` and `.egg-info`)."""
     folded = name.lower().replace("-", "_").replace(".", "_")
-    return folded.startswith("kube_reloader_")
+    return folded.startswith("kube_reloader_") and folded.endswith(("_dist_info", "_egg_info"))

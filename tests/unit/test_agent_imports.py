@@ -52,6 +52,14 @@ def test_the_version_read_without_importlib_metadata_is_the_one_it_would_give() 
             {"kube_reloader-1.2.3.dist-info/METADATA": "Name: kube-reloader\nVersion: 1.2.3\n"},
             "1.2.3",
         ),
+        (
+            {
+                "kube-reloader-compare-x1/log": "",
+                "kube_reloader-run.log": "",
+                "kube_reloader-1.2.3.dist-info/METADATA": "Version: 1.2.3\n",
+            },
+            "1.2.3",
+        ),
         ({"kube_reloader-1.2.3.dist-info/METADATA": "Name: x\n\nVersion: 9\n"}, None),
         ({"kube_reloader-1.egg-info/PKG-INFO": "Version: 1\n"}, None),
         (
@@ -74,6 +82,7 @@ def test_the_version_read_without_importlib_metadata_is_the_one_it_would_give() 
     ],
     ids=[
         "one dist-info",
+        "a directory named like the project beside it",
         "no version among its headers",
         "an egg",
         "two installs",
