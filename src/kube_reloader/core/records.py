@@ -55,6 +55,8 @@ def record(cls: type[T]) -> type[T]:
     shown = tuple(f.name for f in fields if f.repr)
 
     def __eq__(self: Any, other: object) -> bool:
+        if other is self:  # as the tuples would compare: item by item, identity first
+            return True
         if other.__class__ is self.__class__:
             return key(self) == key(other)
         return NotImplemented

@@ -108,6 +108,9 @@ class Pauses:
 
     def observe(self, workload: planning.Workload) -> None:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
+        if not (workload.paused and workload.annotations.get(self.keys.paused_at)):
+            self.forget(workload.key)  # not paused by us: resume_due's first answer, sooner
+            return
         _due, when = pausing.resume_due(
             annotations=dict(workload.annotations),
             paused=workload.paused,

@@ -234,6 +234,8 @@ def test_a_nan_held_by_a_record_equals_itself_as_in_the_dataclass() -> None:
     ours, theirs = SINGLE
     assert (ours(nan) == ours(nan)) == (theirs(nan) == theirs(nan))
     assert (ours(nan) == ours(float("nan"))) == (theirs(nan) == theirs(float("nan")))
+    mine, stdlibs = ours(float("nan")), theirs(float("nan"))
+    assert (mine == mine, mine != mine) == (stdlibs == stdlibs, stdlibs != stdlibs)
 
 
 def test_the_runtimes_options_are_a_record() -> None:
