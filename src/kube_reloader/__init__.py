@@ -47,17 +47,34 @@ def installed_version() -> str | None:
             names[0].startswith(_DIST_PREFIX) and names[0].endswith(".dist-info")
         ):
             return None
-        try:
-            with open(os.path.join(where, names[0], "METADATA"), encoding="utf-8") as f:
-                for line in f:
-                    if line.startswith("Version:"):
-                        return line.removeprefix("Version:").strip()
-                    if not line.strip():
-                        break  # the headers end at the first empty line
-        except OSError:
-            pass
-        return None
+        return _version_header(os.path.join(where, names[0], "METADATA"))
     return None
+
+
+def _version_header(path: str) -> str | None:
+    """The `Version` header of a METADATA file as importlib.metadata's email parser reads
+    it: the first one, its name in any case, its value without the blanks after the colon
+    or the line's end. None when unsure (a value folded onto the next line) or when there is
+    none before the headers end."""
+    value, last = None, ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line in ("\n", "\r\n"):
+                    break  # the headers end at the first empty line
+                if line[:1] in (" ", "\t"):
+                    if last == "version":
+                        return None  # folded: the parser joins the lines
+                    continue
+                name, colon, rest = line.partition(":")
+                last = name.lower() if colon else ""
+                if last == "version" and value is None:
+                    value = rest.lstrip(" \t").rstrip("\r\n")
+                elif value is not None:
+                    break  # the next header: nothing can fold onto the version any more
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value
 
 
 def _ours(name: str) -> bool:
@@ -66,4 +83,6 @@ def _ours(name: str) -> bool:
     not metadata (a `kube-reloader-*` directory in the working directory, which is on the path:
     importlib.metadata looks only at `.dist-info` and `.egg-info`)."""
     folded = name.lower().replace("-", "_").replace(".", "_")
+    while "__" in folded:  # a run of separators is one, as importlib.metadata normalizes
+        folded = folded.replace("__", "_")
     return folded.startswith("kube_reloader_") and folded.endswith(("_dist_info", "_egg_info"))

@@ -107,6 +107,47 @@ def test_the_fast_version_read_defers_to_importlib_metadata_when_unsure(
     assert kube_reloader.installed_version() == expected
 
 
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ({"kube_reloader-1.dist-info/METADATA": "version: 3.0\nVersion: 4\n"}, "3.0"),
+        ({"kube_reloader-1.dist-info/METADATA": "Version:   1.0 \r\n\nVersion: 2\n"}, "1.0 "),
+        ({"kube_reloader-1.dist-info/METADATA": "Version: 1.0\n  folded\n"}, None),
+        ({"kube_reloader-1.dist-info/METADATA": "Name: kube-reloader\n\tx\nVersion: 5\n"}, "5"),
+        ({"Kube__Reloader-9.9.dist-info/METADATA": "Version: 9.9\n"}, None),
+        ({"kube--reloader-9.9.dist-info/METADATA": "Version: 9.9\n"}, None),
+    ],
+    ids=[
+        "a header name in another case",
+        "blanks around the value",
+        "a folded value",
+        "a folded header before it",
+        "a run of underscores",
+        "a run of dashes",
+    ],
+)
+def test_the_fast_version_read_gives_what_importlib_metadata_gives_or_defers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entries: dict[str, str], expected: str | None
+) -> None:
+    from importlib import metadata
+
+    import kube_reloader
+
+    for name, text in entries.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(text.encode())
+    later = tmp_path.parent / f"{tmp_path.name}-site" / "kube_reloader-0.9.dist-info"
+    later.mkdir(parents=True)
+    (later / "METADATA").write_text("Version: 0.9\n")
+    path = [str(tmp_path), str(later.parent)]
+    monkeypatch.setattr(sys, "path", path)
+    fast = kube_reloader.installed_version()
+    assert fast == expected
+    if fast is not None:
+        [first, *_] = metadata.distributions(name="kube-reloader", path=path)
+        assert first.version == fast
+
+
 @pytest.mark.parametrize("first", ["archive.zip", "kube_reloader-0.1-py3.11.egg"])
 def test_a_zip_or_an_egg_on_the_path_before_the_dist_info_defers_to_importlib_metadata(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
