@@ -3,7 +3,7 @@ them, at about half the cost of making the class.
 
 The standard library's dataclass compiles six methods from generated source for each frozen
 class (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`); at import
-that is most of the cost of the core's ~50 value types, paid at every start. `record` lets
+that is most of the cost of the core's 63 frozen value types, paid at every start. `record` lets
 the dataclass machinery compile `__init__` and the frozen guards, and gives `__eq__`,
 `__hash__` and `__repr__` that read the fields through one `operator.attrgetter` instead of
 compiled code. The class is a dataclass in every other way (`dataclasses.fields`,
