@@ -45,6 +45,18 @@ def test_the_version_read_without_importlib_metadata_is_the_one_it_would_give() 
     assert kube_reloader.installed_version() == metadata.version("kube-reloader")
 
 
+def site(tmp_path: Path, entries: dict[str, str]) -> list[str]:
+    """Two path entries: `tmp_path` holding `entries` (file name -> text), then another
+    holding an install of version 0.9, never reached past what is unsure."""
+    for name, text in entries.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(text.encode())
+    later = tmp_path.parent / f"{tmp_path.name}-site" / "kube_reloader-0.9.dist-info"
+    later.mkdir(parents=True)
+    (later / "METADATA").write_text("Version: 0.9\n")
+    return [str(tmp_path), str(later.parent)]
+
+
 @pytest.mark.parametrize(
     ("entries", "expected"),
     [
@@ -97,13 +109,7 @@ def test_the_fast_version_read_defers_to_importlib_metadata_when_unsure(
 ) -> None:
     import kube_reloader
 
-    for name, text in entries.items():
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_text(text)
-    later = tmp_path.parent / f"{tmp_path.name}-site" / "kube_reloader-0.9.dist-info"
-    later.mkdir(parents=True)
-    (later / "METADATA").write_text("Version: 0.9\n")  # never reached past what is unsure
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path), str(later.parent)])
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), *site(tmp_path, entries)])
     assert kube_reloader.installed_version() == expected
 
 
@@ -133,13 +139,7 @@ def test_the_fast_version_read_gives_what_importlib_metadata_gives_or_defers(
 
     import kube_reloader
 
-    for name, text in entries.items():
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_bytes(text.encode())
-    later = tmp_path.parent / f"{tmp_path.name}-site" / "kube_reloader-0.9.dist-info"
-    later.mkdir(parents=True)
-    (later / "METADATA").write_text("Version: 0.9\n")
-    path = [str(tmp_path), str(later.parent)]
+    path = site(tmp_path, entries)
     monkeypatch.setattr(sys, "path", path)
     fast = kube_reloader.installed_version()
     assert fast == expected

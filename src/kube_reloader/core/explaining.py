@@ -311,7 +311,7 @@ def _pause(
     paused = bool((obj.get("spec") or {}).get("paused"))
     at = dt.datetime.fromtimestamp(now, dt.UTC)
     due, when = pausing.resume_due(
-        annotations=dict(w.annotations),
+        annotations=w.annotations,
         paused=paused,
         now=at,
         period_key=keys.pause_period,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -168,9 +169,14 @@ def plan_pause(
     return PausePlan(PauseAction.PAUSE, f"pausing for {raw}", shift(now, period))
 
 
+def paused_by_us(annotations: Mapping[str, str], paused: bool, paused_at_key: str) -> bool:
+    """Whether a Deployment is paused and carries our paused-at stamp (a pause of ours)."""
+    return paused and bool(annotations.get(paused_at_key))
+
+
 def resume_due(
     *,
-    annotations: dict[str, str],
+    annotations: Mapping[str, str],
     paused: bool,
     now: dt.datetime,
     period_key: str,
@@ -182,10 +188,9 @@ def resume_due(
     period that is missing or invalid, resumes at once: a Deployment must never stay paused
     forever because of a bad annotation.
     """
-    stamp = annotations.get(paused_at_key, "")
-    if not (paused and stamp):
+    if not paused_by_us(annotations, paused, paused_at_key):
         return False, None
-    since = _stamp(stamp, now)
+    since = _stamp(annotations[paused_at_key], now)
     try:
         period = parse_duration(annotations.get(period_key, ""))
     except DurationError:

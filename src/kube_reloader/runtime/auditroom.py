@@ -37,14 +37,14 @@ class AuditRoom:
         ready: asyncio.Event,
     ) -> None:
         self._parts = (client, options, clock, stores, fence, audit, ready)
-        self.clock, self.interval, self.ready = clock, options.audit_interval, ready
         #: the audit, once its first round was due
         self.room: Auditing | None = None
 
     async def loop(self) -> None:
         if self.room is None:
-            await self.ready.wait()
-            await sleep(self.clock, self.interval)
+            _, options, clock, _, _, _, ready = self._parts
+            await ready.wait()
+            await sleep(clock, options.audit_interval)
             from kube_reloader.runtime.auditing import Auditing  # first due: see the docstring
 
             self.room = Auditing(*self._parts)

@@ -108,11 +108,11 @@ class Pauses:
 
     def observe(self, workload: planning.Workload) -> None:
         """Called for every Deployment seen: (re)arm the resume timer of a pause of ours."""
-        if not (workload.paused and workload.annotations.get(self.keys.paused_at)):
-            self.forget(workload.key)  # not paused by us: resume_due's first answer, sooner
+        if not pausing.paused_by_us(workload.annotations, workload.paused, self.keys.paused_at):
+            self.forget(workload.key)  # without reading the clock for resume_due
             return
         _due, when = pausing.resume_due(
-            annotations=dict(workload.annotations),
+            annotations=workload.annotations,
             paused=workload.paused,
             now=utc(self.clock),
             period_key=self.keys.pause_period,
@@ -164,7 +164,7 @@ class Pauses:
             obj = await self.writer.read(key)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             paused = bool((obj.get("spec") or {}).get("paused"))
-            if not (paused and annotations.get(self.keys.paused_at)):
+            if not pausing.paused_by_us(annotations, paused, self.keys.paused_at):
                 return  # resumed by someone else, or not our pause
             if not self.fence.may_write():  # lost the lease while reading: the leader resumes
                 self._later(key)
