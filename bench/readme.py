@@ -96,39 +96,40 @@ def cpu_goal(results: Results) -> list[str]:
     return lines
 
 
-#: beside the goal, the same work counted per rollout: CPU after start-up ÷ rollouts, and the
-#: watch events a rollout made (how many depends on the pace of the writes: the Deployment
-#: controller folds the status updates of rollouts that arrive together)
-PER_ROLLOUT = ("cpu_ms_per_rollout", "events_per_rollout")
+#: beside the goal, the same work for every controller: the harness's updates. CPU after
+#: start-up ÷ updates, and the watch events per update (how many depends on the pace of the
+#: writes: the Deployment controller folds the status updates of rollouts that arrive together)
+PER_UPDATE = ("cpu_ms_per_update", "events_per_update")
 
 
-def per_rollout(run: dict[str, Any]) -> dict[str, Any]:
-    """`run` with PER_ROLLOUT's two figures added, when it rolled out and has its CPU."""
+def per_update(run: dict[str, Any]) -> dict[str, Any]:
+    """`run` with PER_UPDATE's two figures added, when it made updates and has its CPU."""
     n, cpu, start, events = (
-        run.get(k) for k in ("rollouts", "cpu_seconds", START_KEY, "watch_events")
+        run.get(k) for k in ("updates", "cpu_seconds", START_KEY, "watch_events")
     )
     if not all(isinstance(x, int | float) for x in (n, cpu, start, events)) or not n:
         return run
-    return {**run, PER_ROLLOUT[0]: (cpu - start) / n * 1000, PER_ROLLOUT[1]: events / n}
+    return {**run, PER_UPDATE[0]: (cpu - start) / n * 1000, PER_UPDATE[1]: events / n}
 
 
-def rollout_costs(results: Results) -> list[str]:
-    """Per scenario with rollouts, the leanest peer's (by the goal's measure) and
-    kube-reloader's watch events and CPU milliseconds per rollout, as table lines."""
+def update_costs(results: Results) -> list[str]:
+    """Per scenario with updates, the leanest peer's (by the goal's measure) and
+    kube-reloader's watch events and CPU milliseconds per update, as table lines."""
     lines = []
     for sid, by in results.items():
         peer = leanest(by)
         if peer is None:
             continue
         ours, theirs = (
-            [per_rollout(r) for r in by.get(CURRENT, [])],
-            [per_rollout(r) for r in by[peer]],
+            [per_update(r) for r in by.get(CURRENT, [])],
+            [per_update(r) for r in by[peer]],
         )
-        r = ratio_spread(ours, theirs, PER_ROLLOUT[0])
+        r = ratio_spread(ours, theirs, PER_UPDATE[0])
         if r is None:
             continue
         cpu, events = (
-            f"{cell(spread(theirs, k), 2)} | {cell(spread(ours, k), 2)}" for k in PER_ROLLOUT
+            f"{cell(spread(theirs, k), d)} | {cell(spread(ours, k), d)}"
+            for k, d in zip(PER_UPDATE, (2, 1), strict=True)
         )
         lines.append(f"| {sid} | {peer} | {events} | {cpu} | {cell(r, 2)} |")
     return lines
@@ -166,13 +167,14 @@ def block(results: Results, meta: dict[str, Any]) -> str:
                 f"(÷ leanest ≤ 1.0, repeat by repeat), start-up at most {START_GOAL} CPU s:", "",
                 "| scenario | leanest peer | its CPU s / 1k events | kube-reloader's | ÷ leanest | ≤ 1.0× "
                 f"| start-up CPU s | ≤ {START_GOAL} s |", "|---" * 8 + "|", *goal]  # fmt: skip
-    costs = rollout_costs(results)
+    costs = update_costs(results)
     if costs:
-        out += ["", "Beside the goal, the same work per rollout: the CPU after start-up ÷ the rollouts, "
-                "and the watch events each rollout made. A rollout's event count depends on the pace "
-                "of the writes (the Deployment controller folds the status updates of rollouts that "
-                "arrive together), so a slower writer is charged less CPU per event for the same work:", "",
-                "| scenario | leanest peer | its watch events / rollout | kube-reloader's | its CPU ms / rollout "
+        out += ["", "Beside the goal, the same work for every controller: the CPU after start-up ÷ the "
+                "harness's updates, and the watch events per update. An update's event count depends "
+                "on the pace of the writes (the Deployment controller folds the status updates of "
+                "rollouts that arrive together), so a slower writer is charged less CPU per event for "
+                "the same work:", "",
+                "| scenario | leanest peer | its watch events / update | kube-reloader's | its CPU ms / update "
                 "| kube-reloader's | ÷ leanest |", "|---" * 7 + "|", *costs]  # fmt: skip
     out += ["", *(f"![{f[:-4]}](plots/{f})" for f in FILES), "", END]
     return "\n".join(out)

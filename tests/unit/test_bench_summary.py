@@ -100,28 +100,28 @@ def test_the_generated_block_carries_the_run_its_ratios_and_the_cpu_verdicts() -
     assert "| M1 | reloader-v1 | 0.60 | 0.50 | 0.83 | met | 2.00 | 17,000 objects listed |" in text
 
 
-def _work(cpu: float, start: float, rollouts: int, events: int) -> dict[str, Any]:
-    return {"cpu_seconds": cpu, "start_cpu_seconds": start, "rollouts": rollouts,
+def _work(cpu: float, start: float, updates: int, events: int) -> dict[str, Any]:
+    return {"cpu_seconds": cpu, "start_cpu_seconds": start, "updates": updates,
             "watch_events": events, "cpu_per_1k_events": (cpu - start) / events * 1000}  # fmt: skip
 
 
-def test_beside_the_goal_each_rollouts_events_and_cpu_show_the_same_work_at_another_pace() -> None:
+def test_beside_the_goal_the_events_and_cpu_per_update_show_the_same_work_at_another_pace() -> None:
     results = {
-        # v1 writes slower: each rollout makes 6 events, so it is the leanest per event
-        "S2": {"kube-reloader": [_work(0.45, 0.15, 100, 400), _work(0.55, 0.15, 100, 400)],
-               "reloader-v1": [_work(0.22, 0.02, 100, 600)] * 2,
-               "reloader-v2": [_work(0.40, 0.02, 100, 500)] * 2},
-        # no rollout: nothing to count per rollout
+        # v1 writes slower: each update makes 300 events, so it is the leanest per event
+        "S2": {"kube-reloader": [_work(0.45, 0.15, 2, 400), _work(0.55, 0.15, 2, 400)],
+               "reloader-v1": [_work(0.22, 0.02, 2, 600)] * 2,
+               "reloader-v2": [_work(0.40, 0.02, 2, 500)] * 2},
+        # no update: nothing to count per update
         "S4": {"kube-reloader": [_work(0.2, 0.15, 0, 100)] * 2,
                "reloader-v1": [_work(0.06, 0.02, 0, 100)] * 2},
     }  # fmt: skip
     assert readme.leanest(results["S2"]) == "reloader-v1"
-    assert readme.rollout_costs(results) == [
-        "| S2 | reloader-v1 | 6.00 | 4.00 | 2.00 | 3.50 (3.00–4.00) | 1.75 (1.50–2.00) |"
+    assert readme.update_costs(results) == [
+        "| S2 | reloader-v1 | 300.0 | 200.0 | 100.00 | 175.00 (150.00–200.00) | 1.75 (1.50–2.00) |"
     ]
     text = readme.block(results, META)
-    assert "| its watch events / rollout | kube-reloader's | its CPU ms / rollout |" in text
-    assert "| S4 | reloader-v1 |" not in text.split("the same work per rollout")[1]
+    assert "| its watch events / update | kube-reloader's | its CPU ms / update |" in text
+    assert "| S4 | reloader-v1 |" not in text.split("the same work for every controller")[1]
 
 
 def test_update_rewrites_only_the_block_and_copies_the_plots(tmp_path: Path) -> None:
