@@ -96,7 +96,8 @@ async def _compare(args: argparse.Namespace, selected: list[Scenario], bins: Pat
             "duration": args.duration, "repeats": args.repeats, "converge_timeout": args.converge_timeout,
             "peers": peer_versions(args.peers),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-            "current": current_tree(), "current_args": args.current_args}  # fmt: skip
+            "current": current_tree(), "current_args": args.current_args,
+            "baseline_args": args.baseline_args}  # fmt: skip
     base = args.baseline
     if base is not None:
         meta["baseline"] = {
@@ -209,6 +210,8 @@ def main() -> int:
     p.add_argument("--current-args", type=str.split, default=[], metavar="FLAGS",
                    help="flags for the current tree's kube-reloader only, split on spaces, given as "
                    "--current-args=FLAGS (e.g. =--event-loop=uvloop against a --baseline without them)")  # fmt: skip
+    p.add_argument("--baseline-args", type=str.split, default=[], metavar="FLAGS",
+                   help="flags for the --baseline's kube-reloader only, as --baseline-args=FLAGS")  # fmt: skip
     args = p.parse_args()
     args.baseline = None
     unknown = [x for x in args.peers if x not in PEER_NAMES]

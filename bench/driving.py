@@ -63,6 +63,8 @@ async def run_one(scenario: Scenario, controller: str, kubeconfig: Path, audit: 
         argv, env = controller_argv(controller, bins, scenario, env)
         if controller == CURRENT:
             argv += args.current_args
+        elif is_kube_reloader(controller):  # the baseline
+            argv += args.baseline_args
         ctrl = Controller(controller, argv, env, log, profile, args.profile_rate)
         run = Run(
             scenario,

@@ -45,9 +45,11 @@ def _top_calls(runs: list[dict[str, Any]]) -> str:
 
 
 def _with(meta: dict[str, Any]) -> str:
-    """The flags the current tree alone ran with (`--current-args`), if any."""
-    extra = meta.get("current_args") or []
-    return f" with `{' '.join(extra)}`" if extra else ""
+    """The flags the current tree alone ran with (`--current-args`), and the baseline's
+    (`--baseline-args`), if any."""
+    extra, base = meta.get("current_args") or [], meta.get("baseline_args") or []
+    said = f" with `{' '.join(extra)}`" if extra else ""
+    return said + (f" (the baseline with `{' '.join(base)}`)" if base else "")
 
 
 def header(meta: dict[str, Any], n: int, scenarios: int) -> list[str]:

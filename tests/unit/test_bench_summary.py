@@ -271,6 +271,10 @@ def test_the_header_names_the_flags_only_the_current_tree_ran_with() -> None:
     text = readme.block(_results(), {**META, "current_args": ["--event-loop=uvloop"]})
     assert "kube-reloader: `abc123 subject` with `--event-loop=uvloop`;" in text
     assert "kube-reloader: `abc123 subject`;" in readme.block(_results(), META)
+    both = {**META, "current_args": ["--reload-rate=5"], "baseline_args": ["--reload-rate=5"]}
+    assert "`abc123 subject` with `--reload-rate=5` (the baseline with `--reload-rate=5`);" in (
+        readme.block(_results(), both)
+    )
 
 
 def test_a_run_without_peers_names_none_in_the_header() -> None:
