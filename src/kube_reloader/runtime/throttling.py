@@ -7,12 +7,13 @@ whole rate. A token is taken only for a write the scheduler admits (`take`), and
 when the write did not happen (`give_back`): a workload woken and held again (a window, an
 order, a slot) spends nothing.
 
-A workload the rate holds back is given a turn of its own: one token's time after the last
-turn given in its line (its namespace's, when its namespace's bucket binds; else the
-cluster's). Told only "when the next token comes", every waiting workload would wake at
-each token and be planned again, one let through: n² plans for a fan-out of n past the
-burst. Asking again before its turn keeps the turn; a turn that found no token (another
-workload took it first) is followed by one at the end of the line."""
+A workload the rate holds back is given a turn of its own: 1/`--reload-rate` seconds after
+the last turn given in its line (its namespace's, when its namespace's bucket binds; else
+the cluster's), so the whole rate is still spent when one namespace waits alone. Told only
+"when the next token comes", every waiting workload would wake at each token and be planned
+again, one let through: n² plans for a fan-out of n past the burst. Asking again before its
+turn keeps the turn; a turn that found no token (another workload took it first) is
+followed by one at the end of the line."""
 
 from __future__ import annotations
 
@@ -61,12 +62,8 @@ class Throttle:
         turn = self._turns.get(key)
         if turn is not None and turn > now:
             return turn
-        line, rate = (
-            (key.namespace, self.rate * (1.0 - fairness.RESERVE_FRACTION))
-            if own
-            else (None, self.rate)
-        )
-        turn = max(now + wait, self._tails.get(line, -math.inf) + 1.0 / rate)
+        line = key.namespace if own else None
+        turn = max(now + wait, self._tails.get(line, -math.inf) + 1.0 / self.rate)
         if len(self._turns) >= self._turns_kept:
             self._turns = {k: t for k, t in self._turns.items() if t > now}
             self._tails = {n: t for n, t in self._tails.items() if t > now}

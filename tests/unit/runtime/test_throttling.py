@@ -137,14 +137,14 @@ def test_workloads_held_back_by_the_rate_each_wait_for_a_turn_of_their_own(
     keys = keys_of(*spread)
     asks, done = drain(throttle, clock, keys)
     assert asks <= 3 * len(keys), "each asks at once, at its turn, and seldom again"
-    assert max(done.values()) <= (len(keys) - burst) / (rate * 0.75) + 1.0, "the rate is spent"
+    assert max(done.values()) <= (len(keys) - burst) / rate + 1.0, "the whole rate is spent"
 
 
 def test_a_namespace_behind_a_long_line_of_another_is_not_made_to_wait_for_it() -> None:
     clock = FakeClock()
     throttle = Throttle(clock, min_interval=0, rate=4.0, burst=4.0)
     _, done = drain(throttle, clock, keys_of(("hog", 200), ("other", 3)))
-    assert done["hog"] > 60
+    assert done["hog"] > 45, "the hog's line: 200 workloads at 4 a second"
     assert done["other"] < 2, "the reserved quarter of the rate is there for it"
 
 
