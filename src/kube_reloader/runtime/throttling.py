@@ -5,19 +5,9 @@ its rate and burst; past its own, a namespace may spend the cluster's only while
 its burst stays there for the others, so one namespace's thousands of reloads never take the
 whole rate. A token is taken only for a write the scheduler admits (`take`), and given back
 when the write did not happen (`give_back`): a workload woken and held again (a window, an
-order, a slot) spends nothing.
-
-A workload the rate holds back is given a turn of its own: 1/`--reload-rate` seconds after
-the last turn given in its line (its namespace's, when its namespace's bucket binds; else
-the cluster's), so the whole rate is still spent when one namespace waits alone. Told only
-"when the next token comes", every waiting workload would wake at each token and be planned
-again, one let through: n² plans for a fan-out of n past the burst. Asking again before its
-turn keeps the turn; a turn that found no token (another workload took it first) is
-followed by one at the end of the line."""
+order, a slot) spends nothing."""
 
 from __future__ import annotations
-
-import math
 
 from kube_reloader.core import fairness, limiting
 from kube_reloader.core.objects import ObjectKey
@@ -25,8 +15,6 @@ from kube_reloader.runtime.clock import Clock
 
 #: namespaces' buckets kept; past it, the full ones (as good as new) are dropped
 MAX_BUCKETS = 1024
-#: turns kept before the past ones are dropped (the bound doubles with what is still waiting)
-MIN_TURNS_KEPT = 1024
 
 
 class Throttle:
@@ -37,9 +25,6 @@ class Throttle:
         self._bucket = limiting.TokenBucket(rate, burst)
         self._namespaces: dict[str, limiting.TokenBucket] = {}
         self._last: dict[ObjectKey, float] = {}
-        self._turns: dict[ObjectKey, float] = {}  # when a held-back workload may ask again
-        self._tails: dict[str | None, float] = {}  # each line's last turn (None: the cluster's)
-        self._turns_kept = MIN_TURNS_KEPT
 
     def wait(self, key: ObjectKey) -> tuple[float, str]:
         """Seconds to wait before `key` may be written, and why (0 when it may go now: then
@@ -52,31 +37,13 @@ class Throttle:
         mine = self._of(key.namespace).peek(now)
         if mine > 0 and self._bucket.spare(now, self.burst * fairness.RESERVE_FRACTION):
             mine = 0.0  # past its own, what nobody else would miss
-        if mine <= 0 and cluster <= 0:
-            return 0.0, "rate_limit"
-        return self._turn(key, now, max(mine, cluster), mine >= cluster) - now, "rate_limit"
-
-    def _turn(self, key: ObjectKey, now: float, wait: float, own: bool) -> float:
-        """When `key`, held back `wait` seconds at least by its namespace's bucket (`own`)
-        or the cluster's, asks again: its turn, kept while it is to come."""
-        turn = self._turns.get(key)
-        if turn is not None and turn > now:
-            return turn
-        line = key.namespace if own else None
-        turn = max(now + wait, self._tails.get(line, -math.inf) + 1.0 / self.rate)
-        if len(self._turns) >= self._turns_kept:
-            self._turns = {k: t for k, t in self._turns.items() if t > now}
-            self._tails = {n: t for n, t in self._tails.items() if t > now}
-            self._turns_kept = max(MIN_TURNS_KEPT, 2 * len(self._turns))
-        self._turns[key] = self._tails[line] = turn
-        return turn
+        return max(mine, cluster), "rate_limit"
 
     def take(self, key: ObjectKey) -> None:
         """The write `wait` allowed is admitted: spend its tokens."""
         now = self.clock.monotonic()
         self._of(key.namespace).take(now)
         self._bucket.take(now)
-        self._turns.pop(key, None)
 
     def give_back(self, key: ObjectKey) -> None:
         """The admitted write did not happen (a conflict, an error, a lost lease)."""
@@ -99,4 +66,3 @@ class Throttle:
 
     def forget(self, key: ObjectKey) -> None:
         self._last.pop(key, None)
-        self._turns.pop(key, None)
