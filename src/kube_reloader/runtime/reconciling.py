@@ -204,7 +204,7 @@ class Reconciler:
         now = self.clock.wall()
         plans = [
             planning.plan(
-                change=self._current(c), workload=workload, config=self.options.plan, now=now
+                change=self.stores.current(c), workload=workload, config=self.options.plan, now=now
             )
             for c in item.changes.values()
         ]
@@ -345,30 +345,13 @@ class Reconciler:
                 return None
         if not self.fence.may_write():
             raise asyncio.CancelledError  # no longer leading: the changes are kept, and wait
-        written = [self._changed_at(p.change) for p in todo]
+        written = [self.stores.changed_at(p.change) for p in todo]
         # the API server's time of the newest content write (not capped by this clock: one
         # that lags would leave pods created in between on the old content); else now
         changed_at = max((t for t in written if t is not None), default=self.clock.wall())
         self.rotations.start(workload, policy, todo, changed_at)
         self.throttle.reloaded(workload.key)
         return workload.key in self.rotations
-
-    def _current(self, change: planning.Change) -> planning.Change:
-        """The change with its resource's content as cached now: a change that waited (a
-        window, a freeze, a slot) and was reverted meanwhile writes nothing."""
-        if change.event is not planning.Event.UPDATED:
-            return change
-        if change.rtype is ResourceType.SECRETPROVIDERCLASS:
-            return change
-        entry = self.stores.config(change.rtype, change.namespace, change.name)
-        if entry is None or entry.hash == change.hash:
-            return change
-        return entry.change(change.event, previous=change.previous)
-
-    def _changed_at(self, change: planning.Change) -> float | None:
-        """When the config's content was last written (the API server's whole seconds)."""
-        entry = self.stores.config(change.rtype, change.namespace, change.name)
-        return None if entry is None else entry.changed_at
 
     def _defer(self, workload: planning.Workload) -> Defer | None:
         """Ask the rate limits: a deferral (reported), or None when it may be written now."""

@@ -109,6 +109,23 @@ class Stores:
                     return entry.metadata.resourceVersion
         return ""
 
+    def current(self, change: planning.Change) -> planning.Change:
+        """The change with its resource's content as cached now: a change that waited (a
+        window, a freeze, a slot) and was reverted meanwhile writes nothing."""
+        if change.event is not planning.Event.UPDATED:
+            return change
+        if change.rtype is ResourceType.SECRETPROVIDERCLASS:
+            return change
+        entry = self.config(change.rtype, change.namespace, change.name)
+        if entry is None or entry.hash == change.hash:
+            return change
+        return entry.change(change.event, previous=change.previous)
+
+    def changed_at(self, change: planning.Change) -> float | None:
+        """When the config's content was last written (the API server's whole seconds)."""
+        entry = self.config(change.rtype, change.namespace, change.name)
+        return None if entry is None else entry.changed_at
+
     def workload(self, key: ObjectKey) -> planning.Workload | None:
         return self.index.workloads.get(key)
 
