@@ -8,8 +8,10 @@ queued when that worker is done. All delays are timers of the injected clock, ow
 `schedule` (coalescing window, rate-limit deferral) keeps the timer already running for the
 key, so changes join the wait; `retry_after` (backoff) runs beside it and never holds back a
 newer change; `wake_at` looks at a held reload again by time alone (its window opens, a slot's
-deadline passes: the scheduler says when); `requeue` queues at once (after a conflict, or when
-what a held reload waits for happens).
+deadline passes: the scheduler says when; the front of the rate's line when its token comes);
+`requeue` queues at once (after a conflict, or when what a held reload waits for happens).
+Handing an item out ends its delay: the changes it held back go with it, and a newer change
+waits only its own window.
 """
 
 from __future__ import annotations
@@ -166,7 +168,14 @@ class Coalescer:
         """The next item to handle (mark it done with `done`); may have no changes when they
         were dropped meanwhile."""
         key = await self._queue.get()
+        delay = self._timers.pop(key, None)
+        if delay is not None:
+            delay.cancel()  # what it waited to queue is handed out now; newer changes wait anew
         return self._waiting.pop(key, None) or WorkItem(key)
+
+    def handling(self, key: ObjectKey) -> bool:
+        """Is a worker handling `key` now?"""
+        return self._queue.handling(key)
 
     def done(self, key: ObjectKey) -> None:
         self._queue.done(key)

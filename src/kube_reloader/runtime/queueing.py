@@ -42,6 +42,10 @@ class WorkQueue(Generic[K]):
     def active(self) -> int:
         return len(self._active)
 
+    def handling(self, key: K) -> bool:
+        """Is a worker handling `key` now?"""
+        return key in self._active
+
     def add(self, key: K) -> None:
         if self._closed:
             return

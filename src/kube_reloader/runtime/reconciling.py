@@ -179,6 +179,23 @@ class Reconciler:
                 self.scheduler.again(key)  # re-planned at once: it keeps its turn for a slot
             case Drop():
                 self.coalescer.drop(key)
+        if not (isinstance(result, Defer) and result.reason == "rate_limit"):
+            self.throttle.release(key)  # it waits no longer for a token: out of the line
+        self._call_front(skip=key)
+
+    def _call_front(self, skip: ObjectKey | None = None) -> None:
+        """Wake the workload at the front of the rate's line when its token comes (`skip`:
+        one just held back, its own timer is that time); one whose changes are gone (not
+        waiting, not in a worker) leaves the line to the next."""
+        while (front := self.throttle.front()) is not None:
+            key, wait = front
+            if key in self.coalescer:
+                if key != skip:
+                    self.coalescer.wake_at(key, wait)
+                return
+            if self.coalescer.handling(key):
+                return  # its reconcile ends with its result applied: called again then
+            self.throttle.release(key)
 
     def _put_back(self, item: WorkItem) -> None:
         item.queued_at = self.clock.monotonic()
@@ -377,6 +394,7 @@ class Reconciler:
     def forget(self, key: ObjectKey) -> None:
         self.failures.pop(key, None)
         self.throttle.forget(key)
+        self._call_front()
         self.rotations.forget(key)
         self.reverts.forget(key)
         self.scheduler.forget(key)

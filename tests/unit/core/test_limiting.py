@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kube_reloader.core.limiting import TokenBucket, backoff, min_interval_wait
+from kube_reloader.core.limiting import FairLine, TokenBucket, backoff, min_interval_wait
 
 
 def test_the_bucket_grants_a_burst_then_one_per_period() -> None:
@@ -75,3 +78,87 @@ def test_jittered_backoff_draws_what_random_uniform_over_the_upper_half_draws(
         expected = random.Random(attempt).uniform(ceiling / 2, ceiling)
         drawn = random.Random(attempt).random()
         assert backoff(attempt, base=base, cap=cap, jitter=drawn) == expected
+
+
+def line_of(*keys: str) -> FairLine[str]:
+    """A line whose tenant is a key's first letter (`a1`: tenant `a`), joined in order."""
+    line: FairLine[str] = FairLine(lambda k: k[0])
+    for k in keys:
+        line.ahead(k)
+    return line
+
+
+def order(line: FairLine[str], keys: Iterable[str]) -> list[str]:
+    return sorted(keys, key=line.ahead)
+
+
+def test_the_fair_line_lets_tenants_through_in_turn_each_first_come_first_served() -> None:
+    keys = ["a1", "a2", "a3", "a4", "b1", "b2"]
+    line = line_of(*keys)
+    assert order(line, keys) == ["a1", "b1", "a2", "b2", "a3", "a4"]
+    assert line.first() == "a1"
+    assert len(line) == 6
+
+
+def test_a_tenant_new_to_the_line_starts_level_with_its_front_not_behind_its_length() -> None:
+    line = line_of("a1", "a2", "a3", "a4")
+    line.leave("a1")
+    line.leave("a2")
+    assert line.ahead("c1") == 1, "behind the front only"
+    assert order(line, ["a3", "a4", "c1"]) == ["a3", "c1", "a4"]
+
+
+def test_asking_again_keeps_a_place_and_one_leaving_moves_those_behind_it_up() -> None:
+    line = line_of("a1", "a2", "a3")
+    assert [line.ahead("a3"), line.ahead("a3")] == [2, 2]
+    line.leave("a2")
+    assert line.ahead("a3") == 1
+    line.leave("zz")  # not in the line: nothing happens
+    assert "a2" not in line
+    assert "a3" in line
+    assert len(line) == 2
+
+
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["a1", "a2", "b1", "b2", "c1"]))))
+def test_the_fair_line_ranks_its_members_once_each_and_forgets_a_tenant_gone(
+    steps: list[tuple[bool, str]],
+) -> None:
+    line: FairLine[str] = FairLine(lambda k: k[0])
+    members: list[str] = []
+    for join, key in steps:
+        if join:
+            line.ahead(key)
+            members += [] if key in members else [key]
+        else:
+            line.leave(key)
+            members = [m for m in members if m != key]
+        assert sorted(line.ahead(m) for m in members) == list(range(len(members)))
+        assert line.first() == (min(members, key=line.ahead) if members else None)
+        for tenant in "abc":  # `members` is in the order they joined
+            places = [line.ahead(m) for m in members if m[0] == tenant]
+            assert places == sorted(places), "first come, first served within a tenant"
+    for m in members:
+        line.leave(m)
+    assert len(line) == 0
+    assert line.ahead("c1") == 0, "an empty line starts afresh"
+
+
+def test_a_tenant_whose_workloads_all_left_comes_back_level_with_the_front() -> None:
+    line = line_of("a1", "a2", "a3")
+    for k in ("a1", "a2", "a3"):
+        line.leave(k)
+    line.ahead("b1")
+    line.ahead("b2")
+    assert line.ahead("a4") == 1, "not after the places its earlier workloads had"
+
+
+def test_a_token_short_only_by_rounding_is_a_whole_one_and_taking_it_leaves_none() -> None:
+    b = TokenBucket(rate=10.0, burst=1)
+    assert b.take(0.0) == 0.0
+    now = 0.0
+    for _ in range(10):  # ten refills of a tenth of a token add up to 0.9999999999999999
+        now += 0.01
+        b.peek(now)
+    assert b.tokens < 1.0
+    assert b.take(now) == 0.0, "not a wait of 1e-17 s"
+    assert b.take(now) == pytest.approx(0.1), "none left: not a new bucket's burst"

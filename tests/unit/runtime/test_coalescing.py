@@ -105,3 +105,17 @@ async def test_an_item_put_back_with_no_changes_left_is_not_pending_work() -> No
     co.put_back(item)
     assert len(co) == 0
     assert KEY not in co
+
+
+async def test_handing_out_an_item_ends_its_delay_and_a_newer_change_waits_only_its_own() -> None:
+    clock = FakeClock()
+    co = Coalescer(clock)
+    co.add(KEY, change("a"), observed=None, delay=30.0)  # a deferral's long wait
+    co.requeue(KEY)  # woken before it ends (the front of the rate's line)
+    item = await asyncio.wait_for(co.get(), 1)
+    assert [name for _t, name in item.changes] == ["a"]
+    assert clock.pending() == [], "what it waited to queue is handed out"
+    co.done(KEY)
+    co.add(KEY, change("b"), observed=None, delay=0.3)
+    clock.advance(0.3)
+    assert co.depth == 1, "queued after its own window, not the old deferral"

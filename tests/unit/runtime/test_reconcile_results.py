@@ -281,3 +281,53 @@ async def test_a_held_reload_keeps_its_changes_under_newer_ones_and_wakes_when_t
     woken = await r.coalescer.get()
     assert [c.hash for c in woken.changes.values()] == [change("a", "v2").hash]
     r.room.spawned.close()
+
+
+def rated(r: Rig, *names: str) -> list[ObjectKey]:
+    """A rate of one reload a second (burst one) already spent; workloads `names` cached."""
+    r.reconciler.throttle = Throttle(r.room.clock, min_interval=0, rate=1.0, burst=1.0)
+    r.reconciler.throttle.take(ObjectKey("Deployment", "ns", "spent"))
+    keys = []
+    for name in names:
+        w = workload(name, configmap="a")
+        r.stores.index.put(w)
+        keys.append(w.key)
+    return keys
+
+
+async def test_a_reload_held_back_by_the_rate_waits_in_its_line_for_its_turn() -> None:
+    r = rig(Options(min_interval=0.0))
+    first, second = rated(r, "first", "second")
+    assert await r.reconciler.handle(item(first, "a")) == Defer("rate_limit", after=4 / 3)
+    assert r.coalescer.timers(first) == {"delay"}, "its own deferral ends with its token"
+    assert await r.reconciler.handle(item(second, "a")) == Defer("rate_limit", after=4 / 3 + 1)
+    assert r.reconciler.throttle.waiting() == 2
+    assert r.coalescer.timers(first) == {"delay", "wake"}, "the front is woken for its token"
+    assert r.coalescer.timers(second) == {"delay"}
+    r.room.spawned.close()
+
+
+async def test_a_reload_whose_change_ended_leaves_the_line_and_the_next_is_woken() -> None:
+    r = rig(Options(min_interval=0.0))
+    first, second = rated(r, "first", "second")
+    await r.reconciler.handle(item(first, "a"))
+    await r.reconciler.handle(item(second, "a"))
+    assert await r.reconciler.handle(item(first, "unrelated")) == Done(), "nothing to write"
+    assert r.reconciler.throttle.front() == (second, pytest.approx(4 / 3))
+    assert "wake" in r.coalescer.timers(second)
+    r.room.spawned.close()
+
+
+async def test_a_front_of_the_line_whose_changes_are_gone_gives_its_place_to_the_next() -> None:
+    r = rig(Options(min_interval=0.0))
+    first, second, third = rated(r, "first", "second", "third")
+    for key in (first, second):
+        await r.reconciler.handle(item(key, "a"))
+    r.coalescer.drop(first)  # gone without a word to the throttle
+    await r.reconciler.handle(item(third, "a"))
+    assert r.reconciler.throttle.front() == (second, pytest.approx(4 / 3))
+    assert r.reconciler.throttle.waiting() == 2
+    r.reconciler.forget(second)
+    assert r.reconciler.throttle.front() == (third, pytest.approx(4 / 3))
+    assert "wake" in r.coalescer.timers(third)
+    r.room.spawned.close()
