@@ -71,63 +71,92 @@ class TokenBucket:
         )
 
 
+@dataclass
+class _Tenant:
+    """A tenant in a `FairLine`: its workloads in arrival order, and where its first stands."""
+
+    #: the turn of its first in line (each workload let through moves it on one)
+    base: int
+    #: when it joined the line (among equal turns, the earlier tenant goes first)
+    order: int
+    arrivals: list[int]
+
+
 class FairLine(Generic[K]):
     """The workloads a rate holds back, in the order the rate's tokens should go to them:
-    tenant by tenant in turn, first come first served within a tenant (start-time fair
-    queuing: a tenant's n-th in line starts n places after its first; a tenant new to the
-    line starts level with the front). A workload joins when it is first held back and
-    leaves when it is let through or no longer waits (its change ended, its workload is
-    gone); one that asks again keeps its place. Each asker learns how many stand ahead of it:
-    told to come back once they have gone through, the held back wake about once each, not
-    all at every token."""
+    tenant by tenant in turn, first come first served within a tenant. A tenant's i-th
+    workload has turn `base + i`; each one let through (`leave(served=True)`) moves its
+    tenant's base on one, so a tenant is charged for the tokens it spent and for nothing else
+    (one that leaves unserved, its change ended or its workload gone, moves those behind it up
+    a place). A tenant new to the line starts level with the front; among equal turns, the
+    tenant that joined first goes first. A workload joins when first held back and keeps its
+    place when it asks again. Each asker learns how many stand ahead of it: told to come back
+    once they have gone through, the held back wake about once each, not all at every token."""
 
     def __init__(self, tenant: Callable[[K], str]) -> None:
         self._tenant = tenant
-        #: (start tag, arrival): ascending, the order the line is let through in
-        self._order: list[tuple[int, int]] = []
-        self._places: dict[K, tuple[int, int]] = {}
-        self._at: dict[tuple[int, int], K] = {}
-        #: per tenant in the line: (its next start tag, how many of it wait)
-        self._tenants: dict[str, tuple[int, int]] = {}
+        self._tenants: dict[str, _Tenant] = {}
+        #: (base, order, tenant) of each tenant, ascending: the front is the first's first
+        self._fronts: list[tuple[int, int, str]] = []
+        self._arrival: dict[K, int] = {}
+        self._by_arrival: dict[int, K] = {}
         self._arrivals = 0
+        self._joined = 0
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._arrival)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._places
+        return key in self._arrival
 
     def ahead(self, key: K) -> int:
         """How many stand ahead of `key`, which joins the line if it is not in it."""
-        place = self._places.get(key)
-        if place is None:
-            tenant = self._tenant(key)
-            front = self._order[0][0] if self._order else 0
-            tag, waiting = self._tenants.get(tenant, (front, 0))  # its next is never before
-            place = (tag, self._arrivals)
+        name = self._tenant(key)
+        arrival = self._arrival.get(key)
+        mine = self._tenants.get(name)
+        if arrival is None:
+            if mine is None:
+                base = self._fronts[0][0] if self._fronts else 0
+                mine = self._tenants[name] = _Tenant(base, self._joined, [])
+                self._joined += 1
+                insort(self._fronts, (base, mine.order, name))
+            arrival = self._arrival[key] = self._arrivals
+            self._by_arrival[arrival] = key
             self._arrivals += 1
-            self._tenants[tenant] = (place[0] + 1, waiting + 1)
-            insort(self._order, place)
-            self._places[key], self._at[place] = place, key
-        return bisect_left(self._order, place)
+            mine.arrivals.append(arrival)
+        assert mine is not None  # (in the line: its tenant is)
+        place = bisect_left(mine.arrivals, arrival)
+        turn, ahead = mine.base + place, place
+        for other in self._tenants.values():
+            if other is not mine:  # its workloads with an earlier turn (or equal, joined first)
+                before = turn - other.base + (other.order < mine.order)
+                ahead += min(max(before, 0), len(other.arrivals))
+        return ahead
 
     def first(self) -> K | None:
         """The one at the front of the line, if any."""
-        return self._at[self._order[0]] if self._order else None
+        if not self._fronts:
+            return None
+        return self._by_arrival[self._tenants[self._fronts[0][2]].arrivals[0]]
 
-    def leave(self, key: K) -> None:
-        """`key` no longer waits: let through, or its wait ended otherwise."""
-        place = self._places.pop(key, None)
-        if place is None:
+    def leave(self, key: K, *, served: bool = False) -> None:
+        """`key` no longer waits: let through (`served`: its tenant's turn moves on), or its
+        wait ended otherwise (those behind it move up)."""
+        arrival = self._arrival.pop(key, None)
+        if arrival is None:
             return
-        del self._at[place]
-        del self._order[bisect_left(self._order, place)]
-        tenant = self._tenant(key)
-        tag, waiting = self._tenants[tenant]
-        if waiting > 1:
-            self._tenants[tenant] = (tag, waiting - 1)
-        else:
-            del self._tenants[tenant]
+        del self._by_arrival[arrival]
+        name = self._tenant(key)
+        mine = self._tenants[name]
+        del mine.arrivals[bisect_left(mine.arrivals, arrival)]
+        if not served and mine.arrivals:
+            return
+        del self._fronts[bisect_left(self._fronts, (mine.base, mine.order, name))]
+        if not mine.arrivals:
+            del self._tenants[name]
+            return
+        mine.base += 1
+        insort(self._fronts, (mine.base, mine.order, name))
 
 
 def min_interval_wait(last_reload: float | None, now: float, interval: float) -> float:

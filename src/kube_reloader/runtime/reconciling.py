@@ -181,17 +181,16 @@ class Reconciler:
                 self.coalescer.drop(key)
         if not (isinstance(result, Defer) and result.reason == "rate_limit"):
             self.throttle.release(key)  # it waits no longer for a token: out of the line
-        self._call_front(skip=key)
+        self._call_front()
 
-    def _call_front(self, skip: ObjectKey | None = None) -> None:
-        """Wake the workload at the front of the rate's line when its token comes (`skip`:
-        one just held back, its own timer is that time); one whose changes are gone (not
-        waiting, not in a worker) leaves the line to the next."""
+    def _call_front(self) -> None:
+        """Wake the workload at the front of the rate's line when its token comes (besides
+        its own deferral, which a running coalescing window may hold back); one whose
+        changes are gone (not waiting, not in a worker) leaves the line to the next."""
         while (front := self.throttle.front()) is not None:
             key, wait = front
             if key in self.coalescer:
-                if key != skip:
-                    self.coalescer.wake_at(key, wait)
+                self.coalescer.wake_at(key, wait)
                 return
             if self.coalescer.handling(key):
                 return  # its reconcile ends with its result applied: called again then
@@ -207,6 +206,7 @@ class Reconciler:
         key, written = admitted.key, admitted.written
         if not written:
             self.throttle.give_back(key)  # nothing was written: its token was not spent
+            self._call_front()  # the token is there again for the front
         self.scheduler.wrote(key, admitted.todo, written=written, rolling=admitted.rolling)
 
     async def _reconcile(self, item: WorkItem) -> tuple[Result, Admitted | None]:

@@ -98,7 +98,8 @@ class Throttle:
     def take(self, key: ObjectKey) -> None:
         """The write `wait` allowed is admitted: spend its tokens (it leaves the line)."""
         self._spend(key, self.clock.monotonic())
-        self.release(key)
+        self._line.leave(key, served=True)
+        self._due.pop(key, None)
 
     def _spend(self, key: ObjectKey, now: float) -> None:
         self._of(key.namespace).take(now)

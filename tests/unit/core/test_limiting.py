@@ -119,28 +119,48 @@ def test_asking_again_keeps_a_place_and_one_leaving_moves_those_behind_it_up() -
     assert len(line) == 2
 
 
-@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["a1", "a2", "b1", "b2", "c1"]))))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["join", "leave", "serve"]),
+            st.sampled_from(["a1", "a2", "a3", "b1", "b2", "c1"]),
+        )
+    )
+)
 def test_the_fair_line_ranks_its_members_once_each_and_forgets_a_tenant_gone(
-    steps: list[tuple[bool, str]],
+    steps: list[tuple[str, str]],
 ) -> None:
     line: FairLine[str] = FairLine(lambda k: k[0])
-    members: list[str] = []
-    for join, key in steps:
-        if join:
+    members: list[str] = []  # in the order they joined
+    for step, key in steps:
+        if step == "join":
             line.ahead(key)
             members += [] if key in members else [key]
         else:
-            line.leave(key)
+            line.leave(key, served=step == "serve")
             members = [m for m in members if m != key]
         assert sorted(line.ahead(m) for m in members) == list(range(len(members)))
         assert line.first() == (min(members, key=line.ahead) if members else None)
-        for tenant in "abc":  # `members` is in the order they joined
+        for tenant in "abc":
             places = [line.ahead(m) for m in members if m[0] == tenant]
             assert places == sorted(places), "first come, first served within a tenant"
     for m in members:
         line.leave(m)
     assert len(line) == 0
     assert line.ahead("c1") == 0, "an empty line starts afresh"
+
+
+def test_a_tenant_is_charged_for_the_tokens_it_spent_not_for_workloads_that_left() -> None:
+    line = line_of(*(f"{t}{i}" for i in range(1000) for t in "ac"))
+    for i in range(999):
+        line.leave(f"a{i}")  # deleted, or their changes ended: no token spent
+    assert line.ahead("a999") == 0, "not behind the other tenant's whole line"
+    served = line_of("a1", "a2", "b1", "b2")
+    served.leave("a1", served=True)
+    assert served.first() == "b1", "the tenant served goes behind the next"
+    unserved = line_of("a1", "a2", "b1", "b2")
+    unserved.leave("a1")
+    assert unserved.first() == "a2", "one that left unserved costs its tenant nothing"
 
 
 def test_a_tenant_whose_workloads_all_left_comes_back_level_with_the_front() -> None:
@@ -162,3 +182,12 @@ def test_a_token_short_only_by_rounding_is_a_whole_one_and_taking_it_leaves_none
     assert b.tokens < 1.0
     assert b.take(now) == 0.0, "not a wait of 1e-17 s"
     assert b.take(now) == pytest.approx(0.1), "none left: not a new bucket's burst"
+
+
+def test_a_tenant_new_to_the_line_starts_level_with_the_front_not_ahead_of_it() -> None:
+    line = line_of("a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2", "b3")
+    for k in ("a1", "a2", "a3", "a4", "b1"):
+        line.leave(k, served=True)  # a spent four tokens, b one: b's b2 is at the front
+    assert line.first() == "b2"
+    assert line.ahead("c1") == 1, "behind b2 only: not before it, not behind a's turns"
+    assert order(line, ["a5", "a6", "b2", "b3", "c1"]) == ["b2", "c1", "b3", "a5", "a6"]

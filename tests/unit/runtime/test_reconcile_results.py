@@ -33,11 +33,17 @@ EARLIER_FAILURES = 2
 
 
 class Writer(FakeWriter):
-    """A fake writer whose re-read after a conflict can fail too."""
+    """A fake writer whose re-read after a conflict can fail too, and which can run
+    something while a write is in flight (`during`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read_fails: list[Exception] = []
+        self.during: Callable[[], None] = lambda: None
+
+    async def reload(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        self.during()
+        return await super().reload(*args, **kwargs)
 
     async def read(self, key: ObjectKey) -> dict[str, Any]:
         if self.read_fails:
@@ -299,7 +305,7 @@ async def test_a_reload_held_back_by_the_rate_waits_in_its_line_for_its_turn() -
     r = rig(Options(min_interval=0.0))
     first, second = rated(r, "first", "second")
     assert await r.reconciler.handle(item(first, "a")) == Defer("rate_limit", after=4 / 3)
-    assert r.coalescer.timers(first) == {"delay"}, "its own deferral ends with its token"
+    assert r.coalescer.timers(first) == {"delay", "wake"}, "woken at its token, whatever runs"
     assert await r.reconciler.handle(item(second, "a")) == Defer("rate_limit", after=4 / 3 + 1)
     assert r.reconciler.throttle.waiting() == 2
     assert r.coalescer.timers(first) == {"delay", "wake"}, "the front is woken for its token"
@@ -330,4 +336,24 @@ async def test_a_front_of_the_line_whose_changes_are_gone_gives_its_place_to_the
     r.reconciler.forget(second)
     assert r.reconciler.throttle.front() == (third, pytest.approx(4 / 3))
     assert "wake" in r.coalescer.timers(third)
+    r.room.spawned.close()
+
+
+async def test_a_token_given_back_by_a_failed_write_goes_to_the_front_of_the_line_at_once() -> None:
+    r = rig(Options(min_interval=0.0))
+    r.reconciler.throttle = throttle = Throttle(r.room.clock, min_interval=0, rate=1.0, burst=1.0)
+    x, front = workload("x", configmap="a"), workload("front", configmap="a")
+    for w in (x, front):
+        r.stores.index.put(w)
+
+    def held_back_meanwhile() -> None:  # behind the token x's write took
+        r.coalescer.add(front.key, change("a"), observed=None, delay=30.0)
+        assert throttle.wait(front.key)[0] == pytest.approx(4 / 3)
+
+    r.writer.during = held_back_meanwhile
+    r.writer.fail.append(errors.ConnectionFailed("down"))
+    assert await r.reconciler.handle(item(x.key, "a")) == Retry()
+    assert throttle.front() == (front.key, 0.0), "x's token is back"
+    assert "wake" in r.coalescer.timers(front.key)
+    assert r.room.clock.pending()[0] == 0.0, "woken now, not when the next token comes"
     r.room.spawned.close()
