@@ -87,6 +87,41 @@ async def test_a_config_flapping_50_times_in_10s_rolls_a_bounded_number_of_times
         assert "at most one reload every 3s per workload" in e["message"]
 
 
+def _counter(exposition: str, series: str) -> float:
+    for line in exposition.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_a_fan_out_past_the_burst_is_written_once_each_at_the_rate_held_back_a_few_times(
+    client: Client, namespace: str
+) -> None:
+    """Each workload the rate holds back is told when its turn comes: deferred a few times
+    (the next token, then its turn), not once for every token (n²/2 for a fan-out of n)."""
+    n, rate, burst = 40, 10.0, 4.0
+    await client.create(resources.CONFIGMAPS, builders.configmap("shared", namespace, {"v": "0"}))
+    await asyncio.gather(
+        *(client.create(resources.DEPLOYMENTS, _deployment(f"w{i}", namespace, "shared")) for i in range(n))
+    )  # fmt: skip
+    async with running(
+        client, namespace, reload_rate=rate, reload_burst=burst, min_interval=0.0
+    ) as ctl:
+        started = time.monotonic()
+        await update_cm(client, namespace, "shared", {"v": "1"})
+
+        async def all_done() -> bool:
+            return ctl.stats.reloads >= n
+
+        await eventually(all_done, what="40 reloads", timeout=60)
+        took = time.monotonic() - started
+        assert ctl.stats.patches == n, "each written once"
+        series = 'kube_reloader_deferred_total{reason="rate_limit"}'
+        deferred = _counter(ctl.metrics.exposition().decode(), series)
+        assert n - burst <= deferred <= 3 * n, deferred
+        assert took >= (n - burst) / rate - 1.0, "never faster than the rate"
+
+
 # ------------------------------------------------------------------ restarts
 
 
