@@ -5,7 +5,8 @@ Two limits keep a flapping config (a certificate renewed in a loop, a CI job rew
 ConfigMap) from rolling a workload thousands of times: a minimum interval between two reloads
 of the same workload, and a cluster-wide token bucket. A reload over a limit is deferred to
 the earliest time the limits allow, never dropped; the changes that arrive meanwhile are
-merged into that one deferred reload.
+merged into that one deferred reload. The reloads a rate holds back wait in a `FairLine`,
+tenant by tenant in turn, each told how many stand ahead of it.
 """
 
 from __future__ import annotations
