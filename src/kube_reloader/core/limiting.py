@@ -83,26 +83,36 @@ class _Tenant:
     arrivals: list[int]
 
 
+#: departed tenants' turns kept before those the front has passed are dropped (then again
+#: once they have doubled)
+DEPARTED_SLACK = 1024
+
+
 class FairLine(Generic[K]):
     """The workloads a rate holds back, in the order the rate's tokens should go to them:
-    tenant by tenant in turn, first come first served within a tenant. A tenant's i-th
-    workload has turn `base + i`; each one let through (`leave(served=True)`) moves its
-    tenant's base on one, so a tenant is charged for the tokens it spent and for nothing else
-    (one that leaves unserved, its change ended or its workload gone, moves those behind it up
-    a place). A tenant new to the line starts level with the front; among equal turns, the
-    tenant that joined first goes first. A workload joins when first held back and keeps its
-    place when it asks again. Each asker learns how many stand ahead of it: told to come back
-    once they have gone through, the held back wake about once each, not all at every token."""
+    tenant by tenant in turn, first come first served within a tenant (start-time fair
+    queuing). A tenant's i-th workload has turn `base + i`; each one let through moves its
+    tenant's base on one, so a tenant is charged for the tokens it spent and for nothing else:
+    one that leaves unserved (its change ended, its workload gone) moves those behind it up,
+    and one let through whose write did not happen is put back (`restore`). A tenant new to
+    the line starts level with the front; one that left comes back no earlier than the turn
+    it had reached (emptying the line and coming back never jumps it ahead). Among equal
+    turns, the tenant that joined first goes first. A workload keeps its place when it asks
+    again, and learns how many stand ahead of it: told to come back once they have gone
+    through, the held back wake about once each, not all at every token."""
 
     def __init__(self, tenant: Callable[[K], str]) -> None:
         self._tenant = tenant
         self._tenants: dict[str, _Tenant] = {}
-        #: (base, order, tenant) of each tenant, ascending: the front is the first's first
-        self._fronts: list[tuple[int, int, str]] = []
+        self._names: dict[int, str] = {}  # a tenant's name by its join order
+        #: (turn, tenant's order) of every workload in line, ascending: a rank is a bisect
+        self._turns: list[tuple[int, int]] = []
         self._arrival: dict[K, int] = {}
         self._by_arrival: dict[int, K] = {}
-        self._arrivals = 0
-        self._joined = 0
+        #: the next turn and join order of each tenant that left while others still waited
+        self._departed: dict[str, tuple[int, int]] = {}
+        self._prune_at = DEPARTED_SLACK
+        self._arrivals = self._joined = 0
 
     def __len__(self) -> int:
         return len(self._arrival)
@@ -112,52 +122,78 @@ class FairLine(Generic[K]):
 
     def ahead(self, key: K) -> int:
         """How many stand ahead of `key`, which joins the line if it is not in it."""
-        name = self._tenant(key)
+        mine = self._of(key)
         arrival = self._arrival.get(key)
-        mine = self._tenants.get(name)
         if arrival is None:
-            if mine is None:
-                base = self._fronts[0][0] if self._fronts else 0
-                mine = self._tenants[name] = _Tenant(base, self._joined, [])
-                self._joined += 1
-                insort(self._fronts, (base, mine.order, name))
-            arrival = self._arrival[key] = self._arrivals
-            self._by_arrival[arrival] = key
+            arrival = self._arrivals
             self._arrivals += 1
-            mine.arrivals.append(arrival)
-        assert mine is not None  # (in the line: its tenant is)
-        place = bisect_left(mine.arrivals, arrival)
-        turn, ahead = mine.base + place, place
-        for other in self._tenants.values():
-            if other is not mine:  # its workloads with an earlier turn (or equal, joined first)
-                before = turn - other.base + (other.order < mine.order)
-                ahead += min(max(before, 0), len(other.arrivals))
-        return ahead
+            self._add(key, arrival, mine)
+            insort(self._turns, (mine.base + len(mine.arrivals) - 1, mine.order))
+        turn = mine.base + bisect_left(mine.arrivals, arrival)
+        return bisect_left(self._turns, (turn, mine.order))
 
     def first(self) -> K | None:
         """The one at the front of the line, if any."""
-        if not self._fronts:
+        if not self._turns:
             return None
-        return self._by_arrival[self._tenants[self._fronts[0][2]].arrivals[0]]
+        mine = self._tenants[self._names[self._turns[0][1]]]
+        return self._by_arrival[mine.arrivals[0]]
 
-    def leave(self, key: K, *, served: bool = False) -> None:
+    def leave(self, key: K, *, served: bool = False) -> int | None:
         """`key` no longer waits: let through (`served`: its tenant's turn moves on), or its
-        wait ended otherwise (those behind it move up)."""
+        wait ended otherwise (those behind it move up). Its arrival, to `restore` it."""
         arrival = self._arrival.pop(key, None)
         if arrival is None:
-            return
+            return None
         del self._by_arrival[arrival]
         name = self._tenant(key)
         mine = self._tenants[name]
+        last = mine.base + len(mine.arrivals) - 1
         del mine.arrivals[bisect_left(mine.arrivals, arrival)]
-        if not served and mine.arrivals:
-            return
-        del self._fronts[bisect_left(self._fronts, (mine.base, mine.order, name))]
+        del self._turns[bisect_left(self._turns, (mine.base if served else last, mine.order))]
+        mine.base += served
         if not mine.arrivals:
-            del self._tenants[name]
+            del self._tenants[name], self._names[mine.order]
+            self._depart(name, mine.base, mine.order)
+        return arrival
+
+    def restore(self, key: K, arrival: int) -> None:
+        """`key`, let through, spent no token after all: back in its place, and its tenant
+        its turn."""
+        if key in self._arrival:
             return
-        mine.base += 1
-        insort(self._fronts, (mine.base, mine.order, name))
+        mine = self._of(key, rejoining=True)
+        mine.base -= 1
+        self._add(key, arrival, mine)
+        insort(self._turns, (mine.base, mine.order))
+
+    def _of(self, key: K, *, rejoining: bool = False) -> _Tenant:
+        """`key`'s tenant, in the line (`rejoining`: with the join order it left with)."""
+        name = self._tenant(key)
+        mine = self._tenants.get(name)
+        if mine is None:
+            front = self._turns[0][0] if self._turns else 0
+            turn, order = self._departed.pop(name, (front, -1))
+            if not rejoining or order < 0:
+                order, self._joined = self._joined, self._joined + 1
+            mine = self._tenants[name] = _Tenant(max(front, turn), order, [])
+            self._names[order] = name
+        return mine
+
+    def _add(self, key: K, arrival: int, mine: _Tenant) -> None:
+        insort(mine.arrivals, arrival)
+        self._arrival[key], self._by_arrival[arrival] = arrival, key
+
+    def _depart(self, name: str, turn: int, order: int) -> None:
+        """Remember where a tenant that left had got to, while others wait behind its turn."""
+        if not self._turns:
+            self._departed.clear()  # nobody waits: every tenant starts afresh
+            return
+        self._departed[name] = (turn, order)
+        if len(self._departed) > self._prune_at:  # the turns the front has passed: as new
+            front = self._turns[0][0]
+            self._departed = {n: t for n, t in self._departed.items() if t[0] > front}
+            self._prune_at = 2 * len(self._departed) + DEPARTED_SLACK
 
 
 def min_interval_wait(last_reload: float | None, now: float, interval: float) -> float:

@@ -39,6 +39,8 @@ class Throttle:
         self._line: limiting.FairLine[ObjectKey] = limiting.FairLine(_namespace)
         #: when each workload in the line was told to come back (monotonic)
         self._due: dict[ObjectKey, float] = {}
+        #: the place in the line of each workload let through whose write is under way
+        self._taken: dict[ObjectKey, int] = {}
 
     def wait(self, key: ObjectKey) -> tuple[float, str]:
         """Seconds to wait before `key` may be written, and why (0 when it may go now: then
@@ -98,7 +100,9 @@ class Throttle:
     def take(self, key: ObjectKey) -> None:
         """The write `wait` allowed is admitted: spend its tokens (it leaves the line)."""
         self._spend(key, self.clock.monotonic())
-        self._line.leave(key, served=True)
+        arrival = self._line.leave(key, served=True)
+        if arrival is not None:
+            self._taken[key] = arrival
         self._due.pop(key, None)
 
     def _spend(self, key: ObjectKey, now: float) -> None:
@@ -115,9 +119,13 @@ class Throttle:
         return len(self._line)
 
     def give_back(self, key: ObjectKey) -> None:
-        """The admitted write did not happen (a conflict, an error, a lost lease)."""
+        """The admitted write did not happen (a conflict, an error, a lost lease): its token
+        back, and its place in the line and its namespace's turn."""
         self._of(key.namespace).give_back()
         self._bucket.give_back()
+        arrival = self._taken.pop(key, None)
+        if arrival is not None:
+            self._line.restore(key, arrival)
 
     def _of(self, namespace: str) -> limiting.TokenBucket:
         bucket = self._namespaces.get(namespace)
@@ -132,9 +140,11 @@ class Throttle:
 
     def reloaded(self, key: ObjectKey) -> None:
         self._last[key] = self.clock.monotonic()
+        self._taken.pop(key, None)
 
     def forget(self, key: ObjectKey) -> None:
         self._last.pop(key, None)
+        self._taken.pop(key, None)
         self.release(key)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable
 
 import pytest
@@ -191,3 +192,78 @@ def test_a_tenant_new_to_the_line_starts_level_with_the_front_not_ahead_of_it() 
     assert line.first() == "b2"
     assert line.ahead("c1") == 1, "behind b2 only: not before it, not behind a's turns"
     assert order(line, ["a5", "a6", "b2", "b3", "c1"]) == ["b2", "c1", "b3", "a5", "a6"]
+
+
+def test_tenants_that_empty_and_come_back_at_once_do_not_starve_a_backlogged_one() -> None:
+    """Two tenants each keep one workload in line and add the next the moment theirs is let
+    through: coming back, a tenant resumes at the turn it had reached, not at the front."""
+    line = line_of(*(f"a{i}" for i in range(500)), "m0", "n0")
+    served: Counter[str] = Counter()
+    for i in range(1, 301):
+        first = line.first()
+        assert first is not None
+        line.leave(first, served=True)
+        served[first[0]] += 1
+        if first[0] in "mn":
+            line.ahead(f"{first[0]}{i}")
+    assert min(served.values()) >= 99, served  # a third each, as in turn
+
+
+def test_a_workload_whose_write_did_not_happen_gets_its_place_and_its_tenants_turn_back() -> None:
+    line = line_of("a1", "a2", "b1")
+    before = {k: line.ahead(k) for k in ("a1", "a2", "b1")}
+    arrival = line.leave("a1", served=True)
+    assert arrival is not None
+    assert line.first() == "b1"
+    line.restore("a1", arrival)
+    assert {k: line.ahead(k) for k in ("a1", "a2", "b1")} == before
+    alone = line_of("c1")
+    back = alone.leave("c1", served=True)
+    assert back is not None
+    alone.restore("c1", back)
+    assert (alone.first(), len(alone)) == ("c1", 1)
+
+
+def test_tenants_that_left_are_remembered_only_while_the_front_has_not_passed_them() -> None:
+    line: FairLine[str] = FairLine(lambda k: k.split("/")[0])
+    for i in range(5000):
+        line.ahead(f"z/{i}")
+
+    def come_and_go(tenant: str) -> None:  # let through at once: its next turn is kept
+        line.ahead(f"{tenant}/w")
+        line.leave(f"{tenant}/w", served=True)
+
+    for i in range(3000):
+        come_and_go(f"t{i}")
+    assert len(line._departed) == 3000  # all still ahead of the front
+    for i in range(3000):
+        line.leave(f"z/{i}", served=True)  # the front moves on past all of them
+    for i in range(2000):
+        come_and_go(f"u{i}")
+    assert len(line._departed) <= 2000, "those the front passed are dropped"
+
+
+def test_a_tenant_comes_back_no_earlier_than_the_front_and_afresh_once_the_line_emptied() -> None:
+    line: FairLine[str] = FairLine(lambda k: k.split("/")[0])
+    for i in range(6):
+        line.ahead(f"z/{i}")
+    line.ahead("t/a")
+    line.leave("t/a", served=True)  # t had reached turn 1
+    for i in range(5):
+        line.leave(f"z/{i}", served=True)  # the front is at turn 5 now
+    assert line.ahead("t/b") == 1, "behind z's front, not before it"
+    line.leave("t/b")
+    line.leave("z/5", served=True)  # nobody waits
+    line.ahead("u/a")
+    line.ahead("u/b")
+    assert line.ahead("t/c") == 1, "level with the front again"
+
+
+def test_restoring_a_workload_twice_puts_it_back_once() -> None:
+    line = line_of("a1", "b1")
+    arrival = line.leave("a1", served=True)
+    assert arrival is not None
+    line.restore("a1", arrival)
+    line.restore("a1", arrival)
+    assert len(line) == 2
+    assert [line.ahead("a1"), line.ahead("b1")] == [0, 1]

@@ -148,7 +148,7 @@ class Drain:
             else:
                 self._timers[key] = self._push(now + max(wait, 0.001), "timer", key)
         front = self.throttle.front()
-        if front is not None and front[0] != key and front[0] in self._pending:
+        if front is not None and front[0] in self._pending:
             first, due = front[0], now + front[1]
             if first not in self._wakes or self._wakes[first][0] > due:
                 self._wakes[first] = (due, self._push(due, "wake", first))
@@ -307,3 +307,34 @@ def test_the_front_coming_back_late_keeps_its_place() -> None:
     throttle.wait(c)  # c asks again: due soon
     clock.advance(50.0)  # B is past STALE_AFTER, c is not
     assert throttle.wait(B) == (0.0, "rate_limit"), "back, however late: not taken out"
+
+
+def test_a_write_that_did_not_happen_keeps_its_place_at_the_front_and_its_namespaces_turn() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    other = ObjectKey("Deployment", "other", "o")
+    for k in (B, other):
+        throttle.wait(k)
+    clock.advance(2.0)
+    assert throttle.wait(B) == (0.0, "rate_limit")
+    throttle.take(B)
+    throttle.give_back(B)  # a conflict: re-planned at once
+    assert throttle.front() == (B, 0.0), "not sent behind the other namespace"
+    assert throttle.wait(other)[0] > 0
+    assert throttle.wait(B) == (0.0, "rate_limit")
+
+
+def test_a_write_given_back_after_an_earlier_one_was_written_does_not_rejoin_the_line() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    throttle.wait(B)
+    clock.advance(2.0)
+    throttle.take(B)  # let through from the line, and written
+    throttle.reloaded(B)
+    clock.advance(2.0)
+    assert throttle.wait(B) == (0.0, "rate_limit")  # the line is empty: straight through
+    throttle.take(B)
+    throttle.give_back(B)  # this write failed
+    assert throttle.waiting() == 0
