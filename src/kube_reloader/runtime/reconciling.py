@@ -140,7 +140,7 @@ class Reconciler:
                 self.apply(item, result)
             finally:
                 if admitted is not None:
-                    self._settle(admitted)
+                    self._settle(admitted, result)
         except BaseException:
             # a crash or a cancellation never loses the changes (newer ones that arrived
             # meanwhile win); the worker retries with backoff
@@ -184,9 +184,8 @@ class Reconciler:
         self._call_front()
 
     def _call_front(self) -> None:
-        """Wake the workload at the front of the rate's line when its token comes (besides
-        its own deferral, which a running coalescing window may hold back); one whose
-        changes are gone (not waiting, not in a worker) leaves the line to the next."""
+        """Wake the front of the rate's line when its token comes (its own deferral may wait
+        on a window); one whose changes are gone (not waiting, not in a worker) leaves."""
         while (front := self.throttle.front()) is not None:
             key, wait = front
             if key in self.coalescer:
@@ -200,12 +199,13 @@ class Reconciler:
         item.queued_at = self.clock.monotonic()
         self.coalescer.put_back(item)
 
-    def _settle(self, admitted: Admitted) -> None:
-        """An admitted write ended: a token not spent goes back; the scheduler settles the
-        slot (freed, kept for a conflict's requeue, or held while the rollout is followed)."""
+    def _settle(self, admitted: Admitted, result: Result | None = None) -> None:
+        """An admitted write ended: a token not spent goes back (and, for a conflict's
+        requeue, its place at the front of the rate's line); the scheduler settles the slot
+        (freed, kept for a conflict's requeue, or held while the rollout is followed)."""
         key, written = admitted.key, admitted.written
-        if not written:
-            self.throttle.give_back(key)  # nothing was written: its token was not spent
+        if not written:  # a retry's backoff, or no write to come: the place is not kept
+            self.throttle.give_back(key, keep_place=isinstance(result, Requeue))
             self._call_front()  # the token is there again for the front
         self.scheduler.wrote(key, admitted.todo, written=written, rolling=admitted.rolling)
 

@@ -118,14 +118,16 @@ class Throttle:
         """Workloads in the line for a token."""
         return len(self._line)
 
-    def give_back(self, key: ObjectKey) -> None:
+    def give_back(self, key: ObjectKey, *, keep_place: bool = False) -> None:
         """The admitted write did not happen (a conflict, an error, a lost lease): its token
-        back, and its place in the line and its namespace's turn."""
+        back; with `keep_place` (asked again at once: a conflict's requeue), also its place
+        in the line and its namespace's turn. One that backs off or ends asks anew."""
         self._of(key.namespace).give_back()
         self._bucket.give_back()
         arrival = self._taken.pop(key, None)
-        if arrival is not None:
+        if arrival is not None and keep_place:
             self._line.restore(key, arrival)
+            self._due[key] = self.clock.monotonic()
 
     def _of(self, namespace: str) -> limiting.TokenBucket:
         bucket = self._namespaces.get(namespace)

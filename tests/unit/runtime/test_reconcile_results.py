@@ -357,3 +357,32 @@ async def test_a_token_given_back_by_a_failed_write_goes_to_the_front_of_the_lin
     assert "wake" in r.coalescer.timers(front.key)
     assert r.room.clock.pending()[0] == 0.0, "woken now, not when the next token comes"
     r.room.spawned.close()
+
+
+async def test_a_write_from_the_line_that_failed_backs_off_and_is_not_woken_at_once() -> None:
+    r = rig(Options(min_interval=0.0))
+    (x,) = rated(r, "x")
+    assert await r.reconciler.handle(item(x, "a")) == Defer("rate_limit", after=4 / 3)
+    r.room.clock.advance(4 / 3)  # its turn: woken, let through, and the write fails
+    r.writer.fail.append(errors.ConnectionFailed("down"))
+    woken = await r.coalescer.get()
+    assert await r.reconciler.handle(woken) == Retry()
+    assert r.reconciler.throttle.waiting() == 0, "out of the line while it backs off"
+    assert r.coalescer.timers(x) == {"retry"}, "woken by its backoff only"
+    assert r.room.clock.pending() == [pytest.approx(0.2 * 2**0)]
+    r.room.spawned.close()
+
+
+async def test_a_conflicted_write_from_the_line_keeps_its_place_at_the_front() -> None:
+    r = rig(Options(min_interval=0.0))
+    x, other = rated(r, "x", "other")
+    await r.reconciler.handle(item(x, "a"))
+    await r.reconciler.handle(item(other, "a"))
+    r.room.clock.advance(4 / 3)
+    r.writer.fail.append(errors.Conflict(409, "changed"))
+    r.writer.objects[x] = rolling_answer("x")  # the re-read
+    woken = await r.coalescer.get()
+    assert woken.key == x
+    assert await r.reconciler.handle(woken) == Requeue()
+    assert r.reconciler.throttle.front() == (x, 0.0), "re-planned at once, first in line"
+    r.room.spawned.close()

@@ -319,7 +319,7 @@ def test_a_write_that_did_not_happen_keeps_its_place_at_the_front_and_its_namesp
     clock.advance(2.0)
     assert throttle.wait(B) == (0.0, "rate_limit")
     throttle.take(B)
-    throttle.give_back(B)  # a conflict: re-planned at once
+    throttle.give_back(B, keep_place=True)  # a conflict: re-planned at once
     assert throttle.front() == (B, 0.0), "not sent behind the other namespace"
     assert throttle.wait(other)[0] > 0
     assert throttle.wait(B) == (0.0, "rate_limit")
@@ -337,4 +337,32 @@ def test_a_write_given_back_after_an_earlier_one_was_written_does_not_rejoin_the
     assert throttle.wait(B) == (0.0, "rate_limit")  # the line is empty: straight through
     throttle.take(B)
     throttle.give_back(B)  # this write failed
+    assert throttle.waiting() == 0
+
+
+def test_a_write_that_failed_and_backs_off_gives_its_token_back_but_not_its_place() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    other = ObjectKey("Deployment", "other", "o")
+    for k in (B, other):
+        throttle.wait(k)
+    clock.advance(2.0)
+    throttle.take(B)
+    throttle.give_back(B)  # a 429: retried after a backoff, or never
+    assert throttle.front() == (other, 0.0), "the token goes to the next in line"
+    assert throttle.waiting() == 1
+
+
+def test_a_workload_given_its_place_back_that_never_asks_again_is_taken_out_in_time() -> None:
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    throttle.wait(B)
+    clock.advance(2.0)
+    throttle.take(B)
+    throttle.give_back(B, keep_place=True)  # requeued, then (a bug) never handled
+    clock.advance(STALE_AFTER + 1.0)
+    other = ObjectKey("Deployment", "other", "o")
+    assert throttle.wait(other) == (0.0, "rate_limit")
     assert throttle.waiting() == 0
