@@ -71,9 +71,7 @@ def test_a_forgotten_workload_has_no_interval_to_wait() -> None:
 
 
 def test_a_token_taken_for_a_write_that_did_not_happen_is_given_back() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    _clock, throttle = spent()
     assert throttle.wait(B)[0] > 0
     throttle.give_back(A)  # a conflict: re-planned at once, not deferred
     assert throttle.wait(B) == (0.0, "rate_limit")
@@ -233,9 +231,7 @@ def test_a_namespace_behind_the_long_lines_of_others_goes_within_a_few_tokens(ho
 
 
 def test_asking_again_keeps_the_turn() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     first, _ = throttle.wait(B)
     c = ObjectKey("Deployment", "ns", "c")
     behind, _ = throttle.wait(c)
@@ -247,9 +243,7 @@ def test_asking_again_keeps_the_turn() -> None:
 
 
 def test_a_token_owed_to_the_front_of_the_line_is_not_taken_by_another() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     first, _ = throttle.wait(B)
     clock.advance(first)
     c = ObjectKey("Deployment", "other", "c")
@@ -259,9 +253,7 @@ def test_a_token_owed_to_the_front_of_the_line_is_not_taken_by_another() -> None
 
 
 def test_a_workload_that_never_comes_back_is_taken_out_when_it_reaches_the_front() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     lost, _ = throttle.wait(B)  # never asks again, never released
     c = ObjectKey("Deployment", "ns", "c")
     clock.advance(lost + STALE_AFTER - 0.5)
@@ -274,9 +266,7 @@ def test_a_workload_that_never_comes_back_is_taken_out_when_it_reaches_the_front
 
 
 def test_a_released_or_forgotten_workload_leaves_the_line() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    _clock, throttle = spent()
     throttle.wait(B)
     c = ObjectKey("Deployment", "ns", "c")
     throttle.wait(c)
@@ -297,9 +287,7 @@ def test_with_tokens_enough_for_the_front_and_another_both_go() -> None:
 
 
 def test_the_front_coming_back_late_keeps_its_place() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     throttle.wait(B)  # the front, due in 4/3 s
     c = ObjectKey("Deployment", "ns", "c")
     throttle.wait(c)
@@ -310,15 +298,7 @@ def test_the_front_coming_back_late_keeps_its_place() -> None:
 
 
 def test_a_write_that_did_not_happen_keeps_its_place_at_the_front_and_its_namespaces_turn() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
-    other = ObjectKey("Deployment", "other", "o")
-    for k in (B, other):
-        throttle.wait(k)
-    clock.advance(2.0)
-    assert throttle.wait(B) == (0.0, "rate_limit")
-    throttle.take(B)
+    throttle, other = b_let_through_before_other()
     throttle.give_back(B, keep_place=True)  # a conflict: re-planned at once
     assert throttle.front() == (B, 0.0), "not sent behind the other namespace"
     assert throttle.wait(other)[0] > 0
@@ -326,9 +306,7 @@ def test_a_write_that_did_not_happen_keeps_its_place_at_the_front_and_its_namesp
 
 
 def test_a_write_given_back_after_an_earlier_one_was_written_does_not_rejoin_the_line() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     throttle.wait(B)
     clock.advance(2.0)
     throttle.take(B)  # let through from the line, and written
@@ -341,23 +319,14 @@ def test_a_write_given_back_after_an_earlier_one_was_written_does_not_rejoin_the
 
 
 def test_a_write_that_failed_and_backs_off_gives_its_token_back_but_not_its_place() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
-    other = ObjectKey("Deployment", "other", "o")
-    for k in (B, other):
-        throttle.wait(k)
-    clock.advance(2.0)
-    throttle.take(B)
+    throttle, other = b_let_through_before_other()
     throttle.give_back(B)  # a 429: retried after a backoff, or never
     assert throttle.front() == (other, 0.0), "the token goes to the next in line"
     assert throttle.waiting() == 1
 
 
 def test_a_workload_given_its_place_back_that_never_asks_again_is_taken_out_in_time() -> None:
-    clock = FakeClock()
-    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
-    throttle.take(A)
+    clock, throttle = spent()
     throttle.wait(B)
     clock.advance(2.0)
     throttle.take(B)
@@ -366,3 +335,23 @@ def test_a_workload_given_its_place_back_that_never_asks_again_is_taken_out_in_t
     other = ObjectKey("Deployment", "other", "o")
     assert throttle.wait(other) == (0.0, "rate_limit")
     assert throttle.waiting() == 0
+
+
+def spent() -> tuple[FakeClock, Throttle]:
+    """A rate of one reload a second, burst one, its token spent (on A)."""
+    clock = FakeClock()
+    throttle = Throttle(clock, min_interval=0, rate=1.0, burst=1.0)
+    throttle.take(A)
+    return clock, throttle
+
+
+def b_let_through_before_other() -> tuple[Throttle, ObjectKey]:
+    """B and another namespace's workload held back; B's turn comes and it is let through."""
+    clock, throttle = spent()
+    other = ObjectKey("Deployment", "other", "o")
+    for k in (B, other):
+        throttle.wait(k)
+    clock.advance(2.0)
+    assert throttle.wait(B) == (0.0, "rate_limit")
+    throttle.take(B)
+    return throttle, other
