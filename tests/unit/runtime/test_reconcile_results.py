@@ -301,6 +301,12 @@ def rated(r: Rig, *names: str) -> list[ObjectKey]:
     return keys
 
 
+async def held_back(r: Rig, *keys: ObjectKey) -> None:
+    """Each of `keys` changed and handled once: held back by the spent rate, in that order."""
+    for key in keys:
+        assert isinstance(await r.reconciler.handle(item(key, "a")), Defer)
+
+
 async def test_a_reload_held_back_by_the_rate_waits_in_its_line_for_its_turn() -> None:
     r = rig(Options(min_interval=0.0))
     first, second = rated(r, "first", "second")
@@ -316,8 +322,7 @@ async def test_a_reload_held_back_by_the_rate_waits_in_its_line_for_its_turn() -
 async def test_a_reload_whose_change_ended_leaves_the_line_and_the_next_is_woken() -> None:
     r = rig(Options(min_interval=0.0))
     first, second = rated(r, "first", "second")
-    await r.reconciler.handle(item(first, "a"))
-    await r.reconciler.handle(item(second, "a"))
+    await held_back(r, first, second)
     assert await r.reconciler.handle(item(first, "unrelated")) == Done(), "nothing to write"
     assert r.reconciler.throttle.front() == (second, pytest.approx(4 / 3))
     assert "wake" in r.coalescer.timers(second)
@@ -327,8 +332,7 @@ async def test_a_reload_whose_change_ended_leaves_the_line_and_the_next_is_woken
 async def test_a_front_of_the_line_whose_changes_are_gone_gives_its_place_to_the_next() -> None:
     r = rig(Options(min_interval=0.0))
     first, second, third = rated(r, "first", "second", "third")
-    for key in (first, second):
-        await r.reconciler.handle(item(key, "a"))
+    await held_back(r, first, second)
     r.coalescer.drop(first)  # gone without a word to the throttle
     await r.reconciler.handle(item(third, "a"))
     assert r.reconciler.throttle.front() == (second, pytest.approx(4 / 3))
@@ -376,8 +380,7 @@ async def test_a_write_from_the_line_that_failed_backs_off_and_is_not_woken_at_o
 async def test_a_conflicted_write_from_the_line_keeps_its_place_at_the_front() -> None:
     r = rig(Options(min_interval=0.0))
     x, other = rated(r, "x", "other")
-    await r.reconciler.handle(item(x, "a"))
-    await r.reconciler.handle(item(other, "a"))
+    await held_back(r, x, other)
     r.room.clock.advance(4 / 3)
     r.writer.fail.append(errors.Conflict(409, "changed"))
     r.writer.objects[x] = rolling_answer("x")  # the re-read
