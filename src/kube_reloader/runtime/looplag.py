@@ -9,16 +9,19 @@ sample. What a sample costs is mostly the wakeup itself (on the benchmark's mach
 wakeup after 0.1 s asleep costs about 0.1 ms of CPU, whatever it runs), so the sampler
 takes as few wakeups of its own as it can:
 
-- After a sample that finds the loop working (a walk said so, or its thread used
-  `IDLE_WORK` of CPU since the sample before), the next is due in `INTERVAL`: a step that
-  holds the loop for `s` seconds is seen as at least `s - INTERVAL` late.
+- After a sample that finds the loop working (its thread used `IDLE_WORK` of CPU since
+  the sample before), the next is due in `INTERVAL`: a step that holds the loop for `s`
+  seconds is seen as at least `s - INTERVAL` late.
 - After a sample that finds it idle, the next is due in `IDLE_INTERVAL`. Every walk over a
   tenant's objects (`clock.Pacer`: each watch stream's events, the catch-up, fan-outs,
   audits) says when it starts a slice of work (`awake`, through the system clock's
   `working` hook); the sample is then taken on that wakeup (a timer due at once measures
-  the rest of that turn of the loop) and the next is due `INTERVAL` later. Work that starts
-  otherwise after an idle second (an HTTP request, a timer's callback) is seen from the
-  next sample on, so a step that holds the loop then is seen as at least
+  the rest of that turn of the loop, so a slice that holds the loop is seen whole), and the
+  next is due as the CPU since the sample before says: a light event alone (a no-op
+  update, about half a millisecond) leaves the sampler idle and costs no wakeup of its
+  own; one that took `IDLE_WORK` brings the next in `INTERVAL`. Work that starts
+  otherwise after an idle second or a light event (an HTTP request, a timer's callback) is
+  seen from the next sample on, so a step that holds the loop then is seen as at least
   `s - IDLE_INTERVAL` late; and a stall that comes before a walk's first slice (the decode
   of the event that starts it) is not seen.
 - Work that comes at least every `INTERVAL` takes every sample on its own wakeups: the
@@ -66,7 +69,7 @@ class LoopLag:
         self._due = 0.0  # when the armed timer is due
         self._sampled = float("-inf")  # when the last sample was taken
         self._worked = 0.0  # the CPU clock then
-        self._arrived = False  # work arrived since the last sample
+        self._rode = float("-inf")  # when the last sample that rode a walk's wakeup was armed
         self._failed: asyncio.Future[None] | None = None
         #: samples taken on a wakeup a walk brought (see `awake`)
         self.riders = 0
@@ -85,15 +88,20 @@ class LoopLag:
 
     def awake(self) -> None:
         """The loop works (a walk starts a slice): the next sample rides this wakeup (a
-        timer due at once) when the last is half an interval old or the sampler is idle
-        (its next sample more than an interval away). One clock read otherwise."""
-        self._arrived = True
+        timer due at once) when the last is half an interval old, or the sampler is idle
+        (its next sample more than an interval away) and the last sample that rode is half
+        an interval old: light events close together leave it idle (see the module), and
+        take a sample at most every half interval. One clock read otherwise."""
         if self._timer is None:
             return
         now, due = self.clock.monotonic(), self._due
-        if due > now and (now - self._sampled >= INTERVAL / 2 or due - now > INTERVAL):
+        if due > now and (
+            now - self._sampled >= INTERVAL / 2
+            or (due - now > INTERVAL and now - self._rode >= INTERVAL / 2)
+        ):
             self._timer.cancel()
             self.riders += 1
+            self._rode = now
             self._arm(0.0, now)
 
     async def run(self) -> None:
@@ -120,13 +128,13 @@ class LoopLag:
             now = self.clock.monotonic()
             lag = max(0.0, now - due)
             self.report(lag, self.sample(lag))
-            busy, self._arrived, self._sampled = self._arrived, False, now
+            self._sampled = now
             if self._cpu is None:
                 busy = True
             else:
                 cpu, worked = self._cpu(), self._worked
                 self._worked = cpu
-                busy = busy or cpu - worked >= IDLE_WORK
+                busy = cpu - worked >= IDLE_WORK
             self._arm(INTERVAL if busy else IDLE_INTERVAL, now)
         except Exception as exc:  # noqa: BLE001 - handed to the supervisor through `failed`
             self._timer = None

@@ -114,11 +114,29 @@ async def test_work_that_arrives_at_an_idle_sampler_brings_a_sample_due_at_once(
     clock.advance(0.4)
     lag.awake()
     assert clock.pending() == [0.0], "the sample rides the wakeup that brought the work"
-    clock.now += 0.3  # that turn of the loop held it for 0.3 s
+    clock.now += 0.3  # that turn of the loop held it for 0.3 s, on the CPU
+    cpu.used += 0.3
     clock.advance(0)
     assert reported[-1] == pytest.approx(0.3)
-    assert clock.pending() == [pytest.approx(INTERVAL)], "work arrived: next in an interval"
+    assert clock.pending() == [pytest.approx(INTERVAL)], "the loop worked: next in an interval"
     assert lag.riders == 1
+    await stopped(task)
+
+
+async def test_a_light_event_alone_is_sampled_on_its_own_wakeup_and_leaves_the_sampler_idle() -> (
+    None
+):
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    for _ in range(5):  # a no-op update every 0.3 s, half a millisecond each
+        clock.advance(0.3)
+        lag.awake()
+        cpu.used += IDLE_WORK / 2
+        clock.advance(0)
+        assert clock.pending() == [pytest.approx(IDLE_INTERVAL)], "no wakeup of its own follows"
+    assert lag.riders == 5
+    assert len(reported) == 6
     await stopped(task)
 
 
@@ -134,6 +152,20 @@ async def test_events_that_come_every_interval_take_every_sample_on_their_own_wa
     assert woken_by_sampler == 0
     assert lag.riders == 20
     assert len(reported) == 20
+    await stopped(task)
+
+
+async def test_light_events_close_together_take_a_sample_at_most_every_half_interval() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    for _ in range(50):  # a no-op update every 10 ms, a tenth of a millisecond each
+        clock.advance(0.01)
+        lag.awake()
+        cpu.used += IDLE_WORK / 10
+        clock.advance(0)
+    assert lag.riders == 10, "one every 50 ms over half a second"
+    assert len(reported) == 11
     await stopped(task)
 
 
@@ -205,7 +237,8 @@ async def test_a_sampler_started_again_after_a_failure_samples_as_before() -> No
     task = asyncio.ensure_future(lag.run())  # as the supervisor does
     await until(lambda: bool(clock.pending()), "the sample armed again")
     assert clock.pending() == [INTERVAL]
+    cpu.used += IDLE_WORK
     clock.advance(INTERVAL)
     assert len(reported) == 1
-    assert clock.pending() == [pytest.approx(INTERVAL)], "work arrived between the runs"
+    assert clock.pending() == [pytest.approx(INTERVAL)], "the loop worked: next in an interval"
     await stopped(task)
