@@ -11,9 +11,10 @@ tenant by tenant in turn, each told how many stand ahead of it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -70,6 +71,18 @@ class TokenBucket:
             or self.tokens < 0
             or (self.tokens + (now - self.updated) * self.rate >= max(1.0, self.burst))
         )
+
+
+@contextlib.contextmanager
+def tried(*buckets: TokenBucket) -> Iterator[None]:
+    """What is taken from `buckets` inside the block is a trial: after it, each bucket is
+    as it was before (one named twice is restored once)."""
+    saved = [(b, b.tokens, b.updated) for b in {id(b): b for b in buckets}.values()]
+    try:
+        yield
+    finally:
+        for b, tokens, updated in saved:
+            b.tokens, b.updated = tokens, updated
 
 
 @dataclass

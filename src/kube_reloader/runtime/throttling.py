@@ -74,13 +74,9 @@ class Throttle:
         first = self._line.first()
         if first is None or first == key or self._token(first, now) > 0:
             return False
-        buckets = (self._bucket, self._of(first.namespace), self._of(key.namespace))
-        saved = [(b, b.tokens, b.updated) for b in {id(b): b for b in buckets}.values()]
-        self._spend(key, now)
-        owed = self._token(first, now) > 0
-        for b, tokens, updated in saved:
-            b.tokens, b.updated = tokens, updated
-        return owed
+        with limiting.tried(self._bucket, self._of(first.namespace), self._of(key.namespace)):
+            self._spend(key, now)
+            return self._token(first, now) > 0
 
     def front(self) -> tuple[ObjectKey, float] | None:
         """The workload at the front of the line and the seconds until its token, if any:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube_reloader.core.limiting import FairLine, TokenBucket, backoff, min_interval_wait
+from kube_reloader.core.limiting import FairLine, TokenBucket, backoff, min_interval_wait, tried
 
 
 def test_the_bucket_grants_a_burst_then_one_per_period() -> None:
@@ -34,6 +34,25 @@ def test_the_bucket_refills_up_to_its_burst_only() -> None:
 def test_a_zero_rate_disables_the_bucket() -> None:
     b = TokenBucket(rate=0, burst=0)
     assert all(b.take(0.0) == 0.0 for _ in range(1000))
+
+
+def test_a_tried_take_leaves_each_bucket_as_it_was_even_one_named_twice() -> None:
+    shared, own = TokenBucket(rate=2.0, burst=3.0), TokenBucket(rate=1.0, burst=1.0)
+    shared.take(0.0)
+    before = [(b.tokens, b.updated) for b in (shared, own)]
+    with tried(shared, own, shared):
+        assert [shared.take(0.5), shared.take(0.5), own.take(0.5)] == [0.0, 0.0, 0.0]
+        assert own.peek(0.5) > 0
+    assert [(b.tokens, b.updated) for b in (shared, own)] == before
+
+    def failing_trial() -> None:
+        with tried(own):
+            own.take(1.0)
+            raise RuntimeError("a trial that fails")
+
+    with pytest.raises(RuntimeError):
+        failing_trial()
+    assert (own.tokens, own.updated) == before[1], "restored on the way out of a failure too"
 
 
 @pytest.mark.parametrize(
