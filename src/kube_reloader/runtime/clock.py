@@ -89,8 +89,8 @@ class Pacer:
     here; otherwise the walk yields, even when it was preempted for part of the slice. On a
     clock that is not the system's (a test's), all of its time is work.
 
-    Each slice it starts or ends tells the system clock's `working` hook (the loop-lag
-    sampler) that the loop works."""
+    The walk's start (the pacer made) and each slice it starts or ends tell the system
+    clock's `working` hook (the loop-lag sampler) that the loop works."""
 
     def __init__(self, clock: Clock, seconds: float = STEP_SECONDS) -> None:
         self.clock = clock
@@ -101,6 +101,8 @@ class Pacer:
         self.started = clock.monotonic()
         self.worked = self._cpu()  # the CPU clock at the slice's start
         self.yields = 0
+        if system is not None:
+            system.working()  # the walk's first slice starts here
 
     async def step(self) -> bool:
         """Yield if this slice is over and was not mostly a wait; True when it did."""

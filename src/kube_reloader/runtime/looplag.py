@@ -15,15 +15,17 @@ takes as few wakeups of its own as it can:
 - After a sample that finds it idle, the next is due in `IDLE_INTERVAL`. Every walk over a
   tenant's objects (`clock.Pacer`: each watch stream's events, the catch-up, fan-outs,
   audits) says when it starts a slice of work (`awake`, through the system clock's
-  `working` hook); the sample is then taken on that wakeup (a timer due at once measures
-  the rest of that turn of the loop, so a slice that holds the loop is seen whole), and the
-  next is due as the CPU since the sample before says: a light event alone (a no-op
-  update, about half a millisecond) leaves the sampler idle and costs no wakeup of its
-  own; one that took `IDLE_WORK` brings the next in `INTERVAL`. Work that starts
-  otherwise after an idle second or a light event (an HTTP request, a timer's callback) is
-  seen from the next sample on, so a step that holds the loop then is seen as at least
-  `s - IDLE_INTERVAL` late; and a stall that comes before a walk's first slice (the decode
-  of the event that starts it) is not seen.
+  `working` hook, at its start and at each slice); the sample is then taken on that
+  wakeup (a timer due at once measures the rest of that turn of the loop), at most every
+  `INTERVAL / 2`: a walk that starts sooner after one brings the next sample to `INTERVAL`
+  after it. After a sample that rode, the next is due as the CPU since the sample before
+  says: a light event alone (a no-op update, about half a millisecond, with what the loop
+  used since the sample before under `IDLE_WORK`) leaves the sampler idle and costs no
+  wakeup of its own; one that took `IDLE_WORK` brings the next in `INTERVAL`. Work that
+  starts otherwise after an idle second or a light event (an HTTP request, a timer's
+  callback) is seen from the next sample on, so a step that holds the loop then is seen as
+  at least `s - IDLE_INTERVAL` late; and a stall that comes before a walk's first slice
+  (the decode of the event that starts it) is not seen.
 - Work that comes at least every `INTERVAL` takes every sample on its own wakeups: the
   sampler does not wake the process at all."""
 
@@ -90,8 +92,10 @@ class LoopLag:
         """The loop works (a walk starts a slice): the next sample rides this wakeup (a
         timer due at once) when the last is half an interval old, or the sampler is idle
         (its next sample more than an interval away) and the last sample that rode is half
-        an interval old: light events close together leave it idle (see the module), and
-        take a sample at most every half interval. One clock read otherwise."""
+        an interval old. A walk that starts within half an interval of a sample that rode
+        brings the idle sampler's next sample to an interval after that one (a slice of it
+        that holds the loop is seen as at least `s - INTERVAL` late): samples ride at most
+        every half interval. One clock read otherwise."""
         if self._timer is None:
             return
         now, due = self.clock.monotonic(), self._due
@@ -103,6 +107,9 @@ class LoopLag:
             self.riders += 1
             self._rode = now
             self._arm(0.0, now)
+        elif due - now > INTERVAL:  # idle, and a sample rode just now: due an interval after it
+            self._timer.cancel()
+            self._arm(self._sampled + INTERVAL - now, now)
 
     async def run(self) -> None:
         """Sample until cancelled. A sample that raises ends the run with that error, so the

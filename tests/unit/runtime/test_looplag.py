@@ -169,6 +169,25 @@ async def test_light_events_close_together_take_a_sample_at_most_every_half_inte
     await stopped(task)
 
 
+async def test_a_walk_just_after_a_sample_that_rode_brings_the_next_within_an_interval() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    clock.advance(0.3)
+    lag.awake()  # a light event rides its own wakeup and leaves the sampler idle
+    clock.advance(0)
+    assert clock.pending() == [pytest.approx(IDLE_INTERVAL)]
+    clock.advance(0.01)
+    lag.awake()  # another walk 10 ms later (the fan-out, the workload stream)
+    assert clock.pending() == [pytest.approx(INTERVAL - 0.01)], "an interval after the rider"
+    assert lag.riders == 1
+    clock.now += 0.4  # that walk's slice holds the loop for 0.4 s
+    cpu.used += 0.4
+    clock.advance(0)
+    assert reported[-1] == pytest.approx(0.4 - (INTERVAL - 0.01)), "seen, an interval short"
+    await stopped(task)
+
+
 async def test_work_soon_after_a_sample_waits_for_the_armed_one() -> None:
     clock, cpu = FakeClock(), Cpu()
     lag, reported, task = await started(clock, cpu)

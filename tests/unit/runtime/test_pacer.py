@@ -93,15 +93,16 @@ async def test_a_walk_preempted_for_part_of_its_slices_still_yields_after_each(
 
 
 @pytest.mark.asyncio
-async def test_each_slice_tells_the_clocks_working_hook() -> None:
+async def test_the_walks_start_and_each_slice_tell_the_clocks_working_hook() -> None:
     clock = ScriptedClock()
     told: list[float] = []
     clock.working = lambda: told.append(clock.now)
     pacer = Pacer(clock, 0.01)
+    assert len(told) == 1, "the walk's first slice starts with the pacer"
     await steps(pacer, clock, waited=0.0, worked=0.004, n=3)
-    assert len(told) == 1, "the third item ends the first slice"
+    assert len(told) == 2, "the third item ends the first slice"
     await steps(pacer, clock, waited=0.5, worked=0.0005, n=1)
-    assert len(told) == 2, "an item after a wait starts a slice"
+    assert len(told) == 3, "an item after a wait starts a slice"
 
 
 @pytest.mark.asyncio
