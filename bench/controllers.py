@@ -25,6 +25,8 @@ def process_cpu(pid: int, fallback: float) -> float:
     complemented, shifted by 3, ORed with the scheduler clock's 2). /proc's utime and stime
     count 10 ms ticks, a tenth of what a quick run's no-op scenario spends after its start;
     `fallback` (those ticks) where the clock cannot be read."""
+    if pid <= 0:  # 0 would name this process's own clock
+        return fallback
     try:
         return time.clock_gettime(((~pid) << 3) | 2)
     except OSError:
