@@ -4,6 +4,7 @@ flags) and the process wrapper that samples CPU and RSS from /proc and restarts 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -19,18 +20,52 @@ from .baseline import RELOADER_V1, RELOADER_V2, is_kube_reloader
 from .runs import Scenario
 
 
-def process_cpu(pid: int, fallback: float) -> float:
+def process_cpu(pid: int) -> float | None:
     """CPU seconds process `pid` has used, all its threads (those gone included), to the
     nanosecond: Linux's clock of another process's CPU (`clock_getcpuclockid`: the process id
-    complemented, shifted by 3, ORed with the scheduler clock's 2). /proc's utime and stime
-    count 10 ms ticks, a tenth of what a quick run's no-op scenario spends after its start;
-    `fallback` (those ticks) where the clock cannot be read."""
-    if pid <= 0:  # 0 would name this process's own clock
-        return fallback
+    complemented, shifted by 3, ORed with the scheduler clock's 2). It reads until the process
+    is reaped (an exited child not yet waited for has it still). None where it cannot be read,
+    and for a pid <= 0 (0 would name this process's own clock)."""
+    if pid <= 0:
+        return None
     try:
         return time.clock_gettime(((~pid) << 3) | 2)
     except OSError:
-        return fallback
+        return None
+
+
+def tick_cpu(pid: int) -> float | None:
+    """The same from /proc's utime and stime: 10 ms ticks, a tenth of what a quick run's
+    no-op scenario spends after its start (the fallback where the clock cannot be read)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def exit_cpu(proc: subprocess.Popen[bytes], timeout: float) -> float:
+    """Wait for `proc`, already signalled, to exit, and the CPU it used to the end: its clock is
+    read once it has exited and before it is reaped (a pidfd turns readable at the exit; the
+    zombie keeps its clock until `wait`), so what it spent shutting down counts.
+    `subprocess.TimeoutExpired` if it is still running after `timeout`."""
+    spent = None
+    if proc.returncode is None:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except ProcessLookupError:  # reaped already: its clock went with it
+            fd = None
+        if fd is not None:
+            try:
+                if not select.select([fd], [], [], timeout)[0]:
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+            finally:
+                os.close(fd)
+            spent = process_cpu(proc.pid)
+            if spent is None:
+                spent = tick_cpu(proc.pid)
+    proc.wait()
+    return spent or 0.0
 
 
 class Controller:
@@ -50,10 +85,14 @@ class Controller:
         self.started = time.monotonic()
         self.stopped: float | None = None
         self.driving: tuple[float, float] | None = None  # (t, CPU seconds) when updates start
+        spy = Path(sys.executable).with_name("py-spy")
+        if profile is not None and not spy.is_file():  # before the controller: none is left running
+            raise FileNotFoundError(
+                f"{spy} is not installed: pip install --require-hashes -r requirements/bench.txt"
+            )
         self.proc = self._start()
         self.profiler: subprocess.Popen[bytes] | None = None
         if profile is not None:
-            spy = Path(sys.executable).with_name("py-spy")
             self.profiler = subprocess.Popen(
                 [str(spy), "record", "--pid", str(self.proc.pid), "--rate", str(rate),
                  "--nonblocking", "--format", "raw" if profile.suffix == ".folded" else "flamegraph",
@@ -61,6 +100,7 @@ class Controller:
                 stdout=subprocess.DEVNULL, stderr=profile.with_suffix(".log").open("w"),
             )  # fmt: skip
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
@@ -70,43 +110,50 @@ class Controller:
         )
 
     def _read(self) -> tuple[float, int] | None:
+        pid = self.proc.pid
         try:
-            stat = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            rss = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1]) * os.sysconf(
+            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(
                 "SC_PAGE_SIZE"
             )
             # The kernel's high-water mark: a peak shorter than the sampling interval counts.
-            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            status = Path(f"/proc/{pid}/status").read_text()
             hwm = int(status.split("VmHWM:", 1)[1].split()[0]) * 1024
         except (OSError, IndexError, ValueError):
             return None
+        cpu = process_cpu(pid)
+        if cpu is None:
+            cpu = tick_cpu(pid)
+        if cpu is None:
+            return None
         self.peak = max(self.peak, hwm)
-        ticks = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-        return process_cpu(self.proc.pid, ticks), rss
+        return cpu, rss
 
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
-            got = self._read()
-            if got is not None:
-                self.samples.append(
-                    (time.monotonic() - self.started, self.cpu_before_restart + got[0], got[1])
-                )
+            with self._lock:  # never a process between its exit and its successor's start
+                got = self._read()
+                if got is not None:
+                    self.samples.append(
+                        (time.monotonic() - self.started, self.cpu_before_restart + got[0], got[1])
+                    )
 
     def cpu_now(self) -> float:
         """CPU seconds of the controller so far (over restarts)."""
-        got = self._read()
-        return self.cpu_before_restart + (got[0] if got else 0.0)
+        with self._lock:
+            got = self._read()
+            return self.cpu_before_restart + (got[0] if got else 0.0)
 
     def mark_driving(self) -> None:
         """The updates start now: what the controller spent before is its start-up."""
         self.driving = (time.monotonic(), self.cpu_now())
 
     def restart(self, sig: int) -> None:
-        last = self._read()
-        self.cpu_before_restart += last[0] if last else 0.0
-        self.proc.send_signal(sig)
-        self.proc.wait(timeout=30)
-        self.proc = self._start()
+        """Signal the controller, wait for it to exit, and start it again. Its CPU counts to
+        its exit: a controller's shutdown (draining, releasing its lease) is part of the run."""
+        with self._lock:
+            self.proc.send_signal(sig)
+            self.cpu_before_restart += exit_cpu(self.proc, timeout=30)
+            self.proc = self._start()
 
     def stop(self) -> None:
         self.stopped = time.monotonic()

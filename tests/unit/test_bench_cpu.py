@@ -1,12 +1,17 @@
-"""bench.controllers.process_cpu: another process's CPU to well under /proc's 10 ms ticks."""
+"""bench.controllers: another process's CPU to well under /proc's 10 ms ticks, to its exit."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
-from bench.controllers import process_cpu
+from bench import controllers
+from bench.controllers import Controller, exit_cpu, process_cpu, tick_cpu
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux's process CPU clocks")
 
@@ -20,6 +25,22 @@ print(time.process_time(), flush=True)
 sys.stdin.read()
 """
 
+#: the child says it is ready, then on SIGTERM burns 60 ms of CPU shutting down, reports its
+#: clock and exits
+SLOW_EXIT = """
+import signal, sys, time
+def shut_down(*_):
+    start = time.process_time()
+    while time.process_time() < start + 0.06:
+        pass
+    print("exiting", time.process_time(), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, shut_down)
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
 
 def test_another_processs_cpu_is_read_to_well_under_a_tick() -> None:
     child = subprocess.Popen(
@@ -28,14 +49,81 @@ def test_another_processs_cpu_is_read_to_well_under_a_tick() -> None:
     try:
         assert child.stdout is not None
         reported = float(child.stdout.readline())
-        measured = process_cpu(child.pid, fallback=-1.0)
+        measured = process_cpu(child.pid)
+        ticks = tick_cpu(child.pid)
     finally:
         child.communicate("")
-    assert measured != -1.0, "the process clock could be read"
+    assert measured is not None, "the process clock could be read"
     # after its report the child only writes a line and blocks reading: a fraction of a ms
     assert reported <= measured < reported + 0.002
+    assert ticks is not None, "the fallback, /proc's ticks, could be read"
+    assert abs(ticks - reported) < 0.02
 
 
-def test_no_process_id_reads_the_fallback_not_the_benchs_own_clock() -> None:
-    assert process_cpu(0, fallback=-1.0) == -1.0
-    assert process_cpu(-5, fallback=-1.0) == -1.0
+def test_no_process_id_reads_nothing_not_the_benchs_own_clock() -> None:
+    assert process_cpu(0) is None
+    assert process_cpu(-5) is None
+
+
+def test_a_signalled_process_is_charged_what_it_spent_shutting_down() -> None:
+    child = subprocess.Popen([sys.executable, "-c", SLOW_EXIT], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    before = process_cpu(child.pid)
+    assert before is not None
+    child.send_signal(signal.SIGTERM)
+    spent = exit_cpu(child, timeout=30)
+    final = float(child.stdout.readline().split()[1])
+    assert child.returncode == 0, "exit_cpu reaps the child"
+    assert spent >= before + 0.06, "the 60 ms of its shutdown count"
+    assert final <= spent < final + 0.05  # then only the interpreter's own exit
+
+
+def test_a_process_that_does_not_exit_in_time_times_out_and_is_left_running() -> None:
+    child = subprocess.Popen([sys.executable, "-c", SLOW_EXIT], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            exit_cpu(child, timeout=0.05)  # not signalled: it waits for ever
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _wait_for_line(log: Path, prefix: str, count: int) -> list[str]:
+    deadline = time.monotonic() + 20
+    while True:
+        lines = [x for x in log.read_text().splitlines() if x.startswith(prefix)]
+        if len(lines) >= count:
+            return lines
+        assert time.monotonic() < deadline, f"no {count} {prefix!r} lines in {log.read_text()!r}"
+        time.sleep(0.01)
+
+
+def test_a_restarted_controller_is_charged_its_shutdown(tmp_path: Path) -> None:
+    log = tmp_path / "ctrl.log"
+    ctrl = Controller("slow-exit", [sys.executable, "-c", SLOW_EXIT], dict(os.environ), log)
+    try:
+        _wait_for_line(log, "ready", 1)
+        first = ctrl.proc.pid
+        ctrl.restart(signal.SIGTERM)
+        assert ctrl.proc.pid != first
+        (exiting,) = _wait_for_line(log, "exiting", 1)
+        assert ctrl.cpu_before_restart >= float(exiting.split()[1])
+        _wait_for_line(log, "ready", 2)
+        assert ctrl.cpu_now() >= ctrl.cpu_before_restart
+    finally:
+        ctrl.stop()
+
+
+def test_profiling_without_py_spy_fails_before_a_controller_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[Controller] = []
+    monkeypatch.setattr(controllers.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(Controller, "_start", lambda self: started.append(self))
+    with pytest.raises(FileNotFoundError, match=r"requirements/bench\.txt"):
+        Controller("c", ["true"], {}, tmp_path / "c.log", profile=tmp_path / "c.folded")
+    assert started == []
