@@ -14,6 +14,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
+from json.encoder import encode_basestring
 from typing import Any, TextIO
 
 from kube_reloader.core.pausing import format_zoned_time
@@ -37,6 +39,32 @@ LEVELS = {
 }
 _LEVEL_NAMES = {5: "trace", 10: "debug", 20: "info", 30: "warning", 40: "error", 50: "fatal"}
 
+#: `json.dumps(line, default=str, ensure_ascii=False)`, with its encoder made once, not per line
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False)
+
+
+class _Stamps:
+    """A line's time, to the second, rendered once a second: lines come many to a second."""
+
+    def __init__(self, render: Callable[[int], str]) -> None:
+        self.render = render
+        self.last: tuple[int, str] = (-1, "")  # one tuple: a reader never sees a torn pair
+
+    def __call__(self, created: float) -> str:
+        second = int(created)  # as gmtime and fromtimestamp take it: the second it is in
+        last = self.last
+        if last[0] != second:
+            last = self.last = (second, self.render(second))
+        return last[1]
+
+
+def _utc(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+
+
+def _zoned(second: int) -> str:
+    return format_zoned_time(dt.datetime.fromtimestamp(second).astimezone())
+
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
     return {
@@ -47,18 +75,22 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamp = _Stamps(_utc)
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "level": _LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
             "msg": record.getMessage(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "time": self.stamp(record.created),
             "logger": record.name,
         }
         for key, value in fields(record).items():
             out.setdefault(key, value)
         if record.exc_info:
             out["error_trace"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
+        return _JSON.encode(out)
 
 
 #: zerolog's level names, and the logr verbosity zerologr writes as `v` (info and below only)
@@ -76,6 +108,10 @@ _V2_RESERVED = frozenset({"level", "v", "logger", "time", "message"})
 class V2JsonFormatter(logging.Formatter):
     """Reloader v2's JSON line: zerolog's key order (level, v, logger, fields, time, message)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamp = _Stamps(_zoned)
+
     def format(self, record: logging.LogRecord) -> str:
         name, verbosity = _ZEROLOG.get(record.levelno, (record.levelname.lower(), None))
         out: dict[str, Any] = {"level": name}
@@ -89,16 +125,20 @@ class V2JsonFormatter(logging.Formatter):
             exc = record.exc_info[1]
             out.setdefault("error", f"{type(exc).__name__}: {exc}")
             out["error_trace"] = self.formatException(record.exc_info)
-        out["time"] = format_zoned_time(dt.datetime.fromtimestamp(record.created).astimezone())
+        out["time"] = self.stamp(record.created)
         out["message"] = record.getMessage()
-        return json.dumps(out, default=str, ensure_ascii=False)
+        return _JSON.encode(out)
 
 
 class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamp = _Stamps(_utc)
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+        stamp = self.stamp(record.created)
         level = _LEVEL_NAMES.get(record.levelno, record.levelname.lower())
-        kv = " ".join(f"{k}={_quote(v)}" for k, v in fields(record).items())
+        kv = " ".join([f"{k}={_quote(v)}" for k, v in fields(record).items()])
         line = f"{stamp} {level:<7} {record.getMessage()}" + (f" {kv}" if kv else "")
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -107,9 +147,8 @@ class TextFormatter(logging.Formatter):
 
 def _quote(value: Any) -> str:
     text = str(value)
-    return (
-        json.dumps(text, ensure_ascii=False) if (not text or " " in text or '"' in text) else text
-    )
+    # `json.dumps(text, ensure_ascii=False)` is this call, after making an encoder
+    return encode_basestring(text) if (not text or " " in text or '"' in text) else text
 
 
 def setup(

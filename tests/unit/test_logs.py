@@ -7,8 +7,11 @@ import io
 import json
 import logging
 import re
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kube_reloader import logs
 from kube_reloader.core.pausing import format_zoned_time
@@ -171,3 +174,56 @@ def test_v2_text_lines_keep_our_layout() -> None:
 ])  # fmt: skip
 def test_go_rfc3339_prints_seconds_and_z_for_utc(when: dt.datetime, text: str) -> None:
     assert format_zoned_time(when) == text
+
+
+# ---------------------------------------------------------------------- cost per line
+
+
+def _record(created: float, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("kube_reloader.test", logging.INFO, "", 0, "reloaded", (), None)
+    record.created = created
+    record.__dict__.update(extra)
+    return record
+
+
+#: seconds in one second, the next, back to an earlier one, and a far one
+_TIMES = (1_700_000_000.1, 1_700_000_000.9, 1_700_000_001.0, 1_699_999_999.5, 1_800_000_000.0)
+
+
+def test_line_times_rendered_once_a_second_are_those_of_each_line() -> None:
+    text, v1, v2 = logs.TextFormatter(), logs.JsonFormatter(), logs.V2JsonFormatter()
+    for created in _TIMES:
+        utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+        zoned = format_zoned_time(dt.datetime.fromtimestamp(created).astimezone())
+        assert text.format(_record(created)).startswith(utc + " ")
+        assert json.loads(v1.format(_record(created)))["time"] == utc
+        assert json.loads(v2.format(_record(created)))["time"] == zoned
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque ü"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_a_text_value_is_quoted_as_json_dumps_quotes_it(value: str) -> None:
+    quoted = logs.TextFormatter().format(_record(_TIMES[0], value=value)).split(" value=", 1)[1]
+    plain = value and " " not in value and '"' not in value
+    assert quoted == (value if plain else json.dumps(value, ensure_ascii=False))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(min_size=1).map(lambda k: "x" + k), st.text() | st.integers()))
+def test_a_json_line_is_the_bytes_json_dumps_makes(extra: dict[str, object]) -> None:
+    line = logs.JsonFormatter().format(_record(_TIMES[0], **extra, opaque=_Opaque()))
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_TIMES[0]))
+    fields = {"level": "info", "msg": "reloaded", "time": stamp, "logger": "kube_reloader.test"}
+    assert line == json.dumps(fields | extra | {"opaque": "opaque ü"}, ensure_ascii=False)
+
+
+def test_a_second_is_rendered_once_however_many_lines_it_has() -> None:
+    rendered: list[int] = []
+    stamp = logs._Stamps(lambda second: rendered.append(second) or str(second))
+    assert [stamp(t) for t in (10.1, 10.5, 10.9, 11.0, 11.2)] == ["10", "10", "10", "11", "11"]
+    assert rendered == [10, 11]
