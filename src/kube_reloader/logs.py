@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -44,18 +45,31 @@ _JSON = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
 class _Stamps:
-    """A line's time, to the second, rendered once a second: lines come many to a second."""
+    """A line's time, to the second, rendered once a second: lines come many to a second.
+    `second` tells which second a time renders as, as the renderer itself would."""
 
-    def __init__(self, render: Callable[[int], str]) -> None:
-        self.render = render
-        self.last: tuple[int, str] = (-1, "")  # one tuple: a reader never sees a torn pair
+    def __init__(self, second: Callable[[float], int], render: Callable[[int], str]) -> None:
+        self.second, self.render = second, render
+        self.last: tuple[int | None, str] = (None, "")  # one tuple: never a torn pair
 
     def __call__(self, created: float) -> str:
-        second = int(created)  # as gmtime and fromtimestamp take it: the second it is in
+        second = self.second(created)
         last = self.last
         if last[0] != second:
             last = self.last = (second, self.render(second))
         return last[1]
+
+
+def _floor(created: float) -> int:
+    """The second `gmtime` renders: it rounds down."""
+    return math.floor(created)
+
+
+def _rounded(created: float) -> int:
+    """The second `datetime.fromtimestamp` renders: it rounds to the microsecond (half to
+    even) first, so a time in the last half microsecond of a second is the next one."""
+    whole = math.floor(created)
+    return whole + 1 if round((created - whole) * 1e6) >= 1_000_000 else whole
 
 
 def _utc(second: int) -> str:
@@ -77,7 +91,7 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
 class JsonFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__()
-        self.stamp = _Stamps(_utc)
+        self.stamp = _Stamps(_floor, _utc)
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -110,7 +124,7 @@ class V2JsonFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stamp = _Stamps(_zoned)
+        self.stamp = _Stamps(_rounded, _zoned)
 
     def format(self, record: logging.LogRecord) -> str:
         name, verbosity = _ZEROLOG.get(record.levelno, (record.levelname.lower(), None))
@@ -133,7 +147,7 @@ class V2JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__()
-        self.stamp = _Stamps(_utc)
+        self.stamp = _Stamps(_floor, _utc)
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.stamp(record.created)

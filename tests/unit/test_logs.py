@@ -186,13 +186,20 @@ def _record(created: float, **extra: object) -> logging.LogRecord:
     return record
 
 
-#: seconds in one second, the next, back to an earlier one, and a far one
-_TIMES = (1_700_000_000.1, 1_700_000_000.9, 1_700_000_001.0, 1_699_999_999.5, 1_800_000_000.0)
+#: seconds in one second, the next, back to an earlier one, a far one; the last half
+#: microsecond of a second (`fromtimestamp` rounds it up, `gmtime` down); before 1970
+_TIMES = (
+    1_700_000_000.1, 1_700_000_000.9, 1_700_000_001.0, 1_699_999_999.5, 1_800_000_000.0,
+    1_700_000_000.9999996, 1_700_000_000.9999994, 1.9999995231628418, -0.5, -1.5, -2.5,
+)  # fmt: skip
 
 
-def test_line_times_rendered_once_a_second_are_those_of_each_line() -> None:
+@pytest.mark.parametrize("fresh", [False, True], ids=["one formatter", "a formatter a line"])
+def test_line_times_rendered_once_a_second_are_those_of_each_line(fresh: bool) -> None:
     text, v1, v2 = logs.TextFormatter(), logs.JsonFormatter(), logs.V2JsonFormatter()
     for created in _TIMES:
+        if fresh:
+            text, v1, v2 = logs.TextFormatter(), logs.JsonFormatter(), logs.V2JsonFormatter()
         utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
         zoned = format_zoned_time(dt.datetime.fromtimestamp(created).astimezone())
         assert text.format(_record(created)).startswith(utc + " ")
@@ -224,6 +231,6 @@ def test_a_json_line_is_the_bytes_json_dumps_makes(extra: dict[str, object]) -> 
 
 def test_a_second_is_rendered_once_however_many_lines_it_has() -> None:
     rendered: list[int] = []
-    stamp = logs._Stamps(lambda second: rendered.append(second) or str(second))
+    stamp = logs._Stamps(int, lambda second: rendered.append(second) or str(second))
     assert [stamp(t) for t in (10.1, 10.5, 10.9, 11.0, 11.2)] == ["10", "10", "10", "11", "11"]
     assert rendered == [10, 11]
