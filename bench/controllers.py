@@ -44,28 +44,38 @@ def tick_cpu(pid: int) -> float | None:
         return None
 
 
-def exit_cpu(proc: subprocess.Popen[bytes], timeout: float) -> float:
-    """Wait for `proc`, already signalled, to exit, and the CPU it used to the end: its clock is
-    read once it has exited and before it is reaped (a pidfd turns readable at the exit; the
-    zombie keeps its clock until `wait`), so what it spent shutting down counts.
-    `subprocess.TimeoutExpired` if it is still running after `timeout`."""
-    spent = None
+def cpu_of(pid: int) -> float | None:
+    """`process_cpu`, else `tick_cpu`: what the process has spent, None once it is reaped."""
+    spent = process_cpu(pid)
+    return spent if spent is not None else tick_cpu(pid)
+
+
+def exit_cpu(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
+    """Wait for `proc`, already signalled, to exit (and reap it), and return the CPU it used
+    to the end: its clock is read once it has exited and before it is reaped (a pidfd turns
+    readable at the exit; the zombie keeps its clock until `wait`), so what it spent shutting
+    down counts. None when its exit cannot be seen before it is reaped: reaped already (by
+    the signal's `poll`: it had crashed), or no pidfds (a kernel before 5.3, a sandbox that
+    refuses them), then it is only waited for. `subprocess.TimeoutExpired` if it is still
+    running after `timeout`."""
     if proc.returncode is None:
         try:
             fd = os.pidfd_open(proc.pid)
-        except ProcessLookupError:  # reaped already: its clock went with it
+        except OSError:
             fd = None
         if fd is not None:
             try:
-                if not select.select([fd], [], [], timeout)[0]:
+                poller = select.poll()  # not select(): any descriptor number
+                poller.register(fd, select.POLLIN)
+                if not poller.poll(timeout * 1000):
                     raise subprocess.TimeoutExpired(proc.args, timeout)
             finally:
                 os.close(fd)
-            spent = process_cpu(proc.pid)
-            if spent is None:
-                spent = tick_cpu(proc.pid)
-    proc.wait()
-    return spent or 0.0
+            spent = cpu_of(proc.pid)
+            proc.wait()
+            return spent
+    proc.wait(timeout)
+    return None
 
 
 class Controller:
@@ -120,9 +130,7 @@ class Controller:
             hwm = int(status.split("VmHWM:", 1)[1].split()[0]) * 1024
         except (OSError, IndexError, ValueError):
             return None
-        cpu = process_cpu(pid)
-        if cpu is None:
-            cpu = tick_cpu(pid)
+        cpu = cpu_of(pid)
         if cpu is None:
             return None
         self.peak = max(self.peak, hwm)
@@ -151,8 +159,10 @@ class Controller:
         """Signal the controller, wait for it to exit, and start it again. Its CPU counts to
         its exit: a controller's shutdown (draining, releasing its lease) is part of the run."""
         with self._lock:
+            signalled = cpu_of(self.proc.pid)  # a crashed one's too: its zombie's clock
             self.proc.send_signal(sig)
-            self.cpu_before_restart += exit_cpu(self.proc, timeout=30)
+            spent = exit_cpu(self.proc, timeout=30)
+            self.cpu_before_restart += spent if spent is not None else (signalled or 0.0)
             self.proc = self._start()
 
     def stop(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -75,6 +76,7 @@ def test_a_signalled_process_is_charged_what_it_spent_shutting_down() -> None:
     spent = exit_cpu(child, timeout=30)
     final = float(child.stdout.readline().split()[1])
     assert child.returncode == 0, "exit_cpu reaps the child"
+    assert spent is not None, "its exit was seen before it was reaped"
     assert spent >= before + 0.06, "the 60 ms of its shutdown count"
     assert final <= spent < final + 0.05  # then only the interpreter's own exit
 
@@ -90,6 +92,21 @@ def test_a_process_that_does_not_exit_in_time_times_out_and_is_left_running() ->
     finally:
         child.kill()
         child.wait()
+
+
+def test_without_pidfds_a_process_is_waited_for_and_its_end_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(pid: int) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open")
+
+    monkeypatch.setattr(controllers.os, "pidfd_open", refused)
+    child = subprocess.Popen([sys.executable, "-c", SLOW_EXIT], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    child.send_signal(signal.SIGTERM)
+    assert exit_cpu(child, timeout=30) is None
+    assert child.returncode == 0, "waited for all the same"
 
 
 def _wait_for_line(log: Path, prefix: str, count: int) -> list[str]:
@@ -114,6 +131,32 @@ def test_a_restarted_controller_is_charged_its_shutdown(tmp_path: Path) -> None:
         assert ctrl.cpu_before_restart >= float(exiting.split()[1])
         _wait_for_line(log, "ready", 2)
         assert ctrl.cpu_now() >= ctrl.cpu_before_restart
+    finally:
+        ctrl.stop()
+
+
+#: the child says it is ready, burns 50 ms of CPU, reports its clock and exits by itself
+CRASH = """
+import time
+print("ready", flush=True)
+while time.process_time() < 0.05:
+    pass
+print("exiting", time.process_time(), flush=True)
+raise SystemExit(3)
+"""
+
+
+def test_a_controller_that_crashed_is_charged_what_it_spent_before_it_died(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "ctrl.log"
+    ctrl = Controller("crash", [sys.executable, "-c", CRASH], dict(os.environ), log)
+    try:
+        pid = ctrl.proc.pid
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited, not yet reaped
+        (exiting,) = _wait_for_line(log, "exiting", 1)
+        ctrl.restart(signal.SIGTERM)  # the signal's poll reaps it: its end cannot be seen
+        assert ctrl.cpu_before_restart >= float(exiting.split()[1])
     finally:
         ctrl.stop()
 
