@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +26,10 @@ print(time.process_time(), flush=True)
 sys.stdin.read()
 """
 
-#: the child says it is ready, then on SIGTERM burns 60 ms of CPU shutting down, reports its
-#: clock and exits
+#: the child says it is ready (on stdout, and into the FIFO `READY` names, if any), then on
+#: SIGTERM burns 60 ms of CPU shutting down, reports its clock and exits
 SLOW_EXIT = """
-import signal, sys, time
+import os, signal, sys, time
 def shut_down(*_):
     start = time.process_time()
     while time.process_time() < start + 0.06:
@@ -38,6 +38,9 @@ def shut_down(*_):
     sys.exit(0)
 signal.signal(signal.SIGTERM, shut_down)
 print("ready", flush=True)
+if "READY" in os.environ:
+    with open(os.environ["READY"], "w") as fifo:
+        fifo.write("ready")
 while True:
     signal.pause()
 """
@@ -109,30 +112,41 @@ def test_without_pidfds_a_process_is_waited_for_and_its_end_not_read(
     assert child.returncode == 0, "waited for all the same"
 
 
-def _wait_for_line(log: Path, prefix: str, count: int) -> list[str]:
-    deadline = time.monotonic() + 20
-    while True:
-        lines = [x for x in log.read_text().splitlines() if x.startswith(prefix)]
-        if len(lines) >= count:
-            return lines
-        assert time.monotonic() < deadline, f"no {count} {prefix!r} lines in {log.read_text()!r}"
-        time.sleep(0.01)
+def _ready_fifo(tmp_path: Path) -> tuple[dict[str, str], int]:
+    """An environment naming a FIFO the child says it is ready into, and the FIFO's read end
+    (opened for writing too, so that it never reads an end between two children)."""
+    path = tmp_path / "ready"
+    os.mkfifo(path)
+    return dict(os.environ, READY=str(path)), os.open(path, os.O_RDWR)
+
+
+def _await_ready(fifo: int) -> None:
+    poller = select.poll()
+    poller.register(fifo, select.POLLIN)
+    assert poller.poll(20_000), "the child said it was ready within 20 s"
+    assert os.read(fifo, 5) == b"ready"
+
+
+def _lines(log: Path, prefix: str) -> list[str]:
+    return [x for x in log.read_text().splitlines() if x.startswith(prefix)]
 
 
 def test_a_restarted_controller_is_charged_its_shutdown(tmp_path: Path) -> None:
     log = tmp_path / "ctrl.log"
-    ctrl = Controller("slow-exit", [sys.executable, "-c", SLOW_EXIT], dict(os.environ), log)
+    env, fifo = _ready_fifo(tmp_path)
+    ctrl = Controller("slow-exit", [sys.executable, "-c", SLOW_EXIT], env, log)
     try:
-        _wait_for_line(log, "ready", 1)
+        _await_ready(fifo)
         first = ctrl.proc.pid
-        ctrl.restart(signal.SIGTERM)
+        ctrl.restart(signal.SIGTERM)  # returns once the first has exited: its line is written
         assert ctrl.proc.pid != first
-        (exiting,) = _wait_for_line(log, "exiting", 1)
+        (exiting,) = _lines(log, "exiting")
         assert ctrl.cpu_before_restart >= float(exiting.split()[1])
-        _wait_for_line(log, "ready", 2)
+        _await_ready(fifo)
         assert ctrl.cpu_now() >= ctrl.cpu_before_restart
     finally:
         ctrl.stop()
+        os.close(fifo)
 
 
 #: the child says it is ready, burns 50 ms of CPU, reports its clock and exits by itself
@@ -154,7 +168,7 @@ def test_a_controller_that_crashed_is_charged_what_it_spent_before_it_died(
     try:
         pid = ctrl.proc.pid
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited, not yet reaped
-        (exiting,) = _wait_for_line(log, "exiting", 1)
+        (exiting,) = _lines(log, "exiting")
         ctrl.restart(signal.SIGTERM)  # the signal's poll reaps it: its end cannot be seen
         assert ctrl.cpu_before_restart >= float(exiting.split()[1])
     finally:
