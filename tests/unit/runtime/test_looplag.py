@@ -77,6 +77,13 @@ async def started(clock: FakeClock, cpu: Cpu) -> tuple[LoopLag, list[float], asy
     return lag, reported, task
 
 
+async def idle(clock: FakeClock, cpu: Cpu) -> tuple[LoopLag, list[float], asyncio.Task[None]]:
+    """A sampler started, after its first sample: no work since the start, so it is idle."""
+    got = await started(clock, cpu)
+    clock.advance(INTERVAL)
+    return got
+
+
 async def stopped(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -84,8 +91,7 @@ async def stopped(task: asyncio.Task[None]) -> None:
 
 async def test_an_idle_loop_is_sampled_once_a_second() -> None:
     clock, cpu = FakeClock(), Cpu()
-    _, reported, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    _, reported, task = await idle(clock, cpu)
     assert len(reported) == 1
     assert clock.pending() == [IDLE_INTERVAL], "no work since the start: idle"
     clock.advance(IDLE_INTERVAL)
@@ -108,8 +114,7 @@ async def test_a_loop_that_used_cpu_since_the_last_sample_is_sampled_every_inter
 
 async def test_work_that_arrives_at_an_idle_sampler_brings_a_sample_due_at_once() -> None:
     clock, cpu = FakeClock(), Cpu()
-    lag, reported, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    lag, reported, task = await idle(clock, cpu)
     assert clock.pending() == [IDLE_INTERVAL]
     clock.advance(0.4)
     lag.awake()
@@ -127,8 +132,7 @@ async def test_a_light_event_alone_is_sampled_on_its_own_wakeup_and_leaves_the_s
     None
 ):
     clock, cpu = FakeClock(), Cpu()
-    lag, reported, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    lag, reported, task = await idle(clock, cpu)
     for _ in range(5):  # a no-op update every 0.3 s, half a millisecond each
         clock.advance(0.3)
         lag.awake()
@@ -157,8 +161,7 @@ async def test_events_that_come_every_interval_take_every_sample_on_their_own_wa
 
 async def test_light_events_close_together_take_a_sample_at_most_every_half_interval() -> None:
     clock, cpu = FakeClock(), Cpu()
-    lag, reported, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    lag, reported, task = await idle(clock, cpu)
     for _ in range(50):  # a no-op update every 10 ms, a tenth of a millisecond each
         clock.advance(0.01)
         lag.awake()
@@ -171,8 +174,7 @@ async def test_light_events_close_together_take_a_sample_at_most_every_half_inte
 
 async def test_a_walk_just_after_a_sample_that_rode_brings_the_next_within_an_interval() -> None:
     clock, cpu = FakeClock(), Cpu()
-    lag, reported, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    lag, reported, task = await idle(clock, cpu)
     clock.advance(0.3)
     lag.awake()  # a light event rides its own wakeup and leaves the sampler idle
     clock.advance(0)
@@ -203,8 +205,7 @@ async def test_work_soon_after_a_sample_waits_for_the_armed_one() -> None:
 
 async def test_work_right_after_an_idle_sample_still_brings_the_sampler_back_at_once() -> None:
     clock, cpu = FakeClock(), Cpu()
-    lag, _, task = await started(clock, cpu)
-    clock.advance(INTERVAL)
+    lag, _, task = await idle(clock, cpu)
     assert clock.pending() == [IDLE_INTERVAL]
     clock.advance(0.01)
     lag.awake()
