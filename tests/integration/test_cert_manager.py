@@ -163,7 +163,13 @@ async def renewed_after(client: Client, namespace: str, last: Issued, name: str 
         now = await issued(client, namespace, name)
         return now if now is not None and now.revision > last.revision else None
 
-    return await eventually(newer, what=f"cert-manager to renew {name}", timeout=RENEW_EVERY * 4)
+    try:
+        return await eventually(
+            newer, what=f"cert-manager to renew {name}", timeout=RENEW_EVERY * 4
+        )
+    except AssertionError as e:  # name what cert-manager says of it (a failure, a backoff)
+        status = (await client.get(CERTIFICATES, name, namespace=namespace)).get("status")
+        raise AssertionError(f"{e}; the Certificate's status: {status}") from None
 
 
 async def stop_renewing(client: Client, namespace: str, name: str = "tls") -> Issued:

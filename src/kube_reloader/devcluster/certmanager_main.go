@@ -79,6 +79,10 @@ func configure(args []string) (*config.ControllerConfiguration, error) {
 	fs.StringVar(&c.MetricsListenAddress, "metrics-listen-address", "127.0.0.1:0", "metrics listen address")
 	fs.StringVar(&c.HealthzListenAddress, "healthz-listen-address", "127.0.0.1:0", "healthz listen address")
 	fs.IntVar(&c.NumberOfConcurrentWorkers, "concurrent-workers", c.NumberOfConcurrentWorkers, "workers per controller")
+	fs.DurationVar(&c.CertificateRequestMinimumBackoffDuration, "certificate-request-minimum-backoff-duration",
+		c.CertificateRequestMinimumBackoffDuration, "first wait before re-issuing after a failed issuance")
+	fs.DurationVar(&c.CertificateRequestMaximumBackoffDuration, "certificate-request-maximum-backoff-duration",
+		c.CertificateRequestMaximumBackoffDuration, "longest wait before re-issuing after failed issuances")
 	leaderElect := fs.Bool("leader-elect", false, "not supported by this build; must be false")
 	logf.AddFlags(&c.Logging, fs)
 	fs.AddGoFlagSet(flag.CommandLine)
