@@ -5,6 +5,7 @@ library's when asked for, against the real API server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,13 @@ pytestmark = pytest.mark.cluster
 
 
 def _lines(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    """The log's JSON lines so far (a last line still being written is left out)."""
+    lines = []
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                lines.append(json.loads(line))
+    return lines
 
 
 def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -75,7 +82,13 @@ async def test_on_either_loop_the_controller_syncs_reloads_serves_metrics_and_st
 
         await eventually(reloaded, what="the reload", timeout=30)
         address = next(line["address"] for line in _lines(log) if line["msg"] == "serving")
-        text = await asyncio.to_thread(_scrape, address)
+
+        async def counted() -> str | None:  # counted once the PATCH's answer has come back
+            text = await asyncio.to_thread(_scrape, address)
+            executed = total(text, "reloader_reload_executed_total", success="true")
+            return text if executed >= 1 else None
+
+        text = await eventually(counted, what="the reload counted", timeout=30)
         assert total(text, "reloader_reload_executed_total", success="true") == 1
     finally:
         proc.send_signal(signal.SIGTERM)

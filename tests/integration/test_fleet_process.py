@@ -253,14 +253,20 @@ async def led_by(client: Client, namespace: str, name: str) -> None:
 async def test_a_change_outside_the_window_is_applied_once_when_it_opens_after_two_sigkills_and_a_failover(
     client: Client, namespace: str, kubeconfig_path: Path, tmp_path: Path
 ) -> None:
-    window, opens = window_opening_soon()
     v0, v1 = {"v": "0"}, {"v": "1"}
-    await create_current(client, namespace, "web", "cfg", v0, annotations={WINDOW: window})
-    await create_current(client, namespace, "rev", "rev-cfg", v0, annotations={WINDOW: window})
+    await create_current(client, namespace, "web", "cfg", v0)
+    await create_current(client, namespace, "rev", "rev-cfg", v0)
     await create_current(client, namespace, "urgent", "urgent-cfg", v0,
-                         annotations={WINDOW: window}, cm_annotations={URGENT: "true"})  # fmt: skip
+                         cm_annotations={URGENT: "true"})  # fmt: skip
     names = ["web", "rev", "urgent"]
     await all_rolled_out(client, namespace, names)
+    # the window is chosen once the rollouts are done (their time is not taken from what the
+    # fail-overs have before it opens); a metadata annotation, no new generation
+    window, opens = window_opening_soon()
+    for name in names:
+        await client.patch(resources.DEPLOYMENTS, name,
+                           {"metadata": {"annotations": {WINDOW: window}}},
+                           namespace=namespace, patch_type=PatchType.MERGE)  # fmt: skip
     before = await generations(client, namespace, names)
     web_sets = await replicasets(client, namespace, "web")
     assert len(web_sets) == 1, web_sets

@@ -70,7 +70,7 @@ async def _available(client: Client, namespace: str) -> set[str]:
         pods = await _pods(client, namespace)
         return {p["metadata"]["name"] for p in pods} if len(pods) == 2 else None
 
-    return await eventually(settled, what="2 available replicas with FOO=good")
+    return await eventually(settled, what="2 available replicas with FOO=good", timeout=60)
 
 
 async def _stuck(client: Client, namespace: str) -> list[dict[str, Any]]:
@@ -86,7 +86,11 @@ async def _stuck(client: Client, namespace: str) -> list[dict[str, Any]]:
         done = _progressing(d).get("reason") == "ProgressDeadlineExceeded"
         return d if observed(d) and done else None
 
-    d = await eventually(deadline_exceeded, what="Progressing=False ProgressDeadlineExceeded")
+    # kube-controller-manager says the deadline passed when its Deployment workers get to it:
+    # under the parallel tier's load that can be long after the 5 s deadline
+    d = await eventually(
+        deadline_exceeded, what="Progressing=False ProgressDeadlineExceeded", timeout=120
+    )
     assert _progressing(d)["status"] == "False"
     status_writers = {
         m["manager"] for m in d["metadata"].get("managedFields", [])
@@ -175,7 +179,7 @@ async def test_putting_the_good_value_back_completes_the_stuck_rollout(
         )
         return d if done else None
 
-    d = await eventually(complete, what="the rollout back to FOO=good completing")
+    d = await eventually(complete, what="the rollout back to FOO=good completing", timeout=60)
     assert _progressing(d)["status"] == "True"
 
     async def gated_pods_gone() -> list[dict[str, Any]] | None:

@@ -280,7 +280,11 @@ async def test_reflector_on_a_forbidden_resource_retries_with_backoff_instead_of
             pass
 
     task = asyncio.create_task(run())
-    await asyncio.sleep(0.5)
+
+    async def retried() -> bool:
+        return len(failures) >= 2
+
+    await eventually(retried, what="two failed lists", timeout=10)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
