@@ -88,11 +88,18 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
     }
 
 
-class JsonFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stamp = _Stamps(_floor, _utc)
+class _Stamped(logging.Formatter):
+    """A formatter whose line times are rendered once a second (`_Stamps`): UTC, to the
+    second, unless told otherwise."""
 
+    def __init__(
+        self, second: Callable[[float], int] = _floor, render: Callable[[int], str] = _utc
+    ) -> None:
+        super().__init__()
+        self.stamp = _Stamps(second, render)
+
+
+class JsonFormatter(_Stamped):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "level": _LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
@@ -119,12 +126,11 @@ _ZEROLOG = {
 _V2_RESERVED = frozenset({"level", "v", "logger", "time", "message"})
 
 
-class V2JsonFormatter(logging.Formatter):
+class V2JsonFormatter(_Stamped):
     """Reloader v2's JSON line: zerolog's key order (level, v, logger, fields, time, message)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.stamp = _Stamps(_rounded, _zoned)
+        super().__init__(_rounded, _zoned)
 
     def format(self, record: logging.LogRecord) -> str:
         name, verbosity = _ZEROLOG.get(record.levelno, (record.levelname.lower(), None))
@@ -144,11 +150,7 @@ class V2JsonFormatter(logging.Formatter):
         return _JSON.encode(out)
 
 
-class TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stamp = _Stamps(_floor, _utc)
-
+class TextFormatter(_Stamped):
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.stamp(record.created)
         level = _LEVEL_NAMES.get(record.levelno, record.levelname.lower())
