@@ -5,13 +5,15 @@ that long. The worst of the last `WINDOW` seconds is kept beside each sample
 (`kube_reloader_event_loop_lag_seconds`, `..._max_seconds`).
 
 Each sample is one timer callback that arms the next: no task step, Event or future per
-sample. What a sample costs is mostly the wakeup itself (on the benchmark's machine a
-wakeup after 0.1 s asleep costs about 0.1 ms of CPU, whatever it runs), so the sampler
-takes as few wakeups of its own as it can:
+sample. What a sample costs is mostly the wakeup itself (on the benchmark's machine, a busy
+two-core VM, a wakeup costs 0.3-2 ms of CPU with the caches gone cold, whatever it runs),
+so the sampler takes as few wakeups of its own as it can:
 
 - After a sample that finds the loop working (its thread used `IDLE_WORK` of CPU since
-  the sample before), the next is due in `INTERVAL`: a step that holds the loop for `s`
-  seconds is seen as at least `s - INTERVAL` late.
+  the sample before, and at least `IDLE_SHARE` of the time between them), the next is due
+  in `INTERVAL`: a step that holds the loop for `s` seconds is seen as at least
+  `s - INTERVAL` late. The share keeps an idle sampler idle: under `IDLE_WORK` alone, its
+  own wakeup counted as work and brought a second one 0.1 s later, every second.
 - After a sample that finds it idle, the next is due in `IDLE_INTERVAL`. Every walk over a
   tenant's objects (`clock.Pacer`: each watch stream's events, the catch-up, fan-outs,
   audits) says when it starts a slice of work (`awake`, through the system clock's
@@ -21,7 +23,7 @@ takes as few wakeups of its own as it can:
   after it. After a sample that rode, the next is due as the CPU since the sample before
   says: a light event alone (a no-op update, about half a millisecond, with what the loop
   used since the sample before under `IDLE_WORK`) leaves the sampler idle and costs no
-  wakeup of its own; one that took `IDLE_WORK` brings the next in `INTERVAL`. Work that
+  wakeup of its own; one that worked (as above) brings the next in `INTERVAL`. Work that
   starts otherwise after an idle second or a light event (an HTTP request, a timer's
   callback) is seen from the next sample on, so a step that holds the loop then is seen as
   at least `s - IDLE_INTERVAL` late; and a stall that comes before a walk's first slice
@@ -41,9 +43,11 @@ from kube_reloader.runtime.clock import Clock, SystemClock, Timer
 INTERVAL = 0.1
 #: seconds between samples while it is idle
 IDLE_INTERVAL = 1.0
-#: CPU seconds used since the last sample under which the loop counts as idle (a sample's
-#: own wakeup costs about a tenth of it)
+#: CPU seconds used since the last sample under which the loop counts as idle
 IDLE_WORK = 0.001
+#: the share of the time since the last sample on the CPU under which the loop counts as
+#: idle, whatever it used: 10 ms over an idle second (a sample's own wakeup, up to ~2 ms)
+IDLE_SHARE = 0.01
 #: seconds over which the worst lag is kept
 WINDOW = 60.0
 
@@ -132,7 +136,7 @@ class LoopLag:
 
     def _tick(self, due: float) -> None:
         try:
-            now = self.clock.monotonic()
+            now, since = self.clock.monotonic(), self._sampled
             lag = max(0.0, now - due)
             self.report(lag, self.sample(lag))
             self._sampled = now
@@ -141,7 +145,7 @@ class LoopLag:
             else:
                 cpu, worked = self._cpu(), self._worked
                 self._worked = cpu
-                busy = cpu - worked >= IDLE_WORK
+                busy = cpu - worked >= max(IDLE_WORK, (now - since) * IDLE_SHARE)
             self._arm(INTERVAL if busy else IDLE_INTERVAL, now)
         except Exception as exc:  # noqa: BLE001 - handed to the supervisor through `failed`
             self._timer = None

@@ -7,7 +7,14 @@ import asyncio
 import pytest
 
 from kube_reloader.runtime.clock import Pacer, SystemClock
-from kube_reloader.runtime.looplag import IDLE_INTERVAL, IDLE_WORK, INTERVAL, WINDOW, LoopLag
+from kube_reloader.runtime.looplag import (
+    IDLE_INTERVAL,
+    IDLE_SHARE,
+    IDLE_WORK,
+    INTERVAL,
+    WINDOW,
+    LoopLag,
+)
 
 from .fakes import FakeClock, until
 
@@ -109,6 +116,27 @@ async def test_a_loop_that_used_cpu_since_the_last_sample_is_sampled_every_inter
     clock.advance(INTERVAL)  # nothing ran in this one
     assert clock.pending() == [IDLE_INTERVAL]
     assert len(reported) == 2
+    await stopped(task)
+
+
+@pytest.mark.parametrize(
+    ("used", "next_in"),
+    [
+        (IDLE_INTERVAL * IDLE_SHARE / 5, IDLE_INTERVAL),  # its own cold wakeup: still idle
+        (IDLE_INTERVAL * IDLE_SHARE * 0.99, IDLE_INTERVAL),
+        (IDLE_INTERVAL * IDLE_SHARE, INTERVAL),  # a share of the second: the loop works
+    ],
+)
+async def test_an_idle_second_counts_as_work_only_from_a_share_of_it_on_the_cpu(
+    used: float, next_in: float
+) -> None:
+    clock, cpu = FakeClock(), Cpu()
+    _, reported, task = await idle(clock, cpu)
+    assert IDLE_INTERVAL * IDLE_SHARE / 5 > IDLE_WORK, "more than the floor an interval has"
+    cpu.used += used
+    clock.advance(IDLE_INTERVAL)
+    assert len(reported) == 2
+    assert clock.pending() == [pytest.approx(next_in)]
     await stopped(task)
 
 
