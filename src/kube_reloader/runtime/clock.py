@@ -57,6 +57,13 @@ class SystemClock:
         return time.thread_time()
 
 
+def on_grain(clock: Clock, delay: float, grain: float = 1.0) -> float:
+    """`delay`, lengthened (by less than `grain`) to end on a whole multiple of `grain`
+    seconds of `clock`'s monotonic time: timers that need not be exact, made apart (one per
+    workload of a fan-out), fire together on one wakeup of the loop instead of one each."""
+    return delay + (-(clock.monotonic() + delay)) % grain
+
+
 async def sleep(clock: Clock, seconds: float) -> None:
     """Wait `seconds` on `clock` (a fake clock's timers fire when the test moves it)."""
     woken = asyncio.Event()

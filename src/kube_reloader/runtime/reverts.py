@@ -1,7 +1,8 @@
 """Reverted reloads: after a reload writes a workload's pod template, the workload is watched
-for a minute. If the template goes back to what it carried before the write (an operator that
-owns the workload restored its own template, or a GitOps tool re-applied it), the pods keep
-the old content: one Warning Event `ReloadReverted` says so and points to
+for a minute (up to a second more, so the watches a fan-out starts end on one wakeup). If
+the template goes back to what it carried before the write (an operator that owns the
+workload restored its own template, or a GitOps tool re-applied it), the pods keep the old
+content: one Warning Event `ReloadReverted` says so and points to
 `kube-reloader.io/strategy: evict`, which replaces the pods without writing the template.
 
 Only a newer generation than the write's own counts (a watch event from before the write, say
@@ -17,7 +18,7 @@ from kube_reloader.core import catchup, planning, strategies
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
-from kube_reloader.runtime.clock import Clock, Timer
+from kube_reloader.runtime.clock import Clock, Timer, on_grain
 from kube_reloader.runtime.reloadreports import ReloadReports
 
 #: seconds after a template write during which a revert is looked for
@@ -50,7 +51,8 @@ class Reverts:
         def expire() -> None:
             self._watching.pop(key, None)
 
-        self._watching[key] = (watched, generation, self.clock.call_later(WATCH_SECONDS, expire))
+        timer = self.clock.call_later(on_grain(self.clock, WATCH_SECONDS), expire)
+        self._watching[key] = (watched, generation, timer)
 
     def observe(self, workload: planning.Workload) -> None:
         """A watched workload's new state: warn once when a write was undone."""

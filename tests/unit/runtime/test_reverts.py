@@ -67,6 +67,24 @@ async def test_after_a_minute_the_workload_is_no_longer_watched() -> None:
     assert room.events.reasons() == []
 
 
+async def test_the_watches_a_fan_out_starts_end_together_within_a_second_after_the_minute() -> None:
+    room = Room()
+    reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
+    first, second = workload("first"), workload("second")
+    room.clock.advance(0.2)
+    reverts.written(first, [planned(first, "v2")], generation=2)
+    room.clock.advance(0.3)
+    reverts.written(second, [planned(second, "v2")], generation=2)
+    due = {round(room.clock.now + d, 9) for d in room.clock.pending()}
+    assert due == {61.0}, "one instant, a minute after the later write, on a whole second"
+    room.clock.advance(WATCH_SECONDS)  # 60.5: a minute after the later write
+    assert first.key in reverts
+    assert second.key in reverts
+    room.clock.advance(0.5)
+    assert first.key not in reverts
+    assert second.key not in reverts
+
+
 async def test_kinds_whose_reload_is_not_a_lasting_template_write_are_not_watched() -> None:
     room = Room()
     reverts = Reverts(room.clock, room.reports.reloads, Strategy.ENV_VARS)
