@@ -6,7 +6,7 @@ that long. The worst of the last `WINDOW` seconds is kept beside each sample
 
 Each sample is one timer callback that arms the next: no task step, Event or future per
 sample. What a sample costs is mostly the wakeup itself (on the benchmark's machine, a busy
-two-core VM, a wakeup costs 0.3-2 ms of CPU with the caches gone cold, whatever it runs),
+two-core VM, a wakeup costs 0.3-2.5 ms of CPU with the caches gone cold, whatever it runs),
 so the sampler takes as few wakeups of its own as it can:
 
 - After a sample that finds the loop working (its thread used `IDLE_WORK` of CPU since
@@ -46,7 +46,7 @@ IDLE_INTERVAL = 1.0
 #: CPU seconds used since the last sample under which the loop counts as idle
 IDLE_WORK = 0.001
 #: the share of the time since the last sample on the CPU under which the loop counts as
-#: idle, whatever it used: 10 ms over an idle second (a sample's own wakeup, up to ~2 ms)
+#: idle, whatever it used: 10 ms over an idle second (a sample's own wakeup, up to ~3 ms)
 IDLE_SHARE = 0.01
 #: seconds over which the worst lag is kept
 WINDOW = 60.0
