@@ -122,7 +122,7 @@ async def test_a_loop_that_used_cpu_since_the_last_sample_is_sampled_every_inter
 @pytest.mark.parametrize(
     ("used", "next_in"),
     [
-        (IDLE_INTERVAL * IDLE_SHARE / 5, IDLE_INTERVAL),  # its own cold wakeup: still idle
+        (IDLE_WORK * 2, IDLE_INTERVAL),  # its own cold wakeup, over the floor: still idle
         (IDLE_INTERVAL * IDLE_SHARE * 0.99, IDLE_INTERVAL),
         (IDLE_INTERVAL * IDLE_SHARE, INTERVAL),  # a share of the second: the loop works
     ],
@@ -132,11 +132,50 @@ async def test_an_idle_second_counts_as_work_only_from_a_share_of_it_on_the_cpu(
 ) -> None:
     clock, cpu = FakeClock(), Cpu()
     _, reported, task = await idle(clock, cpu)
-    assert IDLE_INTERVAL * IDLE_SHARE / 5 > IDLE_WORK, "more than the floor an interval has"
+    assert IDLE_WORK * 2 < IDLE_INTERVAL * IDLE_SHARE, "the share is over the floor here"
     cpu.used += used
     clock.advance(IDLE_INTERVAL)
     assert len(reported) == 2
     assert clock.pending() == [pytest.approx(next_in)]
+    await stopped(task)
+
+
+@pytest.mark.parametrize(
+    ("after", "used", "next_in"),
+    [
+        (0.5, 0.5 * IDLE_SHARE * 0.9, IDLE_INTERVAL),  # over the floor, under the share
+        (0.5, 0.5 * IDLE_SHARE, INTERVAL),
+        (0.01, IDLE_WORK * 0.9, IDLE_INTERVAL),  # over the share, under the floor
+        (0.01, IDLE_WORK, INTERVAL),
+    ],
+)
+async def test_a_sample_that_rode_counts_work_by_the_floor_and_the_share_since_the_last(
+    after: float, used: float, next_in: float
+) -> None:
+    clock, cpu = FakeClock(), Cpu()
+    lag, reported, task = await idle(clock, cpu)
+    assert 0.5 * IDLE_SHARE * 0.9 > IDLE_WORK, "the share is over the floor at 0.5 s"
+    clock.advance(after)
+    cpu.used += used
+    lag.awake()
+    clock.advance(0.0)
+    assert lag.riders == 1
+    assert len(reported) == 2
+    assert clock.pending() == [pytest.approx(next_in)]
+    await stopped(task)
+
+
+async def test_a_stall_off_the_cpu_does_not_lift_the_mark_the_loop_works_by() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    _, reported, task = await started(clock, cpu)
+    cpu.used += IDLE_WORK
+    clock.advance(INTERVAL)  # the loop worked: the next sample is due in an interval
+    assert clock.pending() == [pytest.approx(INTERVAL)]
+    cpu.used += IDLE_WORK  # as much work again, then the loop is held 0.5 s off the CPU
+    clock.now += INTERVAL + 0.5
+    clock.advance(0.0)
+    assert reported[-1] == pytest.approx(0.5), "the stall is seen"
+    assert clock.pending() == [pytest.approx(INTERVAL)], "and the loop still counts as working"
     await stopped(task)
 
 
