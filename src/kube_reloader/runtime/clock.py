@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -57,11 +58,64 @@ class SystemClock:
         return time.thread_time()
 
 
-def on_grain(clock: Clock, delay: float, grain: float = 1.0) -> float:
-    """`delay`, lengthened (by less than `grain`) to end on a whole multiple of `grain`
-    seconds of `clock`'s monotonic time: timers that need not be exact, made apart (one per
-    workload of a fan-out), fire together on one wakeup of the loop instead of one each."""
-    return delay + (-(clock.monotonic() + delay)) % grain
+class Grains:
+    """Timers that need not be exact, each run at the first whole `grain` seconds of the
+    clock's monotonic time at or after its due time, all of one grain from a single timer
+    of the clock: the timers a fan-out makes apart (one per workload) fire on one wakeup
+    of the loop, where the loop's own would each be due at its own millisecond. A callback
+    that raises does not stop the others of its grain; the first error is raised after
+    them."""
+
+    def __init__(self, clock: Clock, grain: float = 1.0) -> None:
+        self.clock = clock
+        self.grain = grain
+        #: grain number -> its timer and its callbacks, by handle
+        self._due: dict[int, tuple[Timer, dict[_Grained, Callable[[], None]]]] = {}
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        now = self.clock.monotonic()
+        slot = math.ceil((now + max(0.0, delay)) / self.grain)
+        entry = self._due.get(slot)
+        if entry is None:
+            timer = self.clock.call_later(slot * self.grain - now, lambda: self._fire(slot))
+            entry = self._due[slot] = (timer, {})
+        handle = _Grained(self, slot)
+        entry[1][handle] = callback
+        return handle
+
+    def _cancel(self, handle: _Grained) -> None:
+        entry = self._due.get(handle.slot)
+        if entry is None or entry[1].pop(handle, None) is None:
+            return
+        if not entry[1]:
+            entry[0].cancel()
+            del self._due[handle.slot]
+
+    def _fire(self, slot: int) -> None:
+        entry = self._due.pop(slot, None)
+        if entry is None:
+            return
+        failed: list[Exception] = []
+        for callback in entry[1].values():
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - raised after the others ran
+                failed.append(exc)
+        if failed:
+            raise failed[0]
+
+
+class _Grained:
+    """One callback of a `Grains`: cancelled alone."""
+
+    __slots__ = ("owner", "slot")
+
+    def __init__(self, owner: Grains, slot: int) -> None:
+        self.owner = owner
+        self.slot = slot
+
+    def cancel(self) -> None:
+        self.owner._cancel(self)
 
 
 async def sleep(clock: Clock, seconds: float) -> None:

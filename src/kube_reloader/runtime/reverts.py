@@ -1,5 +1,5 @@
 """Reverted reloads: after a reload writes a workload's pod template, the workload is watched
-for a minute (up to a second more, so the watches a fan-out starts end on one wakeup). If
+for a minute (up to a second more: the watches a fan-out starts end on one timer). If
 the template goes back to what it carried before the write (an operator that owns the
 workload restored its own template, or a GitOps tool re-applied it), the pods keep the old
 content: one Warning Event `ReloadReverted` says so and points to
@@ -18,7 +18,7 @@ from kube_reloader.core import catchup, planning, strategies
 from kube_reloader.core.kindtraits import traits
 from kube_reloader.core.objects import ObjectKey
 from kube_reloader.core.planning import Plan
-from kube_reloader.runtime.clock import Clock, Timer, on_grain
+from kube_reloader.runtime.clock import Clock, Grains, Timer
 from kube_reloader.runtime.reloadreports import ReloadReports
 
 #: seconds after a template write during which a revert is looked for
@@ -35,6 +35,11 @@ class Reverts:
     _watching: dict[ObjectKey, tuple[list[tuple[Plan, str | None]], int, Timer]] = field(
         default_factory=dict
     )
+    #: the watches' ends, one timer per second they end in
+    _ends: Grains = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._ends = Grains(self.clock)
 
     def __contains__(self, key: object) -> bool:
         return key in self._watching
@@ -51,7 +56,7 @@ class Reverts:
         def expire() -> None:
             self._watching.pop(key, None)
 
-        timer = self.clock.call_later(on_grain(self.clock, WATCH_SECONDS), expire)
+        timer = self._ends.call_later(WATCH_SECONDS, expire)
         self._watching[key] = (watched, generation, timer)
 
     def observe(self, workload: planning.Workload) -> None:
