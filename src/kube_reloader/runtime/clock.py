@@ -60,11 +60,11 @@ class SystemClock:
 
 class Grains:
     """Timers that need not be exact, each run at the first whole `grain` seconds of the
-    clock's monotonic time at or after its due time, all of one grain from a single timer
-    of the clock: the timers a fan-out makes apart (one per workload) fire on one wakeup
-    of the loop, where the loop's own would each be due at its own millisecond. A callback
-    that raises does not stop the others of its grain; the first error is raised after
-    them."""
+    clock's monotonic time at or after its due time (to the loop's millisecond: uvloop
+    rounds), all of one grain from a single timer of the clock: the timers a fan-out makes
+    apart (one per workload) fire on one wakeup of the loop per grain they fall in, where
+    the loop's own would each be due at its own millisecond. A callback that raises an
+    `Exception` does not stop the others of its grain; the first is raised after them."""
 
     def __init__(self, clock: Clock, grain: float = 1.0) -> None:
         self.clock = clock
@@ -92,15 +92,20 @@ class Grains:
             del self._due[handle.slot]
 
     def _fire(self, slot: int) -> None:
-        entry = self._due.pop(slot, None)
+        """Run the grain's callbacks one by one, each taken out first: one cancelled by a
+        callback before it does not run, one made for this grain by a callback does."""
+        entry = self._due.get(slot)
         if entry is None:
             return
-        failed: list[Exception] = []
-        for callback in entry[1].values():
+        callbacks, failed = entry[1], []
+        while callbacks:
+            callback = callbacks.pop(next(iter(callbacks)))
             try:
                 callback()
             except Exception as exc:  # noqa: BLE001 - raised after the others ran
                 failed.append(exc)
+        if self._due.get(slot) is entry:
+            del self._due[slot]
         if failed:
             raise failed[0]
 

@@ -6,16 +6,18 @@ that long. The worst of the last `WINDOW` seconds is kept beside each sample
 
 Each sample is one timer callback that arms the next: no task step, Event or future per
 sample. What a sample costs is mostly the wakeup itself (on the benchmark's machine, a busy
-two-core VM, a wakeup costs 0.3-2.5 ms of CPU with the caches gone cold, whatever it runs),
+two-core VM, a wakeup costs 0.3-2.8 ms of CPU with the caches gone cold, whatever it runs),
 so the sampler takes as few wakeups of its own as it can:
 
 - After a sample that finds the loop working, the next is due in `INTERVAL`: a step that
   holds the loop for `s` seconds is seen as at least `s - INTERVAL` late. The loop works
   when its thread used, since the sample before, at least `IDLE_WORK` of CPU and at least
-  `IDLE_SHARE` of the wait the sampler had asked for (the idle mark; not of the wait it
+  `IDLE_SHARE` of the time from that sample to when this one was due (the idle mark: the
+  wait the sampler asked for, or the time to the wakeup a sample rode; not the wait it
   got, which a stall off the CPU lengthens). The sampler's own wakeup stays under the
-  mark; under a millisecond, as it was, that wakeup counted as work and brought another
-  0.1 s later, most seconds.
+  mark. With a mark of one millisecond, as it was, that wakeup counted as work: after an
+  idle second it brought another sample 0.1 s later, and a sampler at 0.1 s whose own
+  wakeup cost a millisecond kept itself there.
 - After a sample that finds it idle, the next is due in `IDLE_INTERVAL`. Every walk over a
   tenant's objects (`clock.Pacer`: each watch stream's events, the catch-up, fan-outs,
   audits) says when it starts a slice of work (`awake`, through the system clock's
@@ -49,7 +51,7 @@ IDLE_INTERVAL = 1.0
 #: own wakeup after 0.1 s costs 0.3-0.7 ms on the benchmark's machine, at times more)
 IDLE_WORK = 0.003
 #: the share of the wait asked for since the last sample, on the CPU, under which the loop
-#: counts as idle: 10 ms over an idle second (a sample's own wakeup costs up to ~3 ms)
+#: counts as idle: 10 ms over an idle second (a sample's own wakeup costs up to 2.8 ms)
 IDLE_SHARE = 0.01
 #: seconds over which the worst lag is kept
 WINDOW = 60.0

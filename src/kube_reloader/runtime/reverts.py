@@ -1,5 +1,6 @@
 """Reverted reloads: after a reload writes a workload's pod template, the workload is watched
-for a minute (up to a second more: the watches a fan-out starts end on one timer). If
+for a minute (up to a second more: the watches a fan-out starts end on one timer per
+second they fall in). If
 the template goes back to what it carried before the write (an operator that owns the
 workload restored its own template, or a GitOps tool re-applied it), the pods keep the old
 content: one Warning Event `ReloadReverted` says so and points to

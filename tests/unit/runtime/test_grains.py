@@ -55,13 +55,26 @@ def test_a_cancelled_timer_does_not_fire_and_the_last_one_cancelled_ends_the_clo
     grains = Grains(clock)
     first = grains.call_later(5.0, lambda: fired.append("first"))
     second = grains.call_later(5.0, lambda: fired.append("second"))
-    first.cancel()
-    assert clock.pending() == [pytest.approx(5.0)], "the other still waits"
+    third = grains.call_later(5.0, lambda: fired.append("third"))
     second.cancel()
+    assert clock.pending() == [pytest.approx(5.0)], "the others still wait"
+    first.cancel()
+    third.cancel()
     assert clock.pending() == [], "nothing left in the grain: its timer is cancelled"
     first.cancel()  # twice: nothing
     clock.advance(10.0)
     assert fired == []
+
+
+def test_cancelling_one_timer_of_a_grain_leaves_exactly_the_others() -> None:
+    clock, fired = FakeClock(), []
+    grains = Grains(clock)
+    grains.call_later(5.0, lambda: fired.append("first"))
+    second = grains.call_later(5.0, lambda: fired.append("second"))
+    grains.call_later(5.0, lambda: fired.append("third"))
+    second.cancel()
+    clock.advance(5.0)
+    assert fired == ["first", "third"]
 
 
 def test_a_timer_made_in_a_grain_whose_only_timer_was_cancelled_arms_one_again() -> None:
@@ -97,3 +110,36 @@ def test_cancelling_a_timer_that_fired_is_a_no_op() -> None:
     grains.call_later(0.5, lambda: fired.append("next"))
     clock.advance(1.0)
     assert fired == ["done", "next"]
+
+
+def test_a_callback_that_cancels_a_later_one_of_its_grain_stops_it() -> None:
+    clock, fired = FakeClock(), []
+    grains = Grains(clock)
+    handles = []
+    grains.call_later(1.0, lambda: handles[0].cancel())
+    handles.append(grains.call_later(1.0, lambda: fired.append("cancelled")))
+    grains.call_later(1.0, lambda: fired.append("kept"))
+    clock.advance(1.0)
+    assert fired == ["kept"]
+    assert clock.pending() == []
+
+
+def test_a_callback_may_make_a_timer_for_a_later_grain() -> None:
+    clock, fired = FakeClock(), []
+    grains = Grains(clock)
+    grains.call_later(1.0, lambda: grains.call_later(1.0, lambda: fired.append(clock.now)))
+    clock.advance(1.0)
+    assert clock.pending() == [pytest.approx(1.0)]
+    clock.advance(1.0)
+    assert fired == [pytest.approx(2.0)]
+
+
+def test_a_timer_made_for_a_grain_that_already_fired_is_armed_and_runs() -> None:
+    clock, fired = FakeClock(), []
+    grains = Grains(clock)
+    grains.call_later(1.0, lambda: fired.append("first"))
+    clock.advance(1.0)
+    grains.call_later(0.0, lambda: fired.append("again"))  # at 1.0: the same grain's number
+    assert clock.pending() == [0.0]
+    clock.advance(0.0)
+    assert fired == ["first", "again"]

@@ -165,6 +165,19 @@ async def test_a_sample_that_rode_counts_work_by_the_floor_and_the_share_since_t
     await stopped(task)
 
 
+async def test_a_sampler_whose_own_wakeup_costs_a_millisecond_or_two_goes_idle() -> None:
+    clock, cpu = FakeClock(), Cpu()
+    _, reported, task = await started(clock, cpu)
+    cpu.used += 0.05
+    clock.advance(INTERVAL)  # the loop worked: the next sample is due in an interval
+    assert clock.pending() == [pytest.approx(INTERVAL)]
+    cpu.used += 0.002  # only the next sample's own wakeup
+    clock.advance(INTERVAL)
+    assert clock.pending() == [pytest.approx(IDLE_INTERVAL)]
+    assert len(reported) == 2
+    await stopped(task)
+
+
 async def test_a_stall_off_the_cpu_does_not_lift_the_mark_the_loop_works_by() -> None:
     clock, cpu = FakeClock(), Cpu()
     _, reported, task = await started(clock, cpu)
