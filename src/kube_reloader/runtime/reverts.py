@@ -1,9 +1,8 @@
 """Reverted reloads: after a reload writes a workload's pod template, the workload is watched
 for a minute (up to a second more: the watches a fan-out starts end on one timer per
-second they fall in). If
-the template goes back to what it carried before the write (an operator that owns the
-workload restored its own template, or a GitOps tool re-applied it), the pods keep the old
-content: one Warning Event `ReloadReverted` says so and points to
+second they fall in). If the template goes back to what it carried before the write (an
+operator that owns the workload restored its own template, or a GitOps tool re-applied it),
+the pods keep the old content: one Warning Event `ReloadReverted` says so and points to
 `kube-reloader.io/strategy: evict`, which replaces the pods without writing the template.
 
 Only a newer generation than the write's own counts (a watch event from before the write, say
