@@ -10,9 +10,14 @@ from kube_reloader.runtime.clock import Grains
 from .fakes import FakeClock
 
 
+def made() -> tuple[FakeClock, list[object], Grains]:
+    """A fake clock, a list for what fired, and grains of a second on that clock."""
+    clock = FakeClock()
+    return clock, [], Grains(clock)
+
+
 def test_timers_made_apart_within_one_grain_fire_together_from_one_timer() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     clock.now = 10.2
     grains.call_later(60.0, lambda: fired.append(("a", clock.now)))
     clock.now = 10.7
@@ -39,8 +44,7 @@ def test_a_timer_is_never_early_and_at_most_a_grain_late(now: float, delay: floa
 
 
 def test_timers_of_different_grains_fire_each_at_their_own() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     grains.call_later(0.5, lambda: fired.append(1))
     grains.call_later(1.5, lambda: fired.append(2))
     assert clock.pending() == [pytest.approx(1.0), pytest.approx(2.0)]
@@ -51,8 +55,7 @@ def test_timers_of_different_grains_fire_each_at_their_own() -> None:
 
 
 def test_a_cancelled_timer_does_not_fire_and_the_last_one_cancelled_ends_the_clocks() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     first = grains.call_later(5.0, lambda: fired.append("first"))
     second = grains.call_later(5.0, lambda: fired.append("second"))
     third = grains.call_later(5.0, lambda: fired.append("third"))
@@ -67,8 +70,7 @@ def test_a_cancelled_timer_does_not_fire_and_the_last_one_cancelled_ends_the_clo
 
 
 def test_cancelling_one_timer_of_a_grain_leaves_exactly_the_others() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     grains.call_later(5.0, lambda: fired.append("first"))
     second = grains.call_later(5.0, lambda: fired.append("second"))
     grains.call_later(5.0, lambda: fired.append("third"))
@@ -78,8 +80,7 @@ def test_cancelling_one_timer_of_a_grain_leaves_exactly_the_others() -> None:
 
 
 def test_a_timer_made_in_a_grain_whose_only_timer_was_cancelled_arms_one_again() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     grains.call_later(5.0, lambda: fired.append("gone")).cancel()
     grains.call_later(5.0, lambda: fired.append("kept"))
     clock.advance(5.0)
@@ -87,8 +88,7 @@ def test_a_timer_made_in_a_grain_whose_only_timer_was_cancelled_arms_one_again()
 
 
 def test_a_callback_that_raises_does_not_stop_the_others_of_its_grain() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
 
     def broken() -> None:
         raise RuntimeError("broken")
@@ -102,8 +102,7 @@ def test_a_callback_that_raises_does_not_stop_the_others_of_its_grain() -> None:
 
 
 def test_cancelling_a_timer_that_fired_is_a_no_op() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     done = grains.call_later(1.0, lambda: fired.append("done"))
     clock.advance(1.0)
     done.cancel()
@@ -113,8 +112,7 @@ def test_cancelling_a_timer_that_fired_is_a_no_op() -> None:
 
 
 def test_a_callback_that_cancels_a_later_one_of_its_grain_stops_it() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     handles = []
     grains.call_later(1.0, lambda: handles[0].cancel())
     handles.append(grains.call_later(1.0, lambda: fired.append("cancelled")))
@@ -125,8 +123,7 @@ def test_a_callback_that_cancels_a_later_one_of_its_grain_stops_it() -> None:
 
 
 def test_a_callback_may_make_a_timer_for_a_later_grain() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     grains.call_later(1.0, lambda: grains.call_later(1.0, lambda: fired.append(clock.now)))
     clock.advance(1.0)
     assert clock.pending() == [pytest.approx(1.0)]
@@ -135,8 +132,7 @@ def test_a_callback_may_make_a_timer_for_a_later_grain() -> None:
 
 
 def test_a_timer_made_for_a_grain_that_already_fired_is_armed_and_runs() -> None:
-    clock, fired = FakeClock(), []
-    grains = Grains(clock)
+    clock, fired, grains = made()
     grains.call_later(1.0, lambda: fired.append("first"))
     clock.advance(1.0)
     grains.call_later(0.0, lambda: fired.append("again"))  # at 1.0: the same grain's number
